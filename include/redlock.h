@@ -1,0 +1,254 @@
+/* redlock.h: distributed mutual exclusion over N independent Redis masters.
+ *
+ * The Redlock algorithm on libuv: a lock is held when a quorum of masters
+ * accepted `SET key token NX PX ttl` within the lock's validity. N = 1 is
+ * the ordinary single-instance Redis lock, through the same code.
+ *
+ * Conventions (as libuv):
+ *  - Every function returns 0 or a negative REDLOCK_E* code. When a call
+ *    fails, redlock_last_error() gives a message for this thread.
+ *  - If a call that takes a callback returns < 0, the callback never runs.
+ *    If it returns 0, the callback runs exactly once, and never from inside
+ *    the call itself.
+ *  - redlock_client_close() finishes every pending callback with
+ *    REDLOCK_ECANCELED before its own callback fires.
+ *  - Result pointers handed to a callback are valid only during the call.
+ *  - A client and its locks belong to one loop and one thread.
+ *  - What keeps the loop alive: an open client (its connections and
+ *    reconnect timers). Close the client to let uv_run() return.
+ */
+#ifndef REDLOCK_H
+#define REDLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+# define REDLOCK_EXTERN __attribute__((visibility("default")))
+#else
+# define REDLOCK_EXTERN
+#endif
+
+#define REDLOCK_VERSION_MAJOR 0
+#define REDLOCK_VERSION_MINOR 1
+#define REDLOCK_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------
+ * Errors. Values are negative and never renumbered.
+ */
+#define REDLOCK_ERRNO_MAP(XX)                                                 \
+  XX(EINVAL,    -1,  "invalid argument")                                      \
+  XX(ENOMEM,    -2,  "out of memory")                                         \
+  XX(ETAKEN,    -3,  "lock is held by another owner")                         \
+  XX(ENOQUORUM, -4,  "too few masters answered to reach a quorum")            \
+  XX(EEXPIRED,  -5,  "quorum reached but the validity time had run out")      \
+  XX(ETIMEDOUT, -6,  "timed out")                                             \
+  XX(ENOTHELD,  -7,  "lock is not held by this owner")                        \
+  XX(ELOST,     -8,  "lock was lost")                                         \
+  XX(ECANCELED, -9,  "operation canceled")                                    \
+  XX(EBUSY,     -10, "another operation is in progress on this object")      \
+  XX(EPROTO,    -11, "unexpected reply from the server")                      \
+  XX(EIO,       -12, "connection to the master failed or is down")            \
+  XX(ESERVER,   -13, "the server answered with an error")                     \
+
+typedef enum {
+#define REDLOCK__ERR_ENUM(name, val, msg) REDLOCK_##name = (val),
+  REDLOCK_ERRNO_MAP(REDLOCK__ERR_ENUM)
+#undef REDLOCK__ERR_ENUM
+  REDLOCK_ERRNO_MAX = -100
+} redlock_errno_t;
+
+/* A static description of `err`; "unknown error" for unknown values. */
+REDLOCK_EXTERN const char *redlock_strerror(int err);
+/* The symbolic name ("EINVAL", ...) of `err`; "UNKNOWN" for unknown. */
+REDLOCK_EXTERN const char *redlock_err_name(int err);
+/* The message of the last failed call in this thread (never NULL). */
+REDLOCK_EXTERN const char *redlock_last_error(void);
+
+REDLOCK_EXTERN const char *redlock_version_string(void);
+
+/* ------------------------------------------------------------------------
+ * Allocator. Call before creating any client. hiredis 0.14 has no hooks:
+ * its own allocations bypass these.
+ */
+typedef void *(*redlock_malloc_func)(size_t size);
+typedef void *(*redlock_realloc_func)(void *ptr, size_t size);
+typedef void *(*redlock_calloc_func)(size_t count, size_t size);
+typedef void (*redlock_free_func)(void *ptr);
+REDLOCK_EXTERN int redlock_replace_allocator(redlock_malloc_func m,
+                                             redlock_realloc_func r,
+                                             redlock_calloc_func c,
+                                             redlock_free_func f);
+
+/* ------------------------------------------------------------------------
+ * Client: the set of masters, one connection each, shared by every lock.
+ */
+typedef struct redlock_client_s redlock_client_t;
+typedef struct redlock_lock_s redlock_lock_t;
+
+/* Durations in a config: 0 means the default; a negative value means
+ * "none" (an explicit zero) where that makes sense. */
+typedef struct redlock_client_config {
+  /* Masters: "redis://[user[:password]@]host[:port][/db]",
+   * "unix:///path[?db=N]" or "host:port". Required, 1..REDLOCK_MAX_SERVERS. */
+  const char *const *servers;
+  size_t n_servers;
+  /* Votes needed; 0 = n/2+1. May be raised up to n, never lowered. */
+  unsigned quorum;
+  /* Clock drift allowance: drift = ttl * drift_factor + 2 ms. 0 = 0.01. */
+  double drift_factor;
+  /* Connect + handshake deadline per master. 0 = 250 ms. */
+  int connect_timeout_ms;
+  /* Per-master deadline of one command. Keep it much smaller than the ttl
+   * (the spec suggests 5-50 ms for a 10 s ttl). 0 = 50 ms. */
+  int command_timeout_ms;
+  /* Acquire retries after the first attempt. 0 = 3, negative = none. */
+  int retry_count;
+  /* Delay before a retry, uniform in delay +- jitter. 0 = 200 ms / 100 ms;
+   * negative = none. */
+  int retry_delay_ms;
+  int retry_jitter_ms;
+  /* Reconnect backoff: exponential from min to max, with jitter.
+   * 0 = 20 ms / 2000 ms. */
+  int reconnect_min_ms;
+  int reconnect_max_ms;
+  /* Prepended to every resource name to form the key. NULL = none. */
+  const char *key_prefix;
+  /* Credentials for masters whose URI has none (AUTH [user] password). */
+  const char *username;
+  const char *password;
+} redlock_client_config;
+
+#define REDLOCK_MAX_SERVERS 64
+#define REDLOCK_MAX_KEY 65536          /* bytes, prefix included */
+#define REDLOCK_MAX_TTL_MS 2147483647  /* what Redis accepts for PX (int32) */
+
+typedef void (*redlock_close_cb)(redlock_client_t *client, void *arg);
+
+/* Creates a client on `loop` and starts connecting to every master. The
+ * config is copied. Errors: EINVAL (with a message), ENOMEM. */
+REDLOCK_EXTERN int redlock_client_new(uv_loop_t *loop,
+                                      const redlock_client_config *cfg,
+                                      redlock_client_t **out);
+
+/* Closes the client: every operation in flight completes with ECANCELED,
+ * every lock still held or half-acquired is released (best effort, bounded
+ * by the command timeout), the connections are closed, every lock handle
+ * not yet freed is freed, then `cb` runs (may be NULL). Errors: EINVAL,
+ * EBUSY (already closing). */
+REDLOCK_EXTERN int redlock_client_close(redlock_client_t *client,
+                                        redlock_close_cb cb, void *arg);
+
+REDLOCK_EXTERN size_t redlock_client_n_servers(const redlock_client_t *c);
+REDLOCK_EXTERN unsigned redlock_client_quorum(const redlock_client_t *c);
+/* Number of masters connected and ready right now. */
+REDLOCK_EXTERN unsigned redlock_client_n_up(const redlock_client_t *c);
+REDLOCK_EXTERN uv_loop_t *redlock_client_loop(const redlock_client_t *c);
+
+/* ------------------------------------------------------------------------
+ * Results: what each master said in the operation that just finished.
+ */
+typedef enum {
+  REDLOCK_VOTE_NONE = 0,  /* not asked, or no answer before the decision */
+  REDLOCK_VOTE_YES,       /* set / extended / released on this master */
+  REDLOCK_VOTE_NO,        /* held by another owner / not ours there */
+  REDLOCK_VOTE_ERR        /* failed: see error and errstr */
+} redlock_vote_t;
+
+typedef struct redlock_node_result {
+  const char *server;     /* the master, as configured, without password */
+  redlock_vote_t vote;
+  int error;              /* 0 or REDLOCK_E* (EIO, ETIMEDOUT, ESERVER...) */
+  const char *errstr;     /* server error text or connection error; or "" */
+  uint64_t latency_us;    /* send to reply; 0 if no reply */
+} redlock_node_result;
+
+typedef struct redlock_result {
+  int status;             /* same as the callback's status */
+  unsigned attempts;      /* attempts made (acquire) */
+  unsigned yes, no, err;  /* votes of the last attempt */
+  unsigned n_nodes;
+  int64_t validity_ms;    /* remaining validity when decided; <= 0 if none */
+  uint64_t elapsed_us;    /* last attempt: first send to decision */
+  const redlock_node_result *nodes;   /* n_nodes entries */
+} redlock_result;
+
+/* ------------------------------------------------------------------------
+ * Locks. A handle names one resource; it can be acquired, extended and
+ * released many times, one operation at a time.
+ */
+typedef void (*redlock_lock_cb)(redlock_lock_t *lock, int status,
+                                const redlock_result *result, void *arg);
+
+typedef struct redlock_acquire_opts {
+  /* Overall deadline for all attempts, from the call. 0 = none (bounded
+   * by the retry count); negative = one attempt only. */
+  int wait_ms;
+  /* Override the client's retry policy for this call (same meanings). */
+  int retry_count;
+  int retry_delay_ms;
+  int retry_jitter_ms;
+} redlock_acquire_opts;
+
+/* Creates a handle for `resource` (binary-safe, 1..REDLOCK_MAX_KEY bytes
+ * with the prefix). Errors: EINVAL, ENOMEM, ECANCELED (client closing). */
+REDLOCK_EXTERN int redlock_lock_new(redlock_client_t *client,
+                                    const void *resource, size_t len,
+                                    redlock_lock_t **out);
+
+/* Frees the handle. A lock still held is released in the background first.
+ * Allowed inside the lock's own callback (the free is deferred). Errors:
+ * EINVAL, EBUSY (an operation is in flight: its callback has not run). */
+REDLOCK_EXTERN int redlock_lock_free(redlock_lock_t *lock);
+
+/* Acquires the lock for `ttl_ms` (1..REDLOCK_MAX_TTL_MS). `opts` may be
+ * NULL. The callback gets 0 (held; see redlock_lock_validity_ms) or
+ * ETAKEN, ENOQUORUM, EEXPIRED, ETIMEDOUT (wait deadline), ECANCELED. A
+ * failed attempt is released on every master before the next one.
+ * Errors from the call: EINVAL, EBUSY (held or operation in flight). */
+REDLOCK_EXTERN int redlock_lock_acquire(redlock_lock_t *lock, int64_t ttl_ms,
+                                        const redlock_acquire_opts *opts,
+                                        redlock_lock_cb cb, void *arg);
+
+/* Extends a held lock to `ttl_ms` from now, only where the key still holds
+ * our token. Success renews the validity. The callback gets 0, ENOTHELD
+ * (a majority says the key is gone or someone else's: the lock is lost),
+ * ENOQUORUM, EEXPIRED, ECANCELED. After ENOQUORUM or EEXPIRED the old
+ * validity still applies. Errors from the call: EINVAL, ENOTHELD, EBUSY. */
+REDLOCK_EXTERN int redlock_lock_extend(redlock_lock_t *lock, int64_t ttl_ms,
+                                       redlock_lock_cb cb, void *arg);
+
+/* Releases the lock on every master (compare-and-delete: never another
+ * owner's key). Completes when a quorum confirmed, or when every master
+ * answered; the callback gets 0, ENOTHELD (nothing of ours was found on a
+ * quorum: it had expired or was lost), ENOQUORUM, ECANCELED. The handle is
+ * released afterwards in every case. Errors: EINVAL, ENOTHELD (never
+ * acquired), EBUSY. */
+REDLOCK_EXTERN int redlock_lock_release(redlock_lock_t *lock,
+                                        redlock_lock_cb cb, void *arg);
+
+/* Remaining validity in ms on the monotonic clock; 0 if not held. */
+REDLOCK_EXTERN int64_t redlock_lock_validity_ms(const redlock_lock_t *lock);
+/* 1 if acquired and the validity has not run out, else 0. */
+REDLOCK_EXTERN int redlock_lock_is_held(const redlock_lock_t *lock);
+/* The token of the current (or last) attempt, NUL-terminated hex. */
+REDLOCK_EXTERN const char *redlock_lock_token(const redlock_lock_t *lock);
+/* The resource name as given (not NUL-terminated if binary); len may be
+ * NULL. */
+REDLOCK_EXTERN const void *redlock_lock_resource(const redlock_lock_t *lock,
+                                                 size_t *len);
+REDLOCK_EXTERN redlock_client_t *redlock_lock_client(
+    const redlock_lock_t *lock);
+REDLOCK_EXTERN void *redlock_lock_get_data(const redlock_lock_t *lock);
+REDLOCK_EXTERN void redlock_lock_set_data(redlock_lock_t *lock, void *data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* REDLOCK_H */

@@ -1,0 +1,35 @@
+/* uri.h: parse one master address. Pure: no I/O, no uv, no hiredis. */
+#ifndef REDLOCK_URI_H
+#define REDLOCK_URI_H
+
+#include <stddef.h>
+
+/* A parsed server address. Every string is owned by the struct (allocated
+ * with redlock__malloc) and freed by redlock__uri_free(). */
+typedef struct redlock__uri {
+  char *host;        /* hostname or IP literal without brackets; NULL for unix */
+  int port;          /* 1..65535; 6379 when omitted; 0 for unix */
+  char *path;        /* unix socket path; NULL for tcp */
+  char *username;    /* NULL when absent */
+  char *password;    /* NULL when absent */
+  int db;            /* 0 when omitted; 0..INT32_MAX */
+  char *display;     /* for logs and results: the address without password,
+                        e.g. "redis://user@127.0.0.1:7000/2", "unix:///tmp/s",
+                        "127.0.0.1:7000" */
+} redlock__uri;
+
+/* Parses `s` (NUL-terminated). Accepted forms:
+ *   redis://[user[:password]@]host[:port][/db]
+ *   redis://[:password@]host[:port][/db]     (password only)
+ *   unix:///absolute/path[?db=N]
+ *   host:port  and  host  (port 6379)
+ *   IPv6 literals in brackets: redis://[::1]:7000, [::1]:7000
+ * User and password may be %XX-encoded in the redis:// form.
+ * Returns 0, REDLOCK_EINVAL (and writes a message into err, errlen bytes,
+ * NUL-terminated, naming what is wrong) or REDLOCK_ENOMEM. On error *out is
+ * left zeroed and nothing is allocated. */
+int redlock__uri_parse(const char *s, redlock__uri *out, char *err,
+                       size_t errlen);
+void redlock__uri_free(redlock__uri *u);
+
+#endif

@@ -1,0 +1,145 @@
+/* harness.h: test support. ASSERT macros that print both values, real
+ * redis-server processes on free loopback ports (started, paused, killed
+ * and restarted by PID, always stopped at exit), a synchronous admin
+ * connection for checks, and bounded waiting. Tests never sleep to
+ * synchronise: they poll a condition with a deadline. */
+#ifndef REDLOCK_TEST_HARNESS_H
+#define REDLOCK_TEST_HARNESS_H
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#define TEST_SKIP 77   /* meson: skipped */
+
+#define TEST_FAIL(...)                                                      \
+  do {                                                                      \
+    fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                   \
+    fprintf(stderr, __VA_ARGS__);                                           \
+    fprintf(stderr, "\n");                                                  \
+    harness_abort();                                                        \
+  } while (0)
+
+#define ASSERT(expr)                                                        \
+  do {                                                                      \
+    if (!(expr))                                                            \
+      TEST_FAIL("assertion failed: %s", #expr);                             \
+  } while (0)
+
+#define ASSERT__CMP(a, op, b, type, fmt)                                    \
+  do {                                                                      \
+    type a_ = (type)(a);                                                    \
+    type b_ = (type)(b);                                                    \
+    if (!(a_ op b_))                                                        \
+      TEST_FAIL("%s %s %s (%" fmt " vs %" fmt ")", #a, #op, #b, a_, b_);    \
+  } while (0)
+
+#define ASSERT_EQ(a, b) ASSERT__CMP(a, ==, b, int64_t, PRId64)
+#define ASSERT_NE(a, b) ASSERT__CMP(a, !=, b, int64_t, PRId64)
+#define ASSERT_LT(a, b) ASSERT__CMP(a, <, b, int64_t, PRId64)
+#define ASSERT_LE(a, b) ASSERT__CMP(a, <=, b, int64_t, PRId64)
+#define ASSERT_GT(a, b) ASSERT__CMP(a, >, b, int64_t, PRId64)
+#define ASSERT_GE(a, b) ASSERT__CMP(a, >=, b, int64_t, PRId64)
+#define ASSERT_NULL(p) ASSERT((p) == NULL)
+#define ASSERT_NOT_NULL(p) ASSERT((p) != NULL)
+#define ASSERT_STR_EQ(a, b)                                                 \
+  do {                                                                      \
+    const char *sa_ = (a);                                                  \
+    const char *sb_ = (b);                                                  \
+    if (sa_ == NULL || sb_ == NULL || strcmp(sa_, sb_) != 0)                \
+      TEST_FAIL("%s == %s (\"%s\" vs \"%s\")", #a, #b,                      \
+                sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");                \
+  } while (0)
+
+/* Stops every server this process started (SIGCONT first, then SIGKILL,
+ * then waitpid), removes their temp dirs, then abort()s. */
+void harness_abort(void);
+
+/* ---- redis-server processes ------------------------------------------ */
+
+typedef struct harness_server {
+  int port;            /* 127.0.0.1 port, found free by bind() */
+  int pid;             /* 0 when not running */
+  int paused;          /* 1 while SIGSTOPped */
+  char dir[256];       /* private temp dir (for AOF when enabled) */
+  int appendonly;      /* start with --appendonly yes --appendfsync always */
+} harness_server;
+
+/* Path of redis-server, or NULL when absent (tests then exit TEST_SKIP).
+ * Honours $REDIS_SERVER. */
+const char *harness_redis_path(void);
+
+/* Starts n servers (n <= 16) on free loopback ports with persistence off
+ * (--save '' --appendonly no), --enable-debug-command local, and waits
+ * (bounded, 5 s) until each answers PING. Registers an atexit and
+ * SIGINT/SIGTERM/SIGABRT handler that stops them. Exits TEST_SKIP when
+ * redis-server is not installed. Aborts the test on failure. */
+void harness_start(harness_server *srv, int n);
+/* Stops all servers started by harness_start (by PID; waits for them). */
+void harness_stop_all(void);
+
+void harness_pause(harness_server *s);     /* SIGSTOP */
+void harness_resume(harness_server *s);    /* SIGCONT */
+void harness_kill(harness_server *s);      /* SIGKILL + waitpid; keys lost
+                                              unless appendonly */
+/* Starts the server again on the same port (and dir), waits for PING. */
+void harness_restart(harness_server *s);
+
+/* "127.0.0.1:PORT" for server i, in a static buffer per slot (16 slots),
+ * and an array of them suitable for redlock_client_config.servers. */
+const char *harness_addr(const harness_server *s);
+/* Fills out[0..n-1] with harness_addr of each. */
+void harness_addrs(const harness_server *srv, int n, const char **out);
+
+/* A port on 127.0.0.1 on which nothing listens (bound, then closed). */
+int harness_free_port(void);
+
+/* ---- synchronous admin commands (hiredis sync API, 2 s timeout) ------- */
+
+/* Runs a command given as argv on server s. Returns the reply as a string
+ * in buf: bulk/status/error text as is ("ERR ..." for errors), integers in
+ * decimal, nil as "(nil)"; returns 0 on success, -1 when the server cannot
+ * be reached or times out. Binary-safe arguments. */
+int harness_cmd(const harness_server *s, char *buf, size_t buflen,
+                int argc, const char **argv, const size_t *argvlen);
+/* printf-style convenience (redisCommand format). Same return. */
+int harness_cmdf(const harness_server *s, char *buf, size_t buflen,
+                 const char *fmt, ...);
+/* GET key: returns 1 and copies the value (NUL-terminated) if it exists,
+ * 0 if not, -1 on connection error. */
+int harness_get(const harness_server *s, const char *key, char *val,
+                size_t vallen);
+/* PTTL key (ms), -2 missing, -1 no expiry; INT64_MIN on error. */
+int64_t harness_pttl(const harness_server *s, const char *key);
+/* SET key val PX ttl (no NX). 0 ok, -1 error. */
+int harness_set(const harness_server *s, const char *key, const char *val,
+                int64_t ttl_ms);
+/* Number of keys in db 0 (DBSIZE). -1 on error. */
+int64_t harness_dbsize(const harness_server *s);
+
+/* ---- time and waiting -------------------------------------------------- */
+
+/* Monotonic ms (uv_hrtime / 1e6). */
+uint64_t harness_now_ms(void);
+
+/* Runs `loop` (UV_RUN_ONCE steps) until *flag != 0 or timeout_ms passes
+ * on the monotonic clock. Returns 0 when the flag was set, -1 on timeout.
+ * A short uv_timer keeps UV_RUN_ONCE from blocking past the deadline. */
+int harness_run_until(uv_loop_t *loop, const volatile int *flag,
+                      uint64_t timeout_ms);
+/* Runs the loop until it has no more active handles (uv_run DEFAULT), but
+ * fails the test if that takes more than timeout_ms; then asserts
+ * uv_loop_close(loop) == 0. */
+void harness_loop_close(uv_loop_t *loop, uint64_t timeout_ms);
+
+/* Polls cond(arg) every ~2 ms until it returns nonzero or timeout_ms
+ * passes (this is bounded polling of an external condition, e.g. a key on
+ * a server). Returns 0 when true, -1 on timeout. */
+int harness_wait_for(int (*cond)(void *arg), void *arg, uint64_t timeout_ms);
+
+#endif
