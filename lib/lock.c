@@ -1,0 +1,542 @@
+/* lock.c: the lock handle and its acquire / extend / release machines.
+ *
+ * Owns: one fan-out round per operation over every node, the early
+ * decision (quorum.c), the validity (validity.c), retries (retry.c), the
+ * release of failed attempts, and delivering each callback exactly once.
+ * Does not own: connections and deadlines (node.c).
+ *
+ *   IDLE/RELEASED/FAILED/LOST --acquire--> ACQUIRING --quorum--> HELD
+ *        ^                                    |  ^                 |
+ *        |                 failed, no retries |  | retry timer     |
+ *        +------------- FAILED <--------------+--+                 |
+ *   HELD --extend ok--> HELD;  --extend: majority says not ours--> LOST
+ *   HELD/LOST --release--> RELEASED
+ *
+ * Acquisition follows the Redlock spec:
+ *  1. read the monotonic clock (round_start);
+ *  2. send SET key token NX PX ttl to all N nodes in the same loop turn,
+ *     each bounded by the per-node command timeout (node.c);
+ *  3. decide as soon as yes >= quorum or yes + pending < quorum;
+ *  4. validity = ttl - elapsed - (ttl * drift_factor + 2 ms); held only if
+ *     validity > 0;
+ *  5. on failure release on every node that said yes or has not answered
+ *     (the release queues behind the SET on the same connection), then
+ *     retry after a random delay with a fresh token.
+ *
+ * Lifetime: a handle is referenced by the user, by the operation in flight
+ * and by every request in flight. Its memory (one block: handle, per-node
+ * results, key) is freed when the last reference goes and its timer is
+ * closed, so late replies are always consumed safely. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+enum { TIMER_IDLE = 0, TIMER_RETRY, TIMER_DEFER };
+
+static void lock_deliver(redlock_lock_t *l);
+
+static void on_lock_closed(uv_handle_t *h) {
+  redlock_lock_t *l = h->data;
+  redlock_client_t *c = l->client;
+  redlock__queue_remove(&l->link);
+  redlock__free(l);
+  redlock__client_maybe_finish(c);
+}
+
+static void lock_unref(redlock_lock_t *l) {
+  REDLOCK__ASSERT(l->refs > 0);
+  if (--l->refs == 0)
+    uv_close((uv_handle_t *)&l->timer, on_lock_closed);
+}
+
+static char *errbuf(const redlock_lock_t *l, unsigned i) {
+  return l->errbufs + (size_t)i * REDLOCK__ERRSTR_LEN;
+}
+
+static void set_result(redlock_lock_t *l, unsigned i, redlock_vote_t vote,
+                       int error, const char *errstr, uint64_t latency_us) {
+  redlock_node_result *r = &l->results[i];
+  r->vote = vote;
+  r->error = error;
+  r->latency_us = latency_us;
+  snprintf(errbuf(l, i), REDLOCK__ERRSTR_LEN, "%s", errstr ? errstr : "");
+  switch (vote) {
+    case REDLOCK_VOTE_YES:
+      l->yes++;
+      break;
+    case REDLOCK_VOTE_NO:
+      l->no++;
+      break;
+    case REDLOCK_VOTE_ERR:
+      l->err++;
+      break;
+    case REDLOCK_VOTE_NONE:
+      break;
+  }
+}
+
+static int lock_send(redlock_lock_t *l, unsigned i, redlock__req_kind kind) {
+  redlock_client_t *c = l->client;
+  redlock__req *req = redlock__req_get(c);
+  int rc;
+  if (req == NULL)
+    return REDLOCK_ENOMEM;
+  req->lock = l;
+  req->kind = (uint8_t)kind;
+  req->ttl_ms = l->ttl_ms;
+  req->round = l->round;
+  memcpy(req->token, l->token, sizeof(req->token));
+  rc = redlock__node_submit(&c->nodes[i], req);
+  if (rc != 0) {
+    redlock__req_put(c, req);
+    return rc;
+  }
+  l->refs++;
+  return 0;
+}
+
+/* Step 2: one command per node, all in this loop turn (the adapter writes
+ * them together just before the loop blocks). */
+static void lock_fanout(redlock_lock_t *l, redlock__req_kind kind) {
+  redlock_client_t *c = l->client;
+  unsigned i;
+  l->round++;
+  l->yes = 0;
+  l->no = 0;
+  l->err = 0;
+  l->decided = 0;
+  l->round_start = uv_hrtime();
+  for (i = 0; i < c->n; i++) {
+    int rc;
+    l->results[i].vote = REDLOCK_VOTE_NONE;
+    l->results[i].error = 0;
+    l->results[i].latency_us = 0;
+    errbuf(l, i)[0] = '\0';
+    rc = lock_send(l, i, kind);
+    if (rc != 0)
+      set_result(l, i, REDLOCK_VOTE_ERR, rc,
+                 c->nodes[i].errstr[0] ? c->nodes[i].errstr
+                                       : "not connected",
+                 0);
+  }
+}
+
+/* Step 5: compare-and-delete our token wherever it may be set. */
+static void lock_cleanup(redlock_lock_t *l, int everywhere) {
+  redlock_client_t *c = l->client;
+  unsigned i;
+  for (i = 0; i < c->n; i++) {
+    redlock_vote_t v = l->results[i].vote;
+    if (everywhere || v == REDLOCK_VOTE_YES || v == REDLOCK_VOTE_NONE)
+      (void)lock_send(l, i, REDLOCK__REQ_CLEANUP);
+  }
+}
+
+static void on_lock_timer(uv_timer_t *t);
+
+static void lock_complete(redlock_lock_t *l, int status) {
+  l->status = status;
+  if (l->client->in_api > 0) {
+    /* Decided inside the public call: never call back from there. */
+    l->timer_mode = TIMER_DEFER;
+    uv_timer_start(&l->timer, on_lock_timer, 0, 0);
+    return;
+  }
+  lock_deliver(l);
+}
+
+static void lock_attempt(redlock_lock_t *l);
+
+static void on_lock_timer(uv_timer_t *t) {
+  redlock_lock_t *l = t->data;
+  int mode = l->timer_mode;
+  l->timer_mode = TIMER_IDLE;
+  if (mode == TIMER_RETRY)
+    lock_attempt(l);
+  else if (mode == TIMER_DEFER)
+    lock_deliver(l);
+}
+
+static void lock_retry_or_fail(redlock_lock_t *l, int status,
+                               redlock__ns now) {
+  redlock_client_t *c = l->client;
+  int64_t delay = redlock__retry_delay_ms(
+      l->retry_delay_ms, l->retry_jitter_ms, redlock__prng_next(&c->prng));
+  redlock__ns next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
+  if (!c->closing &&
+      redlock__retry_allowed(l->attempts, l->max_retries, next,
+                             l->wait_deadline)) {
+    l->status = status;
+    l->timer_mode = TIMER_RETRY;
+    uv_timer_start(&l->timer, on_lock_timer, (uint64_t)delay, 0);
+    return;
+  }
+  l->state = REDLOCK__LOCK_FAILED;
+  lock_complete(l, status);
+}
+
+/* Steps 3 and 4: decide as early as the votes allow. */
+static void lock_check(redlock_lock_t *l, redlock__ns now) {
+  redlock_client_t *c = l->client;
+  redlock__round_state st =
+      redlock__round_decide(c->n, c->quorum, l->yes, l->no, l->err);
+  redlock__ns deadline;
+  int64_t left;
+  if (st == REDLOCK__ROUND_PENDING)
+    return;
+  l->decided = 1;
+  l->result_elapsed_us = (now - l->round_start) / REDLOCK__NS_PER_US;
+  l->result_validity_ms = 0;
+  deadline = redlock__validity_deadline(l->round_start, l->ttl_ms,
+                                        c->drift_factor);
+  left = redlock__validity_left(deadline, now);
+  switch (l->op) {
+    case REDLOCK__OP_ACQUIRE:
+      if (st == REDLOCK__ROUND_REACHED && left > 0) {
+        l->state = REDLOCK__LOCK_HELD;
+        l->valid_until = deadline;
+        l->result_validity_ms = left / (int64_t)REDLOCK__NS_PER_MS;
+        lock_complete(l, 0);
+        return;
+      }
+      lock_cleanup(l, 0);
+      lock_retry_or_fail(l, st == REDLOCK__ROUND_REACHED ? REDLOCK_EEXPIRED
+                            : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ETAKEN
+                                                           : REDLOCK_ENOQUORUM,
+                         now);
+      return;
+    case REDLOCK__OP_EXTEND:
+      if (st == REDLOCK__ROUND_REACHED && left > 0) {
+        l->valid_until = deadline;
+        l->result_validity_ms = left / (int64_t)REDLOCK__NS_PER_MS;
+        lock_complete(l, 0);
+      } else if (st == REDLOCK__ROUND_REACHED) {
+        lock_complete(l, REDLOCK_EEXPIRED);
+      } else if (st == REDLOCK__ROUND_BLOCKED) {
+        l->state = REDLOCK__LOCK_LOST;
+        l->valid_until = 0;
+        lock_complete(l, REDLOCK_ENOTHELD);
+      } else {
+        lock_complete(l, REDLOCK_ENOQUORUM);
+      }
+      return;
+    case REDLOCK__OP_RELEASE:
+      lock_complete(l, st == REDLOCK__ROUND_REACHED   ? 0
+                       : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ENOTHELD
+                                                      : REDLOCK_ENOQUORUM);
+      return;
+    case REDLOCK__OP_NONE:
+      return;   /* canceled: replies are only recorded */
+  }
+}
+
+static void lock_attempt(redlock_lock_t *l) {
+  int rc;
+  l->attempts++;
+  rc = redlock__token_new(l->token);
+  if (rc != 0) {
+    l->state = REDLOCK__LOCK_FAILED;
+    lock_complete(l, rc);
+    return;
+  }
+  lock_fanout(l, REDLOCK__REQ_ACQUIRE);
+  lock_check(l, uv_hrtime());
+}
+
+void redlock__lock_on_vote(redlock__req *req, redlock_vote_t vote, int error,
+                           const char *errstr, redlock__ns now) {
+  redlock_lock_t *l = req->lock;
+  unsigned idx = req->node->index;
+  redlock__ns sent = req->sent_ns;
+  int counts = req->kind != REDLOCK__REQ_CLEANUP && req->round == l->round;
+  redlock__req_put(l->client, req);
+  if (counts && l->results[idx].vote == REDLOCK_VOTE_NONE) {
+    set_result(l, idx, vote, error, errstr,
+               (now - sent) / REDLOCK__NS_PER_US);
+    if (!l->decided)
+      lock_check(l, now);
+  }
+  lock_unref(l);
+}
+
+static void lock_deliver(redlock_lock_t *l) {
+  redlock_lock_cb cb = l->cb;
+  void *arg = l->cb_arg;
+  redlock_result res;
+  l->cb = NULL;
+  l->op = REDLOCK__OP_NONE;
+  if (cb != NULL) {
+    memset(&res, 0, sizeof(res));
+    res.status = l->status;
+    res.attempts = l->attempts;
+    res.yes = l->yes;
+    res.no = l->no;
+    res.err = l->err;
+    res.n_nodes = l->client->n;
+    res.validity_ms = l->status == 0 ? l->result_validity_ms : 0;
+    res.elapsed_us = l->result_elapsed_us;
+    res.nodes = l->results;
+    cb(l, l->status, &res, arg);
+  }
+  lock_unref(l);   /* the operation's reference */
+}
+
+/* ---- public API ----------------------------------------------------------- */
+
+static int lock_usable(const redlock_lock_t *l, const char *fn) {
+  if (l == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "%s: lock is NULL", fn);
+  if (l->user_freed)
+    return redlock__fail(REDLOCK_EINVAL, "%s: lock was freed", fn);
+  if (l->client->closing)
+    return redlock__fail(REDLOCK_ECANCELED, "%s: client is closing", fn);
+  if (l->op != REDLOCK__OP_NONE)
+    return redlock__fail(REDLOCK_EBUSY,
+                         "%s: another operation is in flight", fn);
+  return 0;
+}
+
+static int check_ttl(int64_t ttl_ms, const char *fn) {
+  if (ttl_ms <= 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "%s: ttl %lld ms out of range 1..%d", fn,
+                         (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
+  return 0;
+}
+
+int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
+                     redlock_lock_t **out) {
+  redlock_lock_t *l;
+  size_t keylen;
+  size_t size;
+  char *p;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_lock_new: out is NULL");
+  *out = NULL;
+  if (c == NULL || resource == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_new: client or resource is NULL");
+  if (len == 0)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_lock_new: empty resource");
+  if (c->closing)
+    return redlock__fail(REDLOCK_ECANCELED,
+                         "redlock_lock_new: client is closing");
+  if (len > REDLOCK_MAX_KEY - c->key_prefix_len)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_new: key longer than %d bytes",
+                         REDLOCK_MAX_KEY);
+  keylen = c->key_prefix_len + len;
+  /* One block: handle, per-node results, per-node error text, key. */
+  size = sizeof(*l) + c->n * sizeof(redlock_node_result) +
+         c->n * REDLOCK__ERRSTR_LEN + keylen + 1;
+  l = redlock__calloc(1, size);
+  if (l == NULL)
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  p = (char *)(l + 1);
+  l->results = (redlock_node_result *)p;
+  p += c->n * sizeof(redlock_node_result);
+  l->errbufs = p;
+  p += c->n * REDLOCK__ERRSTR_LEN;
+  l->key = p;
+  if (c->key_prefix_len > 0)
+    memcpy(l->key, c->key_prefix, c->key_prefix_len);
+  memcpy(l->key + c->key_prefix_len, resource, len);
+  l->key[keylen] = '\0';
+  l->keylen = keylen;
+  for (unsigned i = 0; i < c->n; i++) {
+    l->results[i].server = c->nodes[i].uri.display;
+    l->results[i].errstr = errbuf(l, i);
+  }
+  l->client = c;
+  l->refs = 1;   /* the user's */
+  uv_timer_init(c->loop, &l->timer);
+  l->timer.data = l;
+  redlock__queue_insert_tail(&c->locks, &l->link);
+  *out = l;
+  return 0;
+}
+
+int redlock_lock_free(redlock_lock_t *l) {
+  if (l == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_lock_free: lock is NULL");
+  if (l->user_freed)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_lock_free: double free");
+  if (l->op != REDLOCK__OP_NONE)
+    return redlock__fail(REDLOCK_EBUSY,
+                         "redlock_lock_free: an operation is in flight");
+  if (l->state == REDLOCK__LOCK_HELD) {
+    l->client->in_api++;
+    lock_cleanup(l, 1);
+    l->client->in_api--;
+    l->state = REDLOCK__LOCK_RELEASED;
+    l->valid_until = 0;
+  }
+  l->user_freed = 1;
+  lock_unref(l);
+  return 0;
+}
+
+int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
+                         const redlock_acquire_opts *opts, redlock_lock_cb cb,
+                         void *arg) {
+  static const redlock_acquire_opts none;
+  redlock_client_t *c;
+  int rc = lock_usable(l, "redlock_lock_acquire");
+  if (rc != 0)
+    return rc;
+  c = l->client;
+  if ((rc = check_ttl(ttl_ms, "redlock_lock_acquire")) != 0)
+    return rc;
+  if (cb == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_acquire: callback is NULL");
+  if (redlock_lock_is_held(l))
+    return redlock__fail(REDLOCK_EBUSY,
+                         "redlock_lock_acquire: already held by this handle;"
+                         " extend or release it");
+  if (opts == NULL)
+    opts = &none;
+  l->max_retries = opts->retry_count == 0  ? c->retry_count
+                   : opts->retry_count < 0 ? 0
+                                           : (unsigned)opts->retry_count;
+  l->retry_delay_ms = opts->retry_delay_ms == 0  ? c->retry_delay_ms
+                      : opts->retry_delay_ms < 0 ? 0
+                                                 : opts->retry_delay_ms;
+  l->retry_jitter_ms = opts->retry_jitter_ms == 0  ? c->retry_jitter_ms
+                       : opts->retry_jitter_ms < 0 ? 0
+                                                   : opts->retry_jitter_ms;
+  l->wait_deadline = 0;
+  if (opts->wait_ms < 0)
+    l->max_retries = 0;
+  else if (opts->wait_ms > 0)
+    l->wait_deadline =
+        uv_hrtime() + (redlock__ns)opts->wait_ms * REDLOCK__NS_PER_MS;
+  l->op = REDLOCK__OP_ACQUIRE;
+  l->cb = cb;
+  l->cb_arg = arg;
+  l->refs++;   /* the operation's */
+  l->ttl_ms = ttl_ms;
+  l->attempts = 0;
+  l->state = REDLOCK__LOCK_ACQUIRING;
+  l->valid_until = 0;
+  c->in_api++;
+  lock_attempt(l);
+  c->in_api--;
+  return 0;
+}
+
+int redlock_lock_extend(redlock_lock_t *l, int64_t ttl_ms, redlock_lock_cb cb,
+                        void *arg) {
+  int rc = lock_usable(l, "redlock_lock_extend");
+  if (rc != 0)
+    return rc;
+  if ((rc = check_ttl(ttl_ms, "redlock_lock_extend")) != 0)
+    return rc;
+  if (cb == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_extend: callback is NULL");
+  if (!redlock_lock_is_held(l))
+    return redlock__fail(REDLOCK_ENOTHELD,
+                         "redlock_lock_extend: the lock is not held "
+                         "(never acquired, released, lost or expired)");
+  l->op = REDLOCK__OP_EXTEND;
+  l->cb = cb;
+  l->cb_arg = arg;
+  l->refs++;
+  l->ttl_ms = ttl_ms;
+  l->attempts = 1;
+  l->client->in_api++;
+  lock_fanout(l, REDLOCK__REQ_EXTEND);
+  lock_check(l, uv_hrtime());
+  l->client->in_api--;
+  return 0;
+}
+
+int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
+  int rc = lock_usable(l, "redlock_lock_release");
+  if (rc != 0)
+    return rc;
+  if (l->state != REDLOCK__LOCK_HELD && l->state != REDLOCK__LOCK_LOST)
+    return redlock__fail(REDLOCK_ENOTHELD,
+                         "redlock_lock_release: the lock is not held");
+  l->op = REDLOCK__OP_RELEASE;
+  l->cb = cb;
+  l->cb_arg = arg;
+  l->refs++;
+  l->attempts = 1;
+  l->state = REDLOCK__LOCK_RELEASED;
+  l->valid_until = 0;
+  l->client->in_api++;
+  lock_fanout(l, REDLOCK__REQ_RELEASE);
+  lock_check(l, uv_hrtime());
+  l->client->in_api--;
+  return 0;
+}
+
+void redlock__lock_abort(redlock_lock_t *l) {
+  if (l->op != REDLOCK__OP_NONE) {
+    uv_timer_stop(&l->timer);
+    l->timer_mode = TIMER_IDLE;
+    if (l->op == REDLOCK__OP_ACQUIRE) {
+      /* Half-acquired, held (decision not delivered yet) or between
+       * attempts: release whatever this token may have set. */
+      if (!l->decided || l->state == REDLOCK__LOCK_HELD)
+        lock_cleanup(l, l->state == REDLOCK__LOCK_HELD);
+      l->state = REDLOCK__LOCK_FAILED;
+    }
+    l->valid_until = l->state == REDLOCK__LOCK_HELD ? l->valid_until : 0;
+    l->status = REDLOCK_ECANCELED;
+    lock_deliver(l);
+  }
+  if (l->state == REDLOCK__LOCK_HELD) {
+    lock_cleanup(l, 1);
+    l->state = REDLOCK__LOCK_RELEASED;
+    l->valid_until = 0;
+  }
+  if (!l->user_freed) {
+    l->user_freed = 1;
+    lock_unref(l);
+  }
+}
+
+/* ---- getters -------------------------------------------------------------- */
+
+int64_t redlock_lock_validity_ms(const redlock_lock_t *l) {
+  int64_t left;
+  if (l == NULL || l->state != REDLOCK__LOCK_HELD || l->valid_until == 0)
+    return 0;
+  left = redlock__validity_left(l->valid_until, uv_hrtime());
+  return left > 0 ? left / (int64_t)REDLOCK__NS_PER_MS : 0;
+}
+
+int redlock_lock_is_held(const redlock_lock_t *l) {
+  if (l == NULL || l->state != REDLOCK__LOCK_HELD || l->valid_until == 0)
+    return 0;
+  return redlock__validity_left(l->valid_until, uv_hrtime()) > 0;
+}
+
+const char *redlock_lock_token(const redlock_lock_t *l) {
+  return l != NULL ? l->token : NULL;
+}
+
+const void *redlock_lock_resource(const redlock_lock_t *l, size_t *len) {
+  if (l == NULL)
+    return NULL;
+  if (len != NULL)
+    *len = l->keylen - l->client->key_prefix_len;
+  return l->key + l->client->key_prefix_len;
+}
+
+redlock_client_t *redlock_lock_client(const redlock_lock_t *l) {
+  return l != NULL ? l->client : NULL;
+}
+
+void *redlock_lock_get_data(const redlock_lock_t *l) {
+  return l != NULL ? l->data : NULL;
+}
+
+void redlock_lock_set_data(redlock_lock_t *l, void *data) {
+  if (l != NULL)
+    l->data = data;
+}

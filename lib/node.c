@@ -1,0 +1,700 @@
+/* node.c: one Redis master.
+ *
+ * Owns: the hiredis async context of one master, its life cycle (async DNS,
+ * connect, handshake, reconnect with capped exponential backoff and
+ * jitter), the FIFO of requests in flight, the single deadline timer for
+ * the oldest of them, reply classification into votes, and the list of
+ * tokens abandoned while the master was unreachable.
+ * Does not own: what the votes mean (lock.c), the loop, the event hooks
+ * (uvadapter.c).
+ *
+ * Deadlines: replies on a connection come back in order, so the oldest
+ * pending request is the only one that can be overdue first. One timer per
+ * node is armed for it. When it fires, everything queued behind it is
+ * stuck too: the connection is torn down (redisAsyncFree from the timer:
+ * every pending callback runs once, synchronously, with NULL) and the node
+ * goes DOWN and reconnects after a backoff. A command to a DOWN node fails
+ * at once: nothing queues behind a dead master. While a connection is being
+ * made, commands queue in order behind the handshake and are bounded by the
+ * connect deadline.
+ *
+ * A SET that timed out may still land later (the server was only stalled).
+ * Its key and token are kept in a bounded per-node list and released first
+ * when the node comes back, before any other command.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis.h>
+#include <async.h>
+
+#include "common.h"
+
+static const char release_script[] =
+    "if redis.call('get',KEYS[1]) == ARGV[1] then "
+    "return redis.call('del',KEYS[1]) else return 0 end";
+static const char extend_script[] =
+    "if redis.call('get',KEYS[1]) == ARGV[1] then "
+    "return redis.call('pexpire',KEYS[1],ARGV[2]) else return 0 end";
+
+static void node_connect(redlock__node *n);
+static void node_schedule_reconnect(redlock__node *n);
+static void node_finish_close(redlock__node *n);
+static void on_req_reply(redisAsyncContext *ac, void *r, void *priv);
+
+static void node_set_errstr(redlock__node *n, const char *s) {
+  snprintf(n->errstr, sizeof(n->errstr), "%s", s ? s : "");
+}
+
+/* ---- request I/O ------------------------------------------------------- */
+
+/* Hands a request to hiredis. 0 or EIO (context refuses: disconnecting). */
+static int node_write(redlock__node *n, redlock__req *req) {
+  const char *argv[7];
+  size_t len[7];
+  char ttl[24];
+  int argc = 0;
+  const redlock_lock_t *l = req->lock;
+  const char *sha;
+  int ttl_len = snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
+
+  if (req->kind == REDLOCK__REQ_ACQUIRE) {
+    argv[0] = "SET";
+    argv[1] = l->key;
+    argv[2] = req->token;
+    argv[3] = "NX";
+    argv[4] = "PX";
+    argv[5] = ttl;
+    argc = 6;
+  } else {
+    const char *script = req->kind == REDLOCK__REQ_EXTEND ? extend_script
+                                                          : release_script;
+    sha = req->kind == REDLOCK__REQ_EXTEND ? n->extend_sha : n->release_sha;
+    if (req->evalsha_fallback || sha[0] == '\0') {
+      argv[0] = "EVAL";
+      argv[1] = script;
+    } else {
+      argv[0] = "EVALSHA";
+      argv[1] = sha;
+    }
+    argv[2] = "1";
+    argv[3] = l->key;
+    argv[4] = req->token;
+    argc = 5;
+    if (req->kind == REDLOCK__REQ_EXTEND) {
+      argv[5] = ttl;
+      argc = 6;
+    }
+  }
+  for (int i = 0; i < argc; i++)
+    len[i] = strlen(argv[i]);
+  len[1 + (req->kind != REDLOCK__REQ_ACQUIRE ? 2 : 0)] = l->keylen;
+  if (req->kind == REDLOCK__REQ_ACQUIRE)
+    len[5] = (size_t)ttl_len;
+  if (redisAsyncCommandArgv(n->ac, on_req_reply, req, argc, argv, len) !=
+      REDIS_OK)
+    return REDLOCK_EIO;
+  req->written = 1;
+  return 0;
+}
+
+static void on_deadline(uv_timer_t *t);
+
+static void node_arm_deadline(redlock__node *n, redlock__ns now) {
+  redlock__req *head;
+  uint64_t ms;
+  if (redlock__queue_empty(&n->pending))
+    return;
+  head = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
+  if (head->deadline_ns == 0)
+    return;
+  ms = head->deadline_ns > now
+           ? (head->deadline_ns - now + REDLOCK__NS_PER_MS - 1) /
+                 REDLOCK__NS_PER_MS
+           : 0;
+  uv_timer_start(&n->deadline_timer, on_deadline, ms, 0);
+}
+
+int redlock__node_submit(redlock__node *n, redlock__req *req) {
+  redlock_client_t *c = n->client;
+  int was_empty = redlock__queue_empty(&n->pending);
+  req->node = n;
+  req->written = 0;
+  req->evalsha_fallback = 0;
+  req->sent_ns = uv_hrtime();
+  req->deadline_ns = 0;
+  switch (n->state) {
+    case REDLOCK__NODE_UP:
+      if (node_write(n, req) != 0)
+        return REDLOCK_EIO;
+      req->deadline_ns =
+          req->sent_ns + (redlock__ns)c->command_timeout_ms *
+                             REDLOCK__NS_PER_MS;
+      break;
+    case REDLOCK__NODE_CONNECTING:
+    case REDLOCK__NODE_HANDSHAKE:
+      if (node_write(n, req) != 0)
+        return REDLOCK_EIO;
+      break;
+    case REDLOCK__NODE_RESOLVING:
+      break;  /* written once the address is known */
+    case REDLOCK__NODE_DOWN:
+      return REDLOCK_EIO;
+    case REDLOCK__NODE_CLOSED:
+      return REDLOCK_ECANCELED;
+  }
+  redlock__queue_insert_tail(&n->pending, &req->q);
+  n->n_pending++;
+  if (was_empty && req->deadline_ns != 0)
+    node_arm_deadline(n, req->sent_ns);
+  return 0;
+}
+
+static void node_abandon(redlock__node *n, const redlock__req *req,
+                         redlock__ns now) {
+  const redlock_lock_t *l = req->lock;
+  redlock__abandoned *a;
+  unsigned i;
+  /* Reuse an expired slot first; the list is bounded. */
+  for (i = 0; i < n->n_abandoned; i++)
+    if (n->abandoned[i].expires_ns <= now)
+      break;
+  if (i == n->n_abandoned) {
+    if (n->n_abandoned == REDLOCK__ABANDONED_MAX)
+      return;  /* full: the key still expires by its ttl */
+    n->n_abandoned++;
+  } else {
+    redlock__free(n->abandoned[i].key);
+  }
+  a = &n->abandoned[i];
+  a->key = redlock__strndup(l->key, l->keylen);
+  if (a->key == NULL) {
+    a->expires_ns = 0;
+    return;
+  }
+  a->keylen = l->keylen;
+  memcpy(a->token, req->token, sizeof(a->token));
+  a->expires_ns = now + (redlock__ns)req->ttl_ms * REDLOCK__NS_PER_MS;
+}
+
+static void classify(const redlock__req *req, const redisReply *r,
+                     redlock_vote_t *vote, int *error, const char **errstr) {
+  *vote = REDLOCK_VOTE_ERR;
+  *error = REDLOCK_EPROTO;
+  *errstr = "unexpected reply type";
+  if (r->type == REDIS_REPLY_ERROR) {
+    *error = REDLOCK_ESERVER;
+    *errstr = r->str;
+    return;
+  }
+  if (req->kind == REDLOCK__REQ_ACQUIRE) {
+    if (r->type == REDIS_REPLY_STATUS && r->len == 2 &&
+        memcmp(r->str, "OK", 2) == 0) {
+      *vote = REDLOCK_VOTE_YES;
+    } else if (r->type == REDIS_REPLY_NIL) {
+      *vote = REDLOCK_VOTE_NO;
+    } else {
+      return;
+    }
+  } else {
+    if (r->type != REDIS_REPLY_INTEGER)
+      return;
+    *vote = r->integer == 1 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO;
+  }
+  *error = 0;
+  *errstr = "";
+}
+
+static void on_close_drained(uv_timer_t *t);
+
+static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv) {
+  redlock__req *req = priv;
+  redlock__node *n = req->node;
+  const redisReply *r = reply;
+  redlock__ns now = uv_hrtime();
+  redlock_vote_t vote;
+  int error;
+  const char *errstr;
+  char buf[160];
+
+  redlock__queue_remove(&req->q);
+  n->n_pending--;
+
+  if (r == NULL) {
+    vote = REDLOCK_VOTE_ERR;
+    if (ac->c.err != 0) {
+      error = REDLOCK_EIO;
+      snprintf(buf, sizeof(buf), "%s", ac->c.errstr);
+    } else {
+      error = n->teardown_reason != 0 ? n->teardown_reason : REDLOCK_EIO;
+      snprintf(buf, sizeof(buf), "%s", n->errstr);
+    }
+    errstr = buf;
+    if (req->kind == REDLOCK__REQ_ACQUIRE && error != REDLOCK_ECANCELED)
+      node_abandon(n, req, now);
+  } else if (r->type == REDIS_REPLY_ERROR && !req->evalsha_fallback &&
+             req->kind != REDLOCK__REQ_ACQUIRE &&
+             strncmp(r->str, "NOSCRIPT", 8) == 0 && n->ac == ac) {
+    /* The script cache was flushed: resend this call as EVAL (which also
+     * caches it again). It goes to the tail; its deadline is kept. */
+    req->evalsha_fallback = 1;
+    if (node_write(n, req) == 0) {
+      redlock__queue_insert_tail(&n->pending, &req->q);
+      n->n_pending++;
+      if (n->n_pending == 1)
+        node_arm_deadline(n, now);
+      return;
+    }
+    vote = REDLOCK_VOTE_ERR;
+    error = REDLOCK_EIO;
+    errstr = "connection closing";
+  } else {
+    classify(req, r, &vote, &error, &errstr);
+  }
+
+  redlock__lock_on_vote(req, vote, error, errstr, now);
+
+  if (n->closing && n->n_pending == 0 && n->ac != NULL)
+    uv_timer_start(&n->conn_timer, on_close_drained, 0, 0);
+}
+
+/* Fails every request not yet handed to hiredis (RESOLVING only). */
+static void node_fail_unwritten(redlock__node *n, int error) {
+  while (!redlock__queue_empty(&n->pending)) {
+    redlock__req *req =
+        REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
+    REDLOCK__ASSERT(!req->written);
+    redlock__queue_remove(&req->q);
+    n->n_pending--;
+    redlock__lock_on_vote(req, REDLOCK_VOTE_ERR, error, n->errstr,
+                          uv_hrtime());
+  }
+}
+
+/* ---- teardown and reconnect -------------------------------------------- */
+
+/* Frees the connection on our own initiative. Call only from a uv timer
+ * callback (never inside a hiredis callback, see research 4.3). */
+static void node_teardown(redlock__node *n, int reason, const char *why) {
+  redisAsyncContext *ac = n->ac;
+  if (ac == NULL)
+    return;
+  n->ac = NULL;
+  n->teardown_reason = reason;
+  node_set_errstr(n, why);
+  n->state = REDLOCK__NODE_DOWN;
+  uv_timer_stop(&n->deadline_timer);
+  redisAsyncFree(ac);   /* pending callbacks run now, with NULL */
+  n->teardown_reason = 0;
+  if (n->closing)
+    node_finish_close(n);
+  else
+    node_schedule_reconnect(n);
+}
+
+static void on_deadline(uv_timer_t *t) {
+  redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, deadline_timer);
+  redlock__ns now = uv_hrtime();
+  redlock__req *head;
+  char why[96];
+  if (redlock__queue_empty(&n->pending))
+    return;
+  head = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
+  if (head->deadline_ns == 0)
+    return;
+  if (head->deadline_ns > now) {
+    node_arm_deadline(n, now);
+    return;
+  }
+  snprintf(why, sizeof(why), "no reply within %lld ms",
+           (long long)n->client->command_timeout_ms);
+  node_teardown(n, REDLOCK_ETIMEDOUT, why);
+}
+
+static void on_conn_timeout(uv_timer_t *t) {
+  redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
+  char why[96];
+  snprintf(why, sizeof(why), "connect/handshake timed out after %lld ms",
+           (long long)n->client->connect_timeout_ms);
+  n->failures++;
+  node_teardown(n, REDLOCK_ETIMEDOUT, why);
+}
+
+static void on_handshake_failed(uv_timer_t *t) {
+  redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
+  char why[sizeof(n->errstr)];
+  memcpy(why, n->errstr, sizeof(why));
+  n->failures++;
+  node_teardown(n, REDLOCK_EIO, why);
+}
+
+static void on_close_drained(uv_timer_t *t) {
+  redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
+  node_teardown(n, REDLOCK_ECANCELED, "client closed");
+}
+
+static void on_reconnect(uv_timer_t *t) {
+  redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
+  redlock__node_start(n);
+}
+
+/* Capped exponential backoff with jitter: base = min * 2^(failures-1),
+ * capped at max, then uniform in [base/2, base]. */
+static void node_schedule_reconnect(redlock__node *n) {
+  redlock_client_t *c = n->client;
+  int64_t base = c->reconnect_min_ms;
+  unsigned shift = n->failures > 0 ? n->failures - 1 : 0;
+  int64_t delay;
+  n->state = REDLOCK__NODE_DOWN;
+  if (shift > 20)
+    shift = 20;
+  base <<= shift;
+  if (base > c->reconnect_max_ms)
+    base = c->reconnect_max_ms;
+  delay = base / 2 + (int64_t)(redlock__prng_next(&c->prng) %
+                               (uint64_t)(base / 2 + 1));
+  uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
+}
+
+/* ---- connect and handshake --------------------------------------------- */
+
+static int hs_current(redlock__node *n, redisAsyncContext *ac,
+                      const redisReply *r) {
+  if (ac != n->ac || r == NULL)
+    return 0;
+  if (r->type == REDIS_REPLY_ERROR && !n->handshake_failed) {
+    n->handshake_failed = 1;
+    node_set_errstr(n, r->str);
+  }
+  return 1;
+}
+
+static void on_hs_reply(redisAsyncContext *ac, void *reply, void *priv) {
+  hs_current(priv, ac, reply);
+}
+
+static void on_hs_script(redisAsyncContext *ac, void *reply, void *priv,
+                         char *sha) {
+  const redisReply *r = reply;
+  if (!hs_current(priv, ac, r))
+    return;
+  if (r->type == REDIS_REPLY_STRING && r->len == 40)
+    memcpy(sha, r->str, 41);
+}
+
+static void on_hs_release_sha(redisAsyncContext *ac, void *r, void *priv) {
+  redlock__node *n = priv;
+  on_hs_script(ac, r, priv, n->release_sha);
+}
+
+static void on_hs_extend_sha(redisAsyncContext *ac, void *r, void *priv) {
+  redlock__node *n = priv;
+  on_hs_script(ac, r, priv, n->extend_sha);
+}
+
+static void parse_info(redlock__node *n, const char *s) {
+  const char *p = strstr(s, "run_id:");
+  if (p != NULL) {
+    size_t i = 0;
+    p += 7;
+    while (i < 40 && p[i] != '\r' && p[i] != '\n' && p[i] != '\0') {
+      n->run_id[i] = p[i];
+      i++;
+    }
+    n->run_id[i] = '\0';
+  }
+  p = strstr(s, "uptime_in_seconds:");
+  if (p != NULL)
+    n->uptime_s = strtoll(p + 18, NULL, 10);
+}
+
+static void node_up(redlock__node *n) {
+  redlock__ns now = uv_hrtime();
+  redlock__ns timeout =
+      (redlock__ns)n->client->command_timeout_ms * REDLOCK__NS_PER_MS;
+  redlock__queue *q;
+  n->state = REDLOCK__NODE_UP;
+  n->failures = 0;
+  n->up_since_ns = now;
+  n->errstr[0] = '\0';
+  uv_timer_stop(&n->conn_timer);
+  /* Requests queued while connecting get their deadline from now on. */
+  for (q = n->pending.next; q != &n->pending; q = q->next)
+    REDLOCK__CONTAINER_OF(q, redlock__req, q)->deadline_ns = now + timeout;
+  node_arm_deadline(n, now);
+}
+
+static void on_hs_info(redisAsyncContext *ac, void *reply, void *priv) {
+  redlock__node *n = priv;
+  const redisReply *r = reply;
+  if (!hs_current(n, ac, r))
+    return;
+  if (r->type == REDIS_REPLY_STRING)
+    parse_info(n, r->str);
+  if (n->handshake_failed) {
+    /* Not from inside a hiredis callback: defer the teardown. */
+    uv_timer_start(&n->conn_timer, on_handshake_failed, 0, 0);
+    return;
+  }
+  node_up(n);
+}
+
+static void on_abandoned_reply(redisAsyncContext *ac, void *r, void *priv) {
+  (void)ac;
+  (void)r;
+  (void)priv;
+}
+
+static void on_connect(const redisAsyncContext *ac, int status) {
+  redlock__node *n = ac->data;
+  if (ac != n->ac)
+    return;
+  if (status == REDIS_OK) {
+    n->state = REDLOCK__NODE_HANDSHAKE;
+    return;
+  }
+  /* hiredis frees the context after this callback, then runs the pending
+   * callbacks with NULL (they read ac->c.err). */
+  node_set_errstr(n, ac->c.errstr);
+  n->ac = NULL;
+  n->failures++;
+  uv_timer_stop(&n->conn_timer);
+  if (n->closing)
+    node_finish_close(n);
+  else
+    node_schedule_reconnect(n);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+  redlock__node *n = ac->data;
+  if (ac != n->ac)
+    return;  /* our own teardown */
+  node_set_errstr(n, status == REDIS_OK ? "connection closed"
+                                        : ac->c.errstr);
+  n->ac = NULL;
+  uv_timer_stop(&n->deadline_timer);
+  uv_timer_stop(&n->conn_timer);
+  if (n->closing) {
+    node_finish_close(n);
+  } else {
+    n->failures++;
+    node_schedule_reconnect(n);
+  }
+}
+
+static void node_send_handshake(redlock__node *n) {
+  redlock_client_t *c = n->client;
+  const char *user = n->uri.username ? n->uri.username : c->username;
+  const char *pass = n->uri.password ? n->uri.password : c->password;
+  redisAsyncContext *ac = n->ac;
+  redlock__ns now = uv_hrtime();
+  unsigned i;
+
+  if (pass != NULL) {
+    if (user != NULL)
+      redisAsyncCommand(ac, on_hs_reply, n, "AUTH %s %s", user, pass);
+    else
+      redisAsyncCommand(ac, on_hs_reply, n, "AUTH %s", pass);
+  }
+  if (n->uri.db != 0)
+    redisAsyncCommand(ac, on_hs_reply, n, "SELECT %d", n->uri.db);
+  redisAsyncCommand(ac, on_hs_release_sha, n, "SCRIPT LOAD %s",
+                    release_script);
+  redisAsyncCommand(ac, on_hs_extend_sha, n, "SCRIPT LOAD %s", extend_script);
+  redisAsyncCommand(ac, on_hs_info, n, "INFO server");
+  /* Tokens abandoned while the node was unreachable go first. */
+  for (i = 0; i < n->n_abandoned; i++) {
+    redlock__abandoned *a = &n->abandoned[i];
+    if (a->key != NULL && a->expires_ns > now)
+      redisAsyncCommand(ac, on_abandoned_reply, NULL, "EVAL %s 1 %b %s",
+                        release_script, a->key, a->keylen, a->token);
+    redlock__free(a->key);
+    a->key = NULL;
+  }
+  n->n_abandoned = 0;
+}
+
+static void node_connect(redlock__node *n) {
+  redlock_client_t *c = n->client;
+  redisAsyncContext *ac;
+  redlock__queue *q;
+
+  if (n->uri.path != NULL)
+    ac = redisAsyncConnectUnix(n->uri.path);
+  else
+    ac = redisAsyncConnect(n->ip, n->uri.port);
+  if (ac == NULL) {
+    node_set_errstr(n, "out of memory");
+    goto fail;
+  }
+  if (ac->err != 0) {
+    node_set_errstr(n, ac->errstr);
+    redisAsyncFree(ac);
+    goto fail;
+  }
+  if (redlock__uv_attach(ac, c->loop, &c->flusher) != 0) {
+    node_set_errstr(n, "cannot watch the socket");
+    redisAsyncFree(ac);
+    goto fail;
+  }
+  ac->data = n;
+  n->ac = ac;
+  n->handshake_failed = 0;
+  n->release_sha[0] = '\0';
+  n->extend_sha[0] = '\0';
+  n->state = REDLOCK__NODE_CONNECTING;
+  redisAsyncSetConnectCallback(ac, on_connect);
+  redisAsyncSetDisconnectCallback(ac, on_disconnect);
+  uv_timer_start(&n->conn_timer, on_conn_timeout,
+                 (uint64_t)c->connect_timeout_ms, 0);
+  node_send_handshake(n);
+  /* Requests queued during resolution follow the handshake, in order. */
+  for (q = n->pending.next; q != &n->pending; q = q->next) {
+    redlock__req *req = REDLOCK__CONTAINER_OF(q, redlock__req, q);
+    if (!req->written && node_write(n, req) != 0)
+      break;   /* cannot happen on a fresh context */
+  }
+  return;
+
+fail:
+  n->failures++;
+  n->state = REDLOCK__NODE_DOWN;
+  node_fail_unwritten(n, REDLOCK_EIO);
+  if (n->closing)
+    node_finish_close(n);
+  else
+    node_schedule_reconnect(n);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status,
+                        struct addrinfo *res) {
+  redlock__node *n = REDLOCK__CONTAINER_OF(req, redlock__node, gai);
+  n->gai_active = 0;
+  if (status != 0 || res == NULL) {
+    char why[160];
+    snprintf(why, sizeof(why), "cannot resolve %s: %s", n->uri.host,
+             status == UV_ECANCELED ? "canceled" : uv_strerror(status));
+    node_set_errstr(n, why);
+    if (res != NULL)
+      uv_freeaddrinfo(res);
+    n->failures++;
+    n->state = REDLOCK__NODE_DOWN;
+    node_fail_unwritten(n, n->closing ? REDLOCK_ECANCELED : REDLOCK_EIO);
+    if (n->closing)
+      node_finish_close(n);
+    else
+      node_schedule_reconnect(n);
+    return;
+  }
+  if (res->ai_family == AF_INET6)
+    uv_ip6_name((const struct sockaddr_in6 *)res->ai_addr, n->ip,
+                sizeof(n->ip));
+  else
+    uv_ip4_name((const struct sockaddr_in *)res->ai_addr, n->ip,
+                sizeof(n->ip));
+  uv_freeaddrinfo(res);
+  if (n->closing) {
+    node_set_errstr(n, "client closed");
+    n->state = REDLOCK__NODE_DOWN;
+    node_fail_unwritten(n, REDLOCK_ECANCELED);
+    node_finish_close(n);
+    return;
+  }
+  node_connect(n);
+}
+
+static int is_ip_literal(const char *host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, host, buf) == 1 ||
+         inet_pton(AF_INET6, host, buf) == 1;
+}
+
+void redlock__node_start(redlock__node *n) {
+  struct addrinfo hints;
+  if (n->closing)
+    return;
+  if (n->uri.path != NULL || is_ip_literal(n->uri.host)) {
+    if (n->uri.path == NULL)
+      snprintf(n->ip, sizeof(n->ip), "%s", n->uri.host);
+    node_connect(n);
+    return;
+  }
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  n->state = REDLOCK__NODE_RESOLVING;
+  if (uv_getaddrinfo(n->client->loop, &n->gai, on_resolved, n->uri.host,
+                     NULL, &hints) != 0) {
+    node_set_errstr(n, "cannot start name resolution");
+    n->failures++;
+    n->state = REDLOCK__NODE_DOWN;
+    node_schedule_reconnect(n);
+    return;
+  }
+  n->gai_active = 1;
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+void redlock__node_init(redlock_client_t *c, redlock__node *n, unsigned idx,
+                        redlock__uri *uri) {
+  memset(n, 0, sizeof(*n));
+  n->client = c;
+  n->index = idx;
+  n->state = REDLOCK__NODE_DOWN;
+  n->uri = *uri;   /* moved: the node owns its strings now */
+  memset(uri, 0, sizeof(*uri));
+  redlock__queue_init(&n->pending);
+  uv_timer_init(c->loop, &n->deadline_timer);
+  uv_timer_init(c->loop, &n->conn_timer);
+  n->handles_open = 2;
+}
+
+static void on_node_timer_closed(uv_handle_t *h) {
+  redlock__node *n = h->data;
+  if (--n->handles_open == 0)
+    redlock__client_node_closed(n->client);
+}
+
+static void node_finish_close(redlock__node *n) {
+  unsigned i;
+  if (n->state == REDLOCK__NODE_CLOSED)
+    return;
+  n->state = REDLOCK__NODE_CLOSED;
+  for (i = 0; i < n->n_abandoned; i++)
+    redlock__free(n->abandoned[i].key);
+  n->n_abandoned = 0;
+  n->deadline_timer.data = n;
+  n->conn_timer.data = n;
+  uv_close((uv_handle_t *)&n->deadline_timer, on_node_timer_closed);
+  uv_close((uv_handle_t *)&n->conn_timer, on_node_timer_closed);
+}
+
+void redlock__node_close(redlock__node *n) {
+  n->closing = 1;
+  switch (n->state) {
+    case REDLOCK__NODE_RESOLVING:
+      /* on_resolved runs (canceled or not) and finishes the close. */
+      uv_cancel((uv_req_t *)&n->gai);
+      return;
+    case REDLOCK__NODE_DOWN:
+      uv_timer_stop(&n->conn_timer);
+      node_finish_close(n);
+      return;
+    case REDLOCK__NODE_CONNECTING:
+    case REDLOCK__NODE_HANDSHAKE:
+    case REDLOCK__NODE_UP:
+      /* Drain what is in flight (bounded by the deadlines), then free. */
+      if (n->n_pending == 0)
+        node_teardown(n, REDLOCK_ECANCELED, "client closed");
+      return;
+    case REDLOCK__NODE_CLOSED:
+      return;
+  }
+}
+
+void redlock__node_free(redlock__node *n) {
+  redlock__uri_free(&n->uri);
+}

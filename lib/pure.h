@@ -1,0 +1,60 @@
+/* pure.h: the pure helpers (no I/O, no uv, no hiredis): validity clock
+ * math, retry policy, quorum decision. They take times and counts as
+ * arguments so unit tests can drive them without a server. */
+#ifndef REDLOCK_PURE_H
+#define REDLOCK_PURE_H
+
+#include <stdint.h>
+
+/* Monotonic time in nanoseconds (uv_hrtime). */
+typedef uint64_t redlock__ns;
+
+#define REDLOCK__NS_PER_MS 1000000ULL
+#define REDLOCK__NS_PER_US 1000ULL
+
+/* ---- validity.c ---------------------------------------------------------
+ * Redlock spec step 4: validity = ttl - elapsed - drift, where
+ * drift = ttl * drift_factor + 2 ms (the 2 ms cover Redis's 1 ms expire
+ * precision). All in ns on the monotonic clock. */
+
+/* Drift for a ttl, in ns (rounded up to a whole ns). */
+redlock__ns redlock__drift_ns(int64_t ttl_ms, double drift_factor);
+/* The absolute monotonic deadline until which the lock is valid, given the
+ * time the first command was sent: start + ttl - drift. Saturates at 0. */
+redlock__ns redlock__validity_deadline(redlock__ns start, int64_t ttl_ms,
+                                       double drift_factor);
+/* Remaining validity at `now` in ns; <= 0 when expired. */
+int64_t redlock__validity_left(redlock__ns deadline, redlock__ns now);
+
+/* ---- retry.c -------------------------------------------------------------
+ * Retry policy: a delay uniform in [delay - jitter, delay + jitter]
+ * (clamped at 0), drawn from `rnd` (any uniformly distributed 32 bits).
+ * The attempt may run when it starts before the wait deadline. */
+int64_t redlock__retry_delay_ms(int64_t delay_ms, int64_t jitter_ms,
+                                uint32_t rnd);
+/* 1 if another attempt may be made: `attempts` made so far (>= 1),
+ * `max_retries` retries allowed, and (when deadline != 0) the next attempt
+ * would start at `next_start` before `deadline`. */
+int redlock__retry_allowed(unsigned attempts, unsigned max_retries,
+                           redlock__ns next_start, redlock__ns deadline);
+
+/* A small fast PRNG (xorshift64*) for jitter only; tokens use uv_random. */
+uint32_t redlock__prng_next(uint64_t *state);
+
+/* ---- quorum.c ------------------------------------------------------------
+ * Early decision of a fan-out round over n nodes (DESIGN 4.2). */
+typedef enum {
+  REDLOCK__ROUND_PENDING = 0,   /* not decided yet */
+  REDLOCK__ROUND_REACHED,       /* yes >= quorum */
+  REDLOCK__ROUND_BLOCKED,       /* impossible, and the NO votes alone make
+                                   it impossible (held by others) */
+  REDLOCK__ROUND_FAILED         /* impossible because of errors */
+} redlock__round_state;
+
+redlock__round_state redlock__round_decide(unsigned n, unsigned quorum,
+                                           unsigned yes, unsigned no,
+                                           unsigned err);
+/* Default quorum for n nodes: n/2 + 1. */
+unsigned redlock__quorum_default(unsigned n);
+
+#endif

@@ -1,0 +1,33 @@
+/* quorum.c: the early decision of one fan-out round, pure.
+ *
+ * A round over n nodes is decided as soon as the outcome can no longer
+ * change: yes >= quorum, or yes + (still pending) < quorum. Deciding early
+ * is what lets a healthy majority answer without waiting for a hung node.
+ *
+ *   pending = n - yes - no - err
+ *   yes >= quorum                 -> REACHED
+ *   yes + pending < quorum        -> impossible:
+ *       no > n - quorum           -> BLOCKED (the NO votes alone forbid it)
+ *       otherwise                 -> FAILED  (errors made it impossible)
+ *   otherwise                     -> PENDING
+ */
+#include "pure.h"
+
+unsigned redlock__quorum_default(unsigned n) {
+  return n / 2 + 1;
+}
+
+redlock__round_state redlock__round_decide(unsigned n, unsigned quorum,
+                                           unsigned yes, unsigned no,
+                                           unsigned err) {
+  unsigned answered = yes + no + err;
+  unsigned pending = answered >= n ? 0 : n - answered;
+  if (yes >= quorum)
+    return REDLOCK__ROUND_REACHED;
+  if (yes + pending < quorum) {
+    if (no > n - quorum)
+      return REDLOCK__ROUND_BLOCKED;
+    return REDLOCK__ROUND_FAILED;
+  }
+  return REDLOCK__ROUND_PENDING;
+}

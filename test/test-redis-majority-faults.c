@@ -1,0 +1,66 @@
+/* N=5 with a majority failing:
+ *  - three masters hung: acquisition fails within the command timeout
+ *    (ENOQUORUM), never hangs;
+ *  - three masters down: ENOQUORUM within the wait deadline, after
+ *    retries, and once they return no key is left on any master. */
+#include "tutil.h"
+
+#define N 5
+
+int main(void) {
+  harness_server srv[N];
+  uv_loop_t loop;
+  redlock_client_t *c;
+  redlock_lock_t *l;
+  redlock_client_config cfg = {.command_timeout_ms = 300,
+                               .reconnect_min_ms = 20,
+                               .reconnect_max_ms = 100};
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_acquire_opts wait = {.wait_ms = 600, .retry_count = 100,
+                               .retry_delay_ms = 50, .retry_jitter_ms = 20};
+  tu_op op;
+  const char *key = "majority";
+  uint64_t t0;
+  int i;
+
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  c = tu_client(&loop, srv, N, &cfg, N);
+  ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &l), 0);
+
+  /* Hung majority. */
+  for (i = 0; i < 3; i++)
+    harness_pause(&srv[i]);
+  t0 = harness_now_ms();
+  ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), REDLOCK_ENOQUORUM);
+  ASSERT_GE(op.cb_ms - t0, 250);           /* it did wait for the deadline */
+  ASSERT_LT(op.cb_ms - t0, 300 + 1500);    /* but not much longer */
+  ASSERT_EQ(redlock_lock_is_held(l), 0);
+  ASSERT_EQ(op.nodes[0].error, REDLOCK_ETIMEDOUT);
+  for (i = 0; i < 3; i++)
+    harness_resume(&srv[i]);
+  tu_wait_up(&loop, c, N, 10000);
+
+  /* Majority down, with retries inside a wait deadline. */
+  for (i = 0; i < 3; i++)
+    harness_kill(&srv[i]);
+  t0 = harness_now_ms();
+  ASSERT_EQ(tu_acquire(&loop, l, 10000, &wait, &op), REDLOCK_ENOQUORUM);
+  ASSERT_GT(op.attempts, 1);
+  ASSERT_LT(op.cb_ms - t0, 600 + 1500);
+  for (i = 0; i < 3; i++)
+    harness_restart(&srv[i]);
+  tu_wait_up(&loop, c, N, 10000);
+  tu_run_for(&loop, 50);
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_dbsize(&srv[i]), 0);
+
+  /* And it works again. */
+  ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_release(&loop, l, &op), 0);
+  ASSERT_EQ(redlock_lock_free(l), 0);
+  tu_close(&loop, c);
+  harness_stop_all();
+  return 0;
+}

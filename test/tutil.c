@@ -1,0 +1,170 @@
+/* tutil.c: see tutil.h. */
+#include "tutil.h"
+
+void tu_cb(redlock_lock_t *lock, int status, const redlock_result *res,
+           void *arg) {
+  tu_op *op = arg;
+  unsigned i;
+  (void)lock;
+  op->calls++;
+  op->status = status;
+  op->cb_ms = harness_now_ms();
+  ASSERT_NOT_NULL(res);
+  ASSERT_EQ(res->status, status);
+  op->attempts = res->attempts;
+  op->yes = res->yes;
+  op->no = res->no;
+  op->err = res->err;
+  op->n_nodes = res->n_nodes;
+  op->validity_ms = res->validity_ms;
+  op->elapsed_us = res->elapsed_us;
+  for (i = 0; i < res->n_nodes && i < TU_MAX_NODES; i++) {
+    op->nodes[i] = res->nodes[i];
+    snprintf(op->errstr[i], sizeof(op->errstr[i]), "%s",
+             res->nodes[i].errstr);
+    op->nodes[i].errstr = op->errstr[i];
+    op->nodes[i].server = NULL;
+  }
+  op->done = 1;
+}
+
+static int tu_finish(uv_loop_t *loop, tu_op *op) {
+  ASSERT_EQ(op->done, 0);   /* never from inside the call */
+  if (harness_run_until(loop, &op->done, 30000) != 0)
+    TEST_FAIL("operation did not complete within 30 s");
+  ASSERT_EQ(op->calls, 1);
+  return op->status;
+}
+
+int tu_acquire(uv_loop_t *loop, redlock_lock_t *l, int64_t ttl_ms,
+               const redlock_acquire_opts *opts, tu_op *op) {
+  int rc;
+  memset(op, 0, sizeof(*op));
+  rc = redlock_lock_acquire(l, ttl_ms, opts, tu_cb, op);
+  if (rc != 0)
+    TEST_FAIL("acquire: %s: %s", redlock_err_name(rc), redlock_last_error());
+  return tu_finish(loop, op);
+}
+
+int tu_extend(uv_loop_t *loop, redlock_lock_t *l, int64_t ttl_ms,
+              tu_op *op) {
+  int rc;
+  memset(op, 0, sizeof(*op));
+  rc = redlock_lock_extend(l, ttl_ms, tu_cb, op);
+  if (rc != 0)
+    TEST_FAIL("extend: %s: %s", redlock_err_name(rc), redlock_last_error());
+  return tu_finish(loop, op);
+}
+
+int tu_release(uv_loop_t *loop, redlock_lock_t *l, tu_op *op) {
+  int rc;
+  memset(op, 0, sizeof(*op));
+  rc = redlock_lock_release(l, tu_cb, op);
+  if (rc != 0)
+    TEST_FAIL("release: %s: %s", redlock_err_name(rc), redlock_last_error());
+  return tu_finish(loop, op);
+}
+
+static const char *addrs_store[TU_MAX_NODES];
+
+redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
+                            int n, const redlock_client_config *cfg,
+                            unsigned wait_up) {
+  redlock_client_config c;
+  redlock_client_t *client = NULL;
+  int rc;
+  ASSERT_LE(n, TU_MAX_NODES);
+  if (cfg != NULL)
+    c = *cfg;
+  else
+    memset(&c, 0, sizeof(c));
+  harness_addrs(srv, n, addrs_store);
+  c.servers = addrs_store;
+  c.n_servers = (size_t)n;
+  if (c.command_timeout_ms == 0)
+    c.command_timeout_ms = 1000;
+  if (c.connect_timeout_ms == 0)
+    c.connect_timeout_ms = 2000;
+  rc = redlock_client_new(loop, &c, &client);
+  if (rc != 0)
+    TEST_FAIL("client_new: %s: %s", redlock_err_name(rc),
+              redlock_last_error());
+  if (wait_up > 0)
+    tu_wait_up(loop, client, wait_up, 10000);
+  return client;
+}
+
+typedef struct {
+  uv_timer_t t;
+  redlock_client_t *c;
+  unsigned want;
+  volatile int ok;
+} up_waiter;
+
+static void on_up_tick(uv_timer_t *t) {
+  up_waiter *w = t->data;
+  if (redlock_client_n_up(w->c) == w->want)
+    w->ok = 1;
+}
+
+static void on_closed_noop(uv_handle_t *h) {
+  (void)h;
+}
+
+void tu_wait_up(uv_loop_t *loop, redlock_client_t *c, unsigned want,
+                uint64_t timeout_ms) {
+  up_waiter w;
+  memset(&w, 0, sizeof(w));
+  w.c = c;
+  w.want = want;
+  w.ok = redlock_client_n_up(c) == want;
+  uv_timer_init(loop, &w.t);
+  w.t.data = &w;
+  uv_timer_start(&w.t, on_up_tick, 1, 1);
+  if (!w.ok && harness_run_until(loop, &w.ok, timeout_ms) != 0)
+    TEST_FAIL("n_up stayed %u, wanted %u", redlock_client_n_up(c), want);
+  uv_close((uv_handle_t *)&w.t, on_closed_noop);
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
+static void on_client_closed(redlock_client_t *c, void *arg) {
+  (void)c;
+  *(volatile int *)arg = 1;
+}
+
+void tu_close(uv_loop_t *loop, redlock_client_t *c) {
+  volatile int closed = 0;
+  ASSERT_EQ(redlock_client_close(c, on_client_closed, (void *)&closed), 0);
+  if (harness_run_until(loop, &closed, 10000) != 0)
+    TEST_FAIL("client close did not complete within 10 s");
+  harness_loop_close(loop, 5000);
+}
+
+static void on_run_for(uv_timer_t *t) {
+  *(volatile int *)t->data = 1;
+}
+
+void tu_run_for(uv_loop_t *loop, uint64_t ms) {
+  uv_timer_t t;
+  volatile int fired = 0;
+  uv_timer_init(loop, &t);
+  t.data = (void *)&fired;
+  uv_timer_start(&t, on_run_for, ms, 0);
+  if (harness_run_until(loop, &fired, ms + 10000) != 0)
+    TEST_FAIL("timer did not fire");
+  uv_close((uv_handle_t *)&t, on_closed_noop);
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
+int tu_count_holding(const harness_server *srv, int n, const char *key,
+                     const char *token) {
+  int i;
+  int count = 0;
+  char val[128];
+  for (i = 0; i < n; i++)
+    if (srv[i].pid != 0 && !srv[i].paused &&
+        harness_get(&srv[i], key, val, sizeof(val)) == 1 &&
+        strcmp(val, token) == 0)
+      count++;
+  return count;
+}

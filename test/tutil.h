@@ -1,0 +1,59 @@
+/* tutil.h: helpers over the public API for the redis tests: run one lock
+ * operation to completion on a loop (bounded), build a client for harness
+ * servers, close it and check that nothing is left on the loop. */
+#ifndef REDLOCK_TEST_TUTIL_H
+#define REDLOCK_TEST_TUTIL_H
+
+#include "redlock.h"
+#include "harness.h"
+
+#define TU_MAX_NODES 16
+
+typedef struct tu_op {
+  volatile int done;
+  int calls;                    /* must end at exactly 1 */
+  int status;
+  unsigned attempts, yes, no, err, n_nodes;
+  int64_t validity_ms;
+  uint64_t elapsed_us;
+  uint64_t cb_ms;               /* harness_now_ms() when the cb ran */
+  redlock_node_result nodes[TU_MAX_NODES];
+  char errstr[TU_MAX_NODES][96];
+} tu_op;
+
+/* A redlock_lock_cb that records into a tu_op (arg). */
+void tu_cb(redlock_lock_t *lock, int status, const redlock_result *res,
+           void *arg);
+
+/* Starts the operation, asserts the call returned 0 and that the callback
+ * did not run inside it, runs the loop until it ran (30 s bound), asserts
+ * it ran once. Returns the status. */
+int tu_acquire(uv_loop_t *loop, redlock_lock_t *l, int64_t ttl_ms,
+               const redlock_acquire_opts *opts, tu_op *op);
+int tu_extend(uv_loop_t *loop, redlock_lock_t *l, int64_t ttl_ms, tu_op *op);
+int tu_release(uv_loop_t *loop, redlock_lock_t *l, tu_op *op);
+
+/* A client on servers srv[0..n-1]; cfg may be NULL (defaults) and its
+ * servers fields are filled in. Generous timeouts by default for slow CI
+ * (sanitizers, valgrind) unless cfg sets them. Waits (bounded) until
+ * `wait_up` nodes are UP. */
+redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
+                            int n, const redlock_client_config *cfg,
+                            unsigned wait_up);
+/* Waits (bounded, running the loop) until redlock_client_n_up == want. */
+void tu_wait_up(uv_loop_t *loop, redlock_client_t *c, unsigned want,
+                uint64_t timeout_ms);
+/* Closes the client, waits for its close callback, then checks that the
+ * loop has no handle left and closes it. */
+void tu_close(uv_loop_t *loop, redlock_client_t *c);
+
+/* Runs the loop for about ms milliseconds (a timer): used only to let
+ * background work happen when a test asserts that something does NOT
+ * happen within a window. */
+void tu_run_for(uv_loop_t *loop, uint64_t ms);
+
+/* Count of servers among srv[0..n-1] on which `key` holds `token`. */
+int tu_count_holding(const harness_server *srv, int n, const char *key,
+                     const char *token);
+
+#endif

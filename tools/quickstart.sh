@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# quickstart.sh: one command for a fresh Debian/Ubuntu machine.
+#
+#   tools/quickstart.sh demo   install what is missing, build, start a local
+#                              5-master cluster on loopback, run the demo
+#                              (workers contend, one master is killed
+#                              mid-way), stop the cluster
+#   tools/quickstart.sh test   install what is missing, build, run every
+#                              test suite: plain, ASan+UBSan, valgrind;
+#                              ends with "N passed, N failed"
+#   tools/quickstart.sh build  install and build only
+#
+# Build directories: build/ (release-ish), build-asan/. Nothing is started
+# that is not stopped again; servers are stopped by PID.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+
+log() { printf '[quickstart] %s\n' "$*" >&2; }
+
+need_pkgs() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+      || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+      --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev
+           redis-server redis-tools python3)
+test_pkgs=(clang valgrind)
+
+build() {
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" --werror "$@" >/dev/null
+  fi
+  ninja -C "$dir" >/dev/null
+}
+
+# Runs `meson test` with the given args in a build dir and appends the
+# per-test results to $results (one "PASS|FAIL name" line each).
+run_suite() {
+  local dir=$1 label=$2; shift 2
+  local rc=0
+  log "tests: $label"
+  meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" || rc=$?
+  python3 - "$dir/meson-logs/testlog${setup_suffix:-}.json" "$label" \
+    >>"$results" <<'PY'
+import json, sys
+path, label = sys.argv[1], sys.argv[2]
+for line in open(path):
+    t = json.loads(line)
+    r = t.get("result", "")
+    kind = "SKIP" if r == "SKIP" else ("PASS" if r in ("OK", "EXPECTEDFAIL") else "FAIL")
+    print(f"{kind} {label}:{t['name']}")
+PY
+  return 0
+}
+
+cmd=${1:-}
+case "$cmd" in
+  build)
+    need_pkgs "${base_pkgs[@]}"
+    build build
+    log "built: build/"
+    ;;
+  demo)
+    need_pkgs "${base_pkgs[@]}"
+    build build
+    cluster="$here/cluster-compose/cluster.sh"
+    export REDLOCK_CLUSTER_DIR
+    REDLOCK_CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redlock-demo.XXXXXX")
+    rmdir "$REDLOCK_CLUSTER_DIR"
+    trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
+    "$cluster" up 5 "${REDLOCK_DEMO_BASEPORT:-7101}"
+    servers=$("$cluster" addrs)
+    build/tools/redlock-demo --servers "$servers" --workers 6 --seconds 6 \
+      --kill-cmd "$cluster kill 3"
+    ;;
+  test)
+    need_pkgs "${base_pkgs[@]}" "${test_pkgs[@]}"
+    results=$(mktemp)
+    trap 'rm -f "$results"' EXIT
+    build build
+    run_suite build plain --suite unit --suite redis
+    build build-asan -Db_sanitize=address,undefined -Db_lundef=false
+    run_suite build-asan asan --suite unit --suite redis
+    setup_suffix=-valgrind run_suite build valgrind --setup valgrind \
+      --suite redis
+    passed=$(grep -c '^PASS' "$results" || true)
+    failed=$(grep -c '^FAIL' "$results" || true)
+    skipped=$(grep -c '^SKIP' "$results" || true)
+    grep '^FAIL' "$results" >&2 || true
+    echo "$passed passed, $failed failed, $skipped skipped"
+    [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+    ;;
+  *)
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
