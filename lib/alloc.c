@@ -85,3 +85,14 @@ int redlock__fail(int err, const char *fmt, ...) {
 const char *redlock_last_error(void) {
   return last_error;
 }
+
+size_t redlock__strlcpy(char *dst, const char *src, size_t size) {
+  size_t len = src != NULL ? strlen(src) : 0;
+  size_t n = len < size ? len : size - 1;
+  if (size == 0)
+    return len;
+  if (n > 0)
+    memcpy(dst, src, n);
+  dst[n] = '\0';
+  return len;
+}

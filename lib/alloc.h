@@ -12,6 +12,9 @@ void redlock__free(void *ptr);
 /* Copies len bytes and adds a NUL. */
 char *redlock__strndup(const char *s, size_t len);
 char *redlock__strdup(const char *s);
+/* Copies at most size-1 bytes and NUL-terminates (size > 0); NULL src
+ * copies "". Returns strlen(src). */
+size_t redlock__strlcpy(char *dst, const char *src, size_t size);
 
 /* Records the message for redlock_last_error() in this thread and returns
  * err, so that `return redlock__fail(REDLOCK_EINVAL, "...", ...)` works. */

@@ -60,7 +60,7 @@ static void set_result(redlock_lock_t *l, unsigned i, redlock_vote_t vote,
   r->vote = vote;
   r->error = error;
   r->latency_us = latency_us;
-  snprintf(errbuf(l, i), REDLOCK__ERRSTR_LEN, "%s", errstr ? errstr : "");
+  redlock__strlcpy(errbuf(l, i), errstr, REDLOCK__ERRSTR_LEN);
   switch (vote) {
     case REDLOCK_VOTE_YES:
       l->yes++;

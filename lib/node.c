@@ -45,7 +45,7 @@ static void node_finish_close(redlock__node *n);
 static void on_req_reply(redisAsyncContext *ac, void *r, void *priv);
 
 static void node_set_errstr(redlock__node *n, const char *s) {
-  snprintf(n->errstr, sizeof(n->errstr), "%s", s ? s : "");
+  redlock__strlcpy(n->errstr, s, sizeof(n->errstr));
 }
 
 /* ---- request I/O ------------------------------------------------------- */
@@ -226,10 +226,10 @@ static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv) {
     vote = REDLOCK_VOTE_ERR;
     if (ac->c.err != 0) {
       error = REDLOCK_EIO;
-      snprintf(buf, sizeof(buf), "%s", ac->c.errstr);
+      redlock__strlcpy(buf, ac->c.errstr, sizeof(buf));
     } else {
       error = n->teardown_reason != 0 ? n->teardown_reason : REDLOCK_EIO;
-      snprintf(buf, sizeof(buf), "%s", n->errstr);
+      redlock__strlcpy(buf, n->errstr, sizeof(buf));
     }
     errstr = buf;
     if (req->kind == REDLOCK__REQ_ACQUIRE && error != REDLOCK_ECANCELED)
@@ -617,7 +617,7 @@ void redlock__node_start(redlock__node *n) {
     return;
   if (n->uri.path != NULL || is_ip_literal(n->uri.host)) {
     if (n->uri.path == NULL)
-      snprintf(n->ip, sizeof(n->ip), "%s", n->uri.host);
+      redlock__strlcpy(n->ip, n->uri.host, sizeof(n->ip));
     node_connect(n);
     return;
   }

@@ -1,0 +1,497 @@
+/* redlock-bench: the peers harness's scenarios over the public API.
+ *
+ * Reads BENCH_* from the environment (see shared peers/README.md, "Adapter
+ * contract"), or the same settings as flags:
+ *   --impl NAME --servers H:P,... --scenario latency|throughput|contention
+ *   --concurrency C --iters N --warmup N --duration-s S --ttl-ms T
+ *   --workers W --hold-ms H --think-ms T --retry-count R
+ *   --retry-delay-ms D --retry-jitter-ms J --max-seconds S
+ * Writes one JSON object per line to stdout (the harness's contract) and a
+ * human summary with progress to stderr.
+ *
+ * Scenarios (normative definitions in the harness README):
+ *  latency     sequential acquire+release on a new key each, retryCount 0:
+ *              rows latency_acquire and latency_release
+ *  throughput  C workers loop acquire+release on fresh keys for duration_s
+ *  contention  W workers compete for one key: acquire with retries, hold
+ *              hold_ms, release, think think_ms; fairness and violations
+ * One client (one connection per master) is shared by all workers. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "redlock.h"
+
+#define MAX_WORKERS 1024
+
+static struct {
+  const char *impl;
+  char *servers;
+  const char *scenario;
+  long concurrency, iters, warmup, ttl_ms, workers, hold_ms, think_ms;
+  long retry_count, retry_delay_ms, retry_jitter_ms, max_seconds;
+  long command_timeout_ms;
+  double duration_s;
+} opt = {"redlock-c", NULL, "latency", 1, 2000, 200, 10000, 8, 1, 5,
+         100, 10, 5, 60, 1000, 5.0};
+
+typedef struct samples {
+  uint64_t *v;   /* ns */
+  size_t n, cap;
+} samples;
+
+static uv_loop_t loop;
+static redlock_client_t *client;
+static const char *servers[REDLOCK_MAX_SERVERS];
+static size_t n_servers;
+static char key_base[128];
+static unsigned long key_seq;
+
+static void die(const char *what, const char *detail) {
+  fprintf(stderr, "redlock-bench: %s%s%s\n", what, detail ? ": " : "",
+          detail ? detail : "");
+  exit(2);
+}
+
+static void push(samples *s, uint64_t ns) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 4096;
+    s->v = realloc(s->v, s->cap * sizeof(*s->v));
+    if (s->v == NULL)
+      die("out of memory", NULL);
+  }
+  s->v[s->n++] = ns;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a;
+  uint64_t y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Nearest rank: sorted[ceil(p/100 * n) - 1], in us. */
+static double pct_us(const samples *s, double p) {
+  size_t r;
+  if (s->n == 0)
+    return 0;
+  r = (size_t)ceil(p / 100.0 * (double)s->n);
+  if (r < 1)
+    r = 1;
+  if (r > s->n)
+    r = s->n;
+  return (double)s->v[r - 1] / 1000.0;
+}
+
+static void emit(const char *scenario, long conc, samples *s,
+                 double ops_per_s, const char *extra) {
+  double sum = 0;
+  size_t i;
+  qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
+  for (i = 0; i < s->n; i++)
+    sum += (double)s->v[i];
+  printf("{\"impl\":\"%s\",\"n_servers\":%zu,\"scenario\":\"%s\","
+         "\"concurrency\":%ld,\"ops\":%zu,\"p50_us\":%.1f,\"p90_us\":%.1f,"
+         "\"p99_us\":%.1f,\"max_us\":%.1f,\"ops_per_s\":%.1f,"
+         "\"mean_us\":%.1f,\"ttl_ms\":%ld,\"version\":\"redlock %s\","
+         "\"runtime\":\"C, libredlock (own libuv adapter)\","
+         "\"returns_at\":\"quorum\"%s%s}\n",
+         opt.impl, n_servers, scenario, conc, s->n, pct_us(s, 50),
+         pct_us(s, 90), pct_us(s, 99),
+         s->n ? (double)s->v[s->n - 1] / 1000.0 : 0, ops_per_s,
+         s->n ? sum / (double)s->n / 1000.0 : 0, opt.ttl_ms,
+         redlock_version_string(), extra && *extra ? "," : "",
+         extra ? extra : "");
+  fflush(stdout);
+  fprintf(stderr,
+          "[%s] %-18s c=%-4ld ops=%-8zu p50=%.1fus p99=%.1fus "
+          "ops/s=%.0f\n",
+          opt.impl, scenario, conc, s->n, pct_us(s, 50), pct_us(s, 99),
+          ops_per_s);
+}
+
+static redlock_lock_t *new_lock(const char *tag, long worker) {
+  char key[256];
+  redlock_lock_t *l;
+  int n = snprintf(key, sizeof(key), "%s:%s:%ld:%lu", key_base, tag, worker,
+                   key_seq++);
+  int rc = redlock_lock_new(client, key, (size_t)n, &l);
+  if (rc != 0)
+    die("lock_new", redlock_last_error());
+  return l;
+}
+
+/* ---- one worker: a small state machine per scenario --------------------- */
+
+typedef struct worker {
+  long id;
+  redlock_lock_t *lock;
+  uv_timer_t timer;
+  uint64_t t_start;       /* ns: cycle or wait start */
+  uint64_t t_acq;         /* ns: acquire done */
+  unsigned long count;    /* cycles or acquisitions */
+  unsigned long errors;
+  int stop;
+} worker;
+
+static worker workers[MAX_WORKERS];
+static long n_active;
+static samples s_acq, s_rel, s_cycle;
+static uint64_t deadline_ns;
+static uint64_t last_stop_ns;
+static const char *cur_tag;
+static int cur_mode;     /* 0 latency/warmup, 1 throughput, 2 contention */
+static long latency_left;
+static long held_by = -1;
+static unsigned long violations;
+static unsigned long failures;
+
+static void worker_cycle(worker *w);
+static void on_think_done(uv_timer_t *t);
+
+static void worker_done(worker *w) {
+  w->stop = 1;
+  last_stop_ns = uv_hrtime();
+  n_active--;
+}
+
+static void on_release(redlock_lock_t *l, int status,
+                       const redlock_result *res, void *arg) {
+  worker *w = arg;
+  uint64_t now = uv_hrtime();
+  (void)res;
+  if (status != 0)
+    w->errors++;
+  if (cur_mode == 0 && cur_tag[0] != 'w' && status == 0)
+    push(&s_rel, now - w->t_acq);
+  if (cur_mode == 1 && status == 0) {
+    push(&s_cycle, now - w->t_start);
+    w->count++;
+  }
+  if (cur_mode != 2) {
+    redlock_lock_free(l);
+    w->lock = NULL;
+  }
+  if (cur_mode == 2) {
+    uv_timer_start(&w->timer, on_think_done,
+                   (uint64_t)opt.think_ms, 0);
+    return;
+  }
+  worker_cycle(w);
+}
+
+static void on_think_done(uv_timer_t *t) {
+  worker_cycle(t->data);
+}
+
+static void on_hold_done(uv_timer_t *t) {
+  worker *w = t->data;
+  int rc;
+  if (held_by == w->id)
+    held_by = -1;
+  rc = redlock_lock_release(w->lock, on_release, w);
+  if (rc != 0)
+    die("release", redlock_last_error());
+}
+
+static void on_acquire(redlock_lock_t *l, int status,
+                       const redlock_result *res, void *arg) {
+  worker *w = arg;
+  uint64_t now = uv_hrtime();
+  int rc;
+  (void)res;
+  w->t_acq = now;
+  if (status != 0) {
+    w->errors++;
+    if (cur_mode == 2) {
+      failures++;
+      uv_timer_start(&w->timer, on_think_done,
+                     (uint64_t)opt.think_ms, 0);
+      return;
+    }
+    redlock_lock_free(l);
+    w->lock = NULL;
+    worker_cycle(w);
+    return;
+  }
+  if (cur_mode == 0 && cur_tag[0] != 'w')
+    push(&s_acq, now - w->t_start);
+  if (cur_mode == 2) {
+    if (held_by != -1)
+      violations++;
+    held_by = w->id;
+    w->count++;
+    push(&s_acq, now - w->t_start);
+    uv_timer_start(&w->timer, on_hold_done, (uint64_t)opt.hold_ms, 0);
+    return;
+  }
+  rc = redlock_lock_release(l, on_release, w);
+  if (rc != 0)
+    die("release", redlock_last_error());
+}
+
+static void worker_cycle(worker *w) {
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_acquire_opts contend = {
+      .retry_count = opt.retry_count > 0 ? (int)opt.retry_count : -1,
+      .retry_delay_ms = opt.retry_delay_ms > 0 ? (int)opt.retry_delay_ms : -1,
+      .retry_jitter_ms =
+          opt.retry_jitter_ms > 0 ? (int)opt.retry_jitter_ms : -1};
+  uint64_t now = uv_hrtime();
+  int rc;
+  if (w->stop)
+    return;
+  if (cur_mode == 0 && latency_left-- <= 0) {
+    worker_done(w);
+    return;
+  }
+  if (cur_mode != 0 && now >= deadline_ns) {
+    worker_done(w);
+    return;
+  }
+  if (cur_mode == 0 && now >= deadline_ns) {
+    worker_done(w);
+    return;
+  }
+  if (cur_mode != 2)
+    w->lock = new_lock(cur_tag, w->id);
+  w->t_start = uv_hrtime();
+  rc = redlock_lock_acquire(w->lock, opt.ttl_ms,
+                            cur_mode == 2 ? &contend : &once, on_acquire, w);
+  if (rc != 0)
+    die("acquire", redlock_last_error());
+}
+
+static void on_closed(uv_handle_t *h) {
+  (void)h;
+}
+
+/* Runs `n` workers in `mode` until they all stopped. */
+static uint64_t run_workers(long n, int mode, const char *tag,
+                            double seconds) {
+  long i;
+  uint64_t t0 = uv_hrtime();
+  cur_mode = mode;
+  cur_tag = tag;
+  deadline_ns = t0 + (uint64_t)(seconds * 1e9);
+  n_active = n;
+  last_stop_ns = t0;
+  for (i = 0; i < n; i++) {
+    worker *w = &workers[i];
+    memset(w, 0, sizeof(*w));
+    w->id = i;
+    uv_timer_init(&loop, &w->timer);
+    w->timer.data = w;
+  }
+  if (mode == 2) {
+    /* One key for all workers: one handle each on the same resource. */
+    char key[256];
+    int k = snprintf(key, sizeof(key), "%s:contention", key_base);
+    for (i = 0; i < n; i++)
+      if (redlock_lock_new(client, key, (size_t)k, &workers[i].lock) != 0)
+        die("lock_new", redlock_last_error());
+  }
+  for (i = 0; i < n; i++)
+    worker_cycle(&workers[i]);
+  while (n_active > 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  for (i = 0; i < n; i++) {
+    uv_close((uv_handle_t *)&workers[i].timer, on_closed);
+    if (workers[i].lock != NULL) {
+      redlock_lock_free(workers[i].lock);
+      workers[i].lock = NULL;
+    }
+  }
+  uv_run(&loop, UV_RUN_NOWAIT);
+  return last_stop_ns - t0;
+}
+
+/* ---- options -------------------------------------------------------------- */
+
+static const char *env_or(const char *name, const char *dflt) {
+  const char *v = getenv(name);
+  return v != NULL && *v != '\0' ? v : dflt;
+}
+
+static long num(const char *name, const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || v < 0)
+    die("bad number for", name);
+  return v;
+}
+
+static void parse(int argc, char **argv) {
+  static const struct {
+    const char *flag, *env;
+    long *field;
+  } nums[] = {
+      {"--concurrency", "BENCH_CONCURRENCY", &opt.concurrency},
+      {"--iters", "BENCH_ITERS", &opt.iters},
+      {"--warmup", "BENCH_WARMUP", &opt.warmup},
+      {"--ttl-ms", "BENCH_TTL_MS", &opt.ttl_ms},
+      {"--workers", "BENCH_WORKERS", &opt.workers},
+      {"--hold-ms", "BENCH_HOLD_MS", &opt.hold_ms},
+      {"--think-ms", "BENCH_THINK_MS", &opt.think_ms},
+      {"--retry-count", "BENCH_RETRY_COUNT", &opt.retry_count},
+      {"--retry-delay-ms", "BENCH_RETRY_DELAY_MS", &opt.retry_delay_ms},
+      {"--retry-jitter-ms", "BENCH_RETRY_JITTER_MS", &opt.retry_jitter_ms},
+      {"--max-seconds", "BENCH_MAX_SECONDS", &opt.max_seconds},
+      {"--command-timeout-ms", "BENCH_COMMAND_TIMEOUT_MS",
+       &opt.command_timeout_ms},
+  };
+  size_t k;
+  int i;
+  opt.impl = env_or("BENCH_IMPL", opt.impl);
+  opt.scenario = env_or("BENCH_SCENARIO", opt.scenario);
+  opt.servers = (char *)env_or("BENCH_SERVERS", "127.0.0.1:7000");
+  opt.duration_s = atof(env_or("BENCH_DURATION_S", "5"));
+  for (k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
+    const char *v = getenv(nums[k].env);
+    if (v != NULL && *v != '\0')
+      *nums[k].field = num(nums[k].env, v);
+  }
+  for (i = 1; i < argc; i++) {
+    const char *f = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int used = 0;
+    if (v == NULL)
+      die("missing value for", f);
+    if (strcmp(f, "--impl") == 0)
+      opt.impl = v, used = 1;
+    else if (strcmp(f, "--servers") == 0)
+      opt.servers = (char *)v, used = 1;
+    else if (strcmp(f, "--scenario") == 0)
+      opt.scenario = v, used = 1;
+    else if (strcmp(f, "--duration-s") == 0)
+      opt.duration_s = atof(v), used = 1;
+    for (k = 0; !used && k < sizeof(nums) / sizeof(nums[0]); k++)
+      if (strcmp(f, nums[k].flag) == 0) {
+        *nums[k].field = num(f, v);
+        used = 1;
+      }
+    if (!used)
+      die("unknown flag", f);
+    i++;
+  }
+  if (opt.concurrency < 1 || opt.concurrency > MAX_WORKERS ||
+      opt.workers < 1 || opt.workers > MAX_WORKERS)
+    die("concurrency/workers out of range", NULL);
+  if (opt.duration_s <= 0 || opt.duration_s > 3600)
+    die("duration_s out of range", NULL);
+}
+
+static void on_client_closed(redlock_client_t *c, void *arg) {
+  (void)c;
+  *(int *)arg = 1;
+}
+
+int main(int argc, char **argv) {
+  redlock_client_config cfg;
+  char *list;
+  unsigned char rnd[4];
+  int closed = 0;
+  int rc;
+
+  parse(argc, argv);
+  list = strdup(opt.servers);
+  if (list == NULL)
+    die("out of memory", NULL);
+  for (char *t = strtok(list, ","); t != NULL; t = strtok(NULL, ",")) {
+    if (n_servers == REDLOCK_MAX_SERVERS)
+      die("too many servers", NULL);
+    servers[n_servers++] = t;
+  }
+  uv_random(NULL, NULL, rnd, sizeof(rnd), 0, NULL);
+  snprintf(key_base, sizeof(key_base), "rlbench:%s:%d:%02x%02x%02x%02x",
+           opt.impl, (int)getpid(), rnd[0], rnd[1], rnd[2], rnd[3]);
+  if (uv_loop_init(&loop) != 0)
+    die("uv_loop_init", NULL);
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.servers = servers;
+  cfg.n_servers = n_servers;
+  cfg.command_timeout_ms = (int)opt.command_timeout_ms;
+  cfg.connect_timeout_ms = 2000;
+  rc = redlock_client_new(&loop, &cfg, &client);
+  if (rc != 0)
+    die("client", redlock_last_error());
+  /* Wait (bounded) until every master is connected. */
+  {
+    uint64_t end = uv_hrtime() + 5000000000ULL;
+    while (redlock_client_n_up(client) < n_servers && uv_hrtime() < end)
+      uv_run(&loop, UV_RUN_NOWAIT);
+    if (redlock_client_n_up(client) < n_servers)
+      die("not every master is reachable", NULL);
+  }
+
+  /* Warmup: sequential cycles on throw-away keys, not recorded. */
+  latency_left = opt.warmup;
+  run_workers(1, 0, "warmup", (double)opt.max_seconds);
+
+  if (strcmp(opt.scenario, "latency") == 0) {
+    uint64_t sum = 0;
+    size_t i;
+    char extra[64];
+    latency_left = opt.iters;
+    run_workers(1, 0, "lat", (double)opt.max_seconds);
+    snprintf(extra, sizeof(extra), "\"errors\":%lu", workers[0].errors);
+    for (i = 0; i < s_acq.n; i++)
+      sum += s_acq.v[i];
+    emit("latency_acquire", 1, &s_acq, sum ? s_acq.n * 1e9 / sum : 0, extra);
+    sum = 0;
+    for (i = 0; i < s_rel.n; i++)
+      sum += s_rel.v[i];
+    emit("latency_release", 1, &s_rel, sum ? s_rel.n * 1e9 / sum : 0, extra);
+  } else if (strcmp(opt.scenario, "throughput") == 0) {
+    uint64_t el = run_workers(opt.concurrency, 1, "tp", opt.duration_s);
+    unsigned long errors = 0;
+    char extra[96];
+    long i;
+    for (i = 0; i < opt.concurrency; i++)
+      errors += workers[i].errors;
+    snprintf(extra, sizeof(extra), "\"errors\":%lu,\"duration_s\":%.3f",
+             errors, el / 1e9);
+    emit("throughput", opt.concurrency, &s_cycle,
+         el ? s_cycle.n * 1e9 / (double)el : 0, extra);
+  } else if (strcmp(opt.scenario, "contention") == 0) {
+    uint64_t el = run_workers(opt.workers, 2, "ct", opt.duration_s);
+    double sum = 0, sum2 = 0;
+    unsigned long mn = (unsigned long)-1, mx = 0;
+    char extra[512];
+    long i;
+    for (i = 0; i < opt.workers; i++) {
+      double x = (double)workers[i].count;
+      sum += x;
+      sum2 += x * x;
+      if (workers[i].count < mn)
+        mn = workers[i].count;
+      if (workers[i].count > mx)
+        mx = workers[i].count;
+    }
+    snprintf(extra, sizeof(extra),
+             "\"fairness_jain\":%.4f,\"per_worker_min\":%lu,"
+             "\"per_worker_max\":%lu,\"failures\":%lu,\"violations\":%lu,"
+             "\"hold_ms\":%ld,\"think_ms\":%ld,\"retry\":{\"count\":%ld,"
+             "\"delay_ms\":%ld,\"jitter_ms\":%ld},\"duration_s\":%.3f",
+             sum2 > 0 ? sum * sum / ((double)opt.workers * sum2) : 0, mn, mx,
+             failures, violations, opt.hold_ms, opt.think_ms,
+             opt.retry_count, opt.retry_delay_ms, opt.retry_jitter_ms,
+             el / 1e9);
+    emit("contention", opt.workers, &s_acq,
+         el ? s_acq.n * 1e9 / (double)el : 0, extra);
+  } else {
+    die("unknown scenario", opt.scenario);
+  }
+
+  redlock_client_close(client, on_client_closed, &closed);
+  while (!closed)
+    uv_run(&loop, UV_RUN_ONCE);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  free(s_acq.v);
+  free(s_rel.v);
+  free(s_cycle.v);
+  free(list);
+  return violations == 0 ? 0 : 1;
+}
