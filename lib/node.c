@@ -19,8 +19,8 @@
  * connect deadline.
  *
  * A SET that timed out may still land later (the server was only stalled).
- * Its key and token are kept in a bounded per-node list and released first
- * when the node comes back, before any other command.
+ * Its key and token are kept in a bounded per-node list and released as
+ * soon as the node is back up (see node_release_abandoned).
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -410,6 +410,31 @@ static void parse_info(redlock__node *n, const char *s) {
     n->uptime_s = strtoll(p + 18, NULL, 10);
 }
 
+static void on_abandoned_reply(redisAsyncContext *ac, void *r, void *priv) {
+  (void)ac;
+  (void)r;
+  (void)priv;
+}
+
+/* Releases the tokens abandoned while the node was unreachable. Sent once
+ * the handshake answered, i.e. after the server has run at least one event
+ * loop turn since it came back: a stale SET still sitting in an old
+ * connection's buffer has been executed by then, so this release lands
+ * after it. Entries whose ttl passed are dropped. If this connection dies
+ * too, the keys still expire by their ttl. */
+static void node_release_abandoned(redlock__node *n, redlock__ns now) {
+  unsigned i;
+  for (i = 0; i < n->n_abandoned; i++) {
+    redlock__abandoned *a = &n->abandoned[i];
+    if (a->key != NULL && a->expires_ns > now)
+      redisAsyncCommand(n->ac, on_abandoned_reply, NULL, "EVAL %s 1 %b %s",
+                        release_script, a->key, a->keylen, a->token);
+    redlock__free(a->key);
+    a->key = NULL;
+  }
+  n->n_abandoned = 0;
+}
+
 static void node_up(redlock__node *n) {
   redlock__ns now = uv_hrtime();
   redlock__ns timeout =
@@ -420,6 +445,7 @@ static void node_up(redlock__node *n) {
   n->up_since_ns = now;
   n->errstr[0] = '\0';
   uv_timer_stop(&n->conn_timer);
+  node_release_abandoned(n, now);
   /* Requests queued while connecting get their deadline from now on. */
   for (q = n->pending.next; q != &n->pending; q = q->next)
     REDLOCK__CONTAINER_OF(q, redlock__req, q)->deadline_ns = now + timeout;
@@ -439,12 +465,6 @@ static void on_hs_info(redisAsyncContext *ac, void *reply, void *priv) {
     return;
   }
   node_up(n);
-}
-
-static void on_abandoned_reply(redisAsyncContext *ac, void *r, void *priv) {
-  (void)ac;
-  (void)r;
-  (void)priv;
 }
 
 static void on_connect(const redisAsyncContext *ac, int status) {
@@ -489,8 +509,6 @@ static void node_send_handshake(redlock__node *n) {
   const char *user = n->uri.username ? n->uri.username : c->username;
   const char *pass = n->uri.password ? n->uri.password : c->password;
   redisAsyncContext *ac = n->ac;
-  redlock__ns now = uv_hrtime();
-  unsigned i;
 
   if (pass != NULL) {
     if (user != NULL)
@@ -504,16 +522,6 @@ static void node_send_handshake(redlock__node *n) {
                     release_script);
   redisAsyncCommand(ac, on_hs_extend_sha, n, "SCRIPT LOAD %s", extend_script);
   redisAsyncCommand(ac, on_hs_info, n, "INFO server");
-  /* Tokens abandoned while the node was unreachable go first. */
-  for (i = 0; i < n->n_abandoned; i++) {
-    redlock__abandoned *a = &n->abandoned[i];
-    if (a->key != NULL && a->expires_ns > now)
-      redisAsyncCommand(ac, on_abandoned_reply, NULL, "EVAL %s 1 %b %s",
-                        release_script, a->key, a->keylen, a->token);
-    redlock__free(a->key);
-    a->key = NULL;
-  }
-  n->n_abandoned = 0;
 }
 
 static void node_connect(redlock__node *n) {
