@@ -167,6 +167,9 @@ typedef struct redlock_node_result {
   int error;              /* 0 or REDLOCK_E* (EIO, ETIMEDOUT, ESERVER...) */
   const char *errstr;     /* server error text or connection error; or "" */
   uint64_t latency_us;    /* send to reply; 0 if no reply */
+  /* redlock_lock_inspect only: */
+  const char *holder;     /* the key's value ("" if free), cut at 79 bytes */
+  int64_t pttl_ms;        /* the key's remaining ttl; -2 if missing */
 } redlock_node_result;
 
 typedef struct redlock_result {
@@ -186,6 +189,9 @@ typedef struct redlock_result {
 typedef void (*redlock_lock_cb)(redlock_lock_t *lock, int status,
                                 const redlock_result *result, void *arg);
 
+/* The lost-lock signal of an auto-extended lock (see auto_extend). */
+typedef void (*redlock_lost_cb)(redlock_lock_t *lock, int reason, void *arg);
+
 typedef struct redlock_acquire_opts {
   /* Overall deadline for all attempts, from the call. 0 = none (bounded
    * by the retry count); negative = one attempt only. */
@@ -194,6 +200,22 @@ typedef struct redlock_acquire_opts {
   int retry_count;
   int retry_delay_ms;
   int retry_jitter_ms;
+  /* Auto-extension (opt-in): while held, the lock is extended to its ttl
+   * every ttl/3; a failed extension is retried quickly while validity
+   * remains. It stops at release (before the release is sent: an
+   * extension never races a release), at free and at client close. */
+  int auto_extend;
+  /* Every extension of this lock (automatic or not) also re-creates the
+   * key with our token where it is missing (a master that restarted
+   * empty), counting it as a yes. */
+  int heal;
+  /* Called exactly once if an auto-extended lock is lost: reason
+   * REDLOCK_ENOTHELD at once when a majority answers that the key is gone
+   * or someone else's, REDLOCK_EEXPIRED when the validity ran out with no
+   * successful extension. Never after release, free or close. May be
+   * NULL (then poll redlock_lock_is_lost). */
+  redlock_lost_cb on_lost;
+  void *lost_arg;
 } redlock_acquire_opts;
 
 /* Creates a handle for `resource` (binary-safe, 1..REDLOCK_MAX_KEY bytes
@@ -206,6 +228,11 @@ REDLOCK_EXTERN int redlock_lock_new(redlock_client_t *client,
  * Allowed inside the lock's own callback (the free is deferred). Errors:
  * EINVAL, EBUSY (an operation is in flight: its callback has not run). */
 REDLOCK_EXTERN int redlock_lock_free(redlock_lock_t *lock);
+
+/* Frees the handle WITHOUT releasing: a held lock stays on the masters
+ * until its ttl runs out or someone releases it with its token (for
+ * handing a lock to another process). Errors: EINVAL, EBUSY. */
+REDLOCK_EXTERN int redlock_lock_detach(redlock_lock_t *lock);
 
 /* Acquires the lock for `ttl_ms` (1..REDLOCK_MAX_TTL_MS). `opts` may be
  * NULL. The callback gets 0 (held; see redlock_lock_validity_ms) or
@@ -233,10 +260,27 @@ REDLOCK_EXTERN int redlock_lock_extend(redlock_lock_t *lock, int64_t ttl_ms,
 REDLOCK_EXTERN int redlock_lock_release(redlock_lock_t *lock,
                                         redlock_lock_cb cb, void *arg);
 
+/* Reads the key on every master (its value and remaining ttl), without
+ * changing anything; waits for every master (bounded by the command
+ * timeout). Per master: vote YES if the key exists (holder, pttl_ms), NO
+ * if it is free, ERR if unreachable. The callback gets 0 when a quorum
+ * answered, else ENOQUORUM. Errors: EINVAL, EBUSY. */
+REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock_t *lock,
+                                        redlock_lock_cb cb, void *arg);
+
+/* Takes over a lock acquired elsewhere (another process, `redlock
+ * acquire`) under `token` (1..64 bytes, NUL-terminated): extend and
+ * release then act on it. Its validity is unknown (0) until a successful
+ * extend. Errors: EINVAL, EBUSY (in flight or held). */
+REDLOCK_EXTERN int redlock_lock_adopt(redlock_lock_t *lock,
+                                      const char *token);
+
 /* Remaining validity in ms on the monotonic clock; 0 if not held. */
 REDLOCK_EXTERN int64_t redlock_lock_validity_ms(const redlock_lock_t *lock);
 /* 1 if acquired and the validity has not run out, else 0. */
 REDLOCK_EXTERN int redlock_lock_is_held(const redlock_lock_t *lock);
+/* 1 if the lock was lost while held (see on_lost), until the next acquire. */
+REDLOCK_EXTERN int redlock_lock_is_lost(const redlock_lock_t *lock);
 /* The token of the current (or last) attempt, NUL-terminated hex. */
 REDLOCK_EXTERN const char *redlock_lock_token(const redlock_lock_t *lock);
 /* The resource name as given (not NUL-terminated if binary); len may be
@@ -247,6 +291,50 @@ REDLOCK_EXTERN redlock_client_t *redlock_lock_client(
     const redlock_lock_t *lock);
 REDLOCK_EXTERN void *redlock_lock_get_data(const redlock_lock_t *lock);
 REDLOCK_EXTERN void redlock_lock_set_data(redlock_lock_t *lock, void *data);
+
+/* ------------------------------------------------------------------------
+ * Blocking API, for programs without a libuv loop. A redlock_sync_t runs a
+ * private loop and client on a background thread; every call is posted to
+ * it and waited on. Safe to call from many threads at once, on one handle
+ * or on several. Auto-extension keeps running on the background thread
+ * while the caller works. Calls made from that thread (from an on_lost
+ * callback) return EBUSY.
+ */
+typedef struct redlock_sync_s redlock_sync_t;
+typedef struct redlock_sync_lock_s redlock_sync_lock_t;
+
+/* Starts the background thread and connects (the config is copied).
+ * Errors: EINVAL (with a message), ENOMEM, EIO (thread). */
+REDLOCK_EXTERN int redlock_sync_new(const redlock_client_config *cfg,
+                                    redlock_sync_t **out);
+/* Releases every lock still held (bounded by the command timeout), closes
+ * the connections, joins the thread and frees everything, including lock
+ * handles not released. No call on this handle may be running. */
+REDLOCK_EXTERN int redlock_sync_close(redlock_sync_t *s);
+
+/* Acquires `resource` for ttl_ms, waiting as `opts` allows (NULL: the
+ * client's retry policy). On success *out is a held lock. Returns 0 or
+ * the status of the last attempt (ETAKEN, ENOQUORUM, EEXPIRED), EINVAL,
+ * EBUSY. opts->on_lost runs on the background thread. */
+REDLOCK_EXTERN int redlock_sync_acquire(redlock_sync_t *s,
+                                        const void *resource, size_t len,
+                                        int64_t ttl_ms,
+                                        const redlock_acquire_opts *opts,
+                                        redlock_sync_lock_t **out);
+/* Extends a held lock (see redlock_lock_extend). */
+REDLOCK_EXTERN int redlock_sync_extend(redlock_sync_lock_t *lock,
+                                       int64_t ttl_ms);
+/* Releases the lock and frees the handle (in every case: the handle must
+ * not be used afterwards). Returns the release status. */
+REDLOCK_EXTERN int redlock_sync_release(redlock_sync_lock_t *lock);
+/* Remaining validity in ms; 0 if not held (or lost). */
+REDLOCK_EXTERN int64_t redlock_sync_validity_ms(redlock_sync_lock_t *lock);
+/* 1 if an auto-extended lock was lost. */
+REDLOCK_EXTERN int redlock_sync_is_lost(redlock_sync_lock_t *lock);
+/* Copies the token (NUL-terminated hex) into buf. 0, or EINVAL if len is
+ * too small. */
+REDLOCK_EXTERN int redlock_sync_token(redlock_sync_lock_t *lock, char *buf,
+                                      size_t len);
 
 #ifdef __cplusplus
 }

@@ -60,6 +60,7 @@ static inline void redlock__queue_remove(redlock__queue *q) {
 /* ---- tokens (token.c) ---------------------------------------------------- */
 #define REDLOCK__TOKEN_BYTES 20                       /* from uv_random */
 #define REDLOCK__TOKEN_HEX (2 * REDLOCK__TOKEN_BYTES) /* chars, no NUL */
+#define REDLOCK__TOKEN_MAX 64    /* adopted tokens (other implementations) */
 /* Fills out[REDLOCK__TOKEN_HEX + 1] with fresh random hex. 0 or EIO. */
 int redlock__token_new(char *out);
 
@@ -85,8 +86,9 @@ typedef enum {
   REDLOCK__REQ_ACQUIRE = 0,   /* SET key token NX PX ttl: a vote */
   REDLOCK__REQ_EXTEND,        /* extend script: a vote */
   REDLOCK__REQ_RELEASE,       /* release script: a vote */
-  REDLOCK__REQ_CLEANUP        /* release script, no vote (failed attempt,
+  REDLOCK__REQ_CLEANUP,       /* release script, no vote (failed attempt,
                                  freed handle, closing client) */
+  REDLOCK__REQ_INSPECT        /* read value + pttl: YES held, NO free */
 } redlock__req_kind;
 
 typedef struct redlock__node redlock__node;
@@ -105,7 +107,8 @@ typedef struct redlock__req {
   uint8_t kind;               /* redlock__req_kind */
   uint8_t written;            /* handed to hiredis */
   uint8_t evalsha_fallback;   /* resent as EVAL after NOSCRIPT */
-  char token[REDLOCK__TOKEN_HEX + 1];
+  uint8_t heal;               /* extend: re-create a missing key */
+  char token[REDLOCK__TOKEN_MAX + 1];
 } redlock__req;
 
 /* ---- node (node.c) -------------------------------------------------------
@@ -130,7 +133,7 @@ typedef enum {
 typedef struct redlock__abandoned {
   char *key;
   size_t keylen;
-  char token[REDLOCK__TOKEN_HEX + 1];
+  char token[REDLOCK__TOKEN_MAX + 1];
   redlock__ns expires_ns;
 } redlock__abandoned;
 
@@ -222,14 +225,16 @@ typedef enum {
   REDLOCK__LOCK_HELD,
   REDLOCK__LOCK_RELEASED,
   REDLOCK__LOCK_FAILED,       /* last acquire failed */
-  REDLOCK__LOCK_LOST          /* a majority says it is not ours */
+  REDLOCK__LOCK_LOST,         /* a majority says it is not ours */
+  REDLOCK__LOCK_ADOPTED       /* token taken over, validity unknown */
 } redlock__lock_state;
 
 typedef enum {
   REDLOCK__OP_NONE = 0,
   REDLOCK__OP_ACQUIRE,
   REDLOCK__OP_EXTEND,
-  REDLOCK__OP_RELEASE
+  REDLOCK__OP_RELEASE,
+  REDLOCK__OP_INSPECT
 } redlock__op;
 
 #define REDLOCK__ERRSTR_LEN 80
@@ -245,7 +250,7 @@ struct redlock_lock_s {
   char *key;                    /* prefix + resource, NUL-terminated */
   size_t keylen;
   int64_t ttl_ms;
-  char token[REDLOCK__TOKEN_HEX + 1];
+  char token[REDLOCK__TOKEN_MAX + 1];
   uint32_t round;               /* one per fan-out */
   redlock__ns round_start;
   redlock__ns valid_until;      /* 0 when not held */
@@ -263,14 +268,25 @@ struct redlock_lock_s {
   int user_freed;
   int timer_mode;               /* 0 idle, 1 retry, 2 deferred callback */
   uv_timer_t timer;
+  /* Auto-extension (the watchdog): */
+  int auto_extend;
+  int heal;
+  int internal_op;              /* the op in flight is the watchdog's */
+  int lost;                     /* lost while held; cleared by acquire */
+  redlock_lost_cb lost_cb;
+  void *lost_arg;
+  uv_timer_t wd_timer;          /* next extension, retry, or expiry */
+  int handles_open;             /* timers not yet closed */
   redlock_node_result *results; /* n entries */
   char *errbufs;                /* n * REDLOCK__ERRSTR_LEN */
 };
 
-/* A node's answer (or failure) for a request of this lock. `reply_err` is
- * 0 with a vote, or a REDLOCK_E* for an error vote with `errstr`. */
+/* A node's answer (or failure) for a request of this lock. `error` is 0
+ * with a vote, or a REDLOCK_E* for an error vote with `errstr`. For
+ * INSPECT, `errstr` carries the key's value and `pttl` its ttl. */
 void redlock__lock_on_vote(redlock__req *req, redlock_vote_t vote, int error,
-                           const char *errstr, redlock__ns now);
+                           const char *errstr, int64_t pttl,
+                           redlock__ns now);
 /* The client is closing: cancel the op in flight, release what is held
  * or half-acquired, and drop the user's reference. */
 void redlock__lock_abort(redlock_lock_t *lock);

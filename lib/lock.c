@@ -39,6 +39,8 @@ static void lock_deliver(redlock_lock_t *l);
 static void on_lock_closed(uv_handle_t *h) {
   redlock_lock_t *l = h->data;
   redlock_client_t *c = l->client;
+  if (--l->handles_open > 0)
+    return;
   redlock__queue_remove(&l->link);
   redlock__free(l);
   redlock__client_maybe_finish(c);
@@ -46,8 +48,10 @@ static void on_lock_closed(uv_handle_t *h) {
 
 static void lock_unref(redlock_lock_t *l) {
   REDLOCK__ASSERT(l->refs > 0);
-  if (--l->refs == 0)
+  if (--l->refs == 0) {
     uv_close((uv_handle_t *)&l->timer, on_lock_closed);
+    uv_close((uv_handle_t *)&l->wd_timer, on_lock_closed);
+  }
 }
 
 static char *errbuf(const redlock_lock_t *l, unsigned i) {
@@ -60,6 +64,7 @@ static void set_result(redlock_lock_t *l, unsigned i, redlock_vote_t vote,
   r->vote = vote;
   r->error = error;
   r->latency_us = latency_us;
+  r->holder = "";
   redlock__strlcpy(errbuf(l, i), errstr, REDLOCK__ERRSTR_LEN);
   switch (vote) {
     case REDLOCK_VOTE_YES:
@@ -85,6 +90,7 @@ static int lock_send(redlock_lock_t *l, unsigned i, redlock__req_kind kind) {
   req->lock = l;
   req->kind = (uint8_t)kind;
   req->ttl_ms = l->ttl_ms;
+  req->heal = (uint8_t)l->heal;
   req->round = l->round;
   memcpy(req->token, l->token, sizeof(req->token));
   rc = redlock__node_submit(&c->nodes[i], req);
@@ -112,6 +118,8 @@ static void lock_fanout(redlock_lock_t *l, redlock__req_kind kind) {
     l->results[i].vote = REDLOCK_VOTE_NONE;
     l->results[i].error = 0;
     l->results[i].latency_us = 0;
+    l->results[i].holder = "";
+    l->results[i].pttl_ms = -2;
     errbuf(l, i)[0] = '\0';
     rc = lock_send(l, i, kind);
     if (rc != 0)
@@ -134,9 +142,20 @@ static void lock_cleanup(redlock_lock_t *l, int everywhere) {
 }
 
 static void on_lock_timer(uv_timer_t *t);
+static void wd_after_extend(redlock_lock_t *l, int status, int internal);
 
 static void lock_complete(redlock_lock_t *l, int status) {
   l->status = status;
+  if (l->internal_op) {
+    /* The watchdog's own extension: no user callback. */
+    l->internal_op = 0;
+    l->op = REDLOCK__OP_NONE;
+    wd_after_extend(l, status, 1);
+    lock_unref(l);
+    return;
+  }
+  if (l->op == REDLOCK__OP_EXTEND && l->auto_extend)
+    wd_after_extend(l, status, 0);
   if (l->client->in_api > 0) {
     /* Decided inside the public call: never call back from there. */
     l->timer_mode = TIMER_DEFER;
@@ -183,6 +202,15 @@ static void lock_check(redlock_lock_t *l, redlock__ns now) {
       redlock__round_decide(c->n, c->quorum, l->yes, l->no, l->err);
   redlock__ns deadline;
   int64_t left;
+  if (l->op == REDLOCK__OP_INSPECT) {
+    /* A status read waits for every master. */
+    if (l->yes + l->no + l->err < c->n)
+      return;
+    l->decided = 1;
+    l->result_elapsed_us = (now - l->round_start) / REDLOCK__NS_PER_US;
+    lock_complete(l, l->yes + l->no >= c->quorum ? 0 : REDLOCK_ENOQUORUM);
+    return;
+  }
   if (st == REDLOCK__ROUND_PENDING)
     return;
   l->decided = 1;
@@ -197,6 +225,8 @@ static void lock_check(redlock_lock_t *l, redlock__ns now) {
         l->state = REDLOCK__LOCK_HELD;
         l->valid_until = deadline;
         l->result_validity_ms = left / (int64_t)REDLOCK__NS_PER_MS;
+        if (l->auto_extend)
+          wd_after_extend(l, 0, 0);
         lock_complete(l, 0);
         return;
       }
@@ -208,6 +238,7 @@ static void lock_check(redlock_lock_t *l, redlock__ns now) {
       return;
     case REDLOCK__OP_EXTEND:
       if (st == REDLOCK__ROUND_REACHED && left > 0) {
+        l->state = REDLOCK__LOCK_HELD;   /* also ends ADOPTED */
         l->valid_until = deadline;
         l->result_validity_ms = left / (int64_t)REDLOCK__NS_PER_MS;
         lock_complete(l, 0);
@@ -226,9 +257,113 @@ static void lock_check(redlock_lock_t *l, redlock__ns now) {
                        : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ENOTHELD
                                                       : REDLOCK_ENOQUORUM);
       return;
+    case REDLOCK__OP_INSPECT:
     case REDLOCK__OP_NONE:
       return;   /* canceled: replies are only recorded */
   }
+}
+
+/* ---- auto-extension (the watchdog) ---------------------------------------
+ *
+ *   HELD --ttl/3--> extend round --ok--> HELD (again in ttl/3)
+ *                       | majority says not ours --> lost(ENOTHELD)
+ *                       | failed (no quorum, expired) --> retry in
+ *                       |   min(ttl/10 clamped to 5..500 ms, validity left)
+ *   validity ran out before any success --> lost(EEXPIRED)
+ *
+ * The watchdog's extension is an ordinary extend round marked internal.
+ * A user release or extend supersedes it: the round number changes, so
+ * its late votes are ignored, and on every master the release queues
+ * behind the extension on the same connection, so the extension can never
+ * land after the release. The lost callback fires once, only from the
+ * watchdog's timer or round (never from inside an API call). */
+static void on_wd_timer(uv_timer_t *t);
+
+static void wd_arm(redlock_lock_t *l, int64_t ms) {
+  if (ms < 1)
+    ms = 1;
+  uv_timer_start(&l->wd_timer, on_wd_timer, (uint64_t)ms, 0);
+}
+
+static int64_t wd_retry_ms(const redlock_lock_t *l) {
+  int64_t v = l->ttl_ms / 10;
+  return v < 5 ? 5 : v > 500 ? 500 : v;
+}
+
+static void wd_lost(redlock_lock_t *l, int reason) {
+  uv_timer_stop(&l->wd_timer);
+  l->state = REDLOCK__LOCK_LOST;
+  l->valid_until = 0;
+  if (l->lost)
+    return;
+  l->lost = 1;
+  if (l->lost_cb != NULL && !l->user_freed)
+    l->lost_cb(l, reason, l->lost_arg);
+}
+
+/* Stops the watchdog and drops its round in flight, if any. */
+static void wd_stop(redlock_lock_t *l) {
+  uv_timer_stop(&l->wd_timer);
+  if (l->internal_op) {
+    l->internal_op = 0;
+    l->op = REDLOCK__OP_NONE;
+    l->round++;   /* its late votes no longer count */
+    lock_unref(l);
+  }
+}
+
+static void wd_after_extend(redlock_lock_t *l, int status, int internal) {
+  int64_t left_ms;
+  if (status == 0) {
+    wd_arm(l, l->ttl_ms / 3);
+    return;
+  }
+  if (status == REDLOCK_ENOTHELD) {
+    if (internal) {
+      wd_lost(l, REDLOCK_ENOTHELD);
+    } else {
+      uv_timer_stop(&l->wd_timer);
+      l->lost = 1;   /* the caller learns it from its own callback */
+    }
+    return;
+  }
+  left_ms = redlock__validity_left(l->valid_until, uv_hrtime()) /
+            (int64_t)REDLOCK__NS_PER_MS;
+  if (l->state != REDLOCK__LOCK_HELD || left_ms <= 0) {
+    if (internal)
+      wd_lost(l, REDLOCK_EEXPIRED);
+    return;
+  }
+  /* Retry soon; fire at the end of the validity at the latest (+1 ms so
+   * the timer cannot run just before it). */
+  wd_arm(l, wd_retry_ms(l) < left_ms ? wd_retry_ms(l) : left_ms + 1);
+}
+
+static void on_wd_timer(uv_timer_t *t) {
+  redlock_lock_t *l = t->data;
+  redlock__ns now = uv_hrtime();
+  int64_t left;
+  if (l->state != REDLOCK__LOCK_HELD || !l->auto_extend || l->user_freed ||
+      l->client->closing)
+    return;
+  left = redlock__validity_left(l->valid_until, now);
+  if (left <= 0) {
+    wd_lost(l, REDLOCK_EEXPIRED);
+    return;
+  }
+  if (l->op != REDLOCK__OP_NONE) {
+    /* The user's own extend is in flight: look again soon. */
+    int64_t left_ms = left / (int64_t)REDLOCK__NS_PER_MS;
+    wd_arm(l, wd_retry_ms(l) < left_ms ? wd_retry_ms(l) : left_ms + 1);
+    return;
+  }
+  l->op = REDLOCK__OP_EXTEND;
+  l->internal_op = 1;
+  l->cb = NULL;
+  l->refs++;
+  l->attempts = 1;
+  lock_fanout(l, REDLOCK__REQ_EXTEND);
+  lock_check(l, now);
 }
 
 static void lock_attempt(redlock_lock_t *l) {
@@ -245,7 +380,8 @@ static void lock_attempt(redlock_lock_t *l) {
 }
 
 void redlock__lock_on_vote(redlock__req *req, redlock_vote_t vote, int error,
-                           const char *errstr, redlock__ns now) {
+                           const char *errstr, int64_t pttl,
+                           redlock__ns now) {
   redlock_lock_t *l = req->lock;
   unsigned idx = req->node->index;
   redlock__ns sent = req->sent_ns;
@@ -254,6 +390,11 @@ void redlock__lock_on_vote(redlock__req *req, redlock_vote_t vote, int error,
   if (counts && l->results[idx].vote == REDLOCK_VOTE_NONE) {
     set_result(l, idx, vote, error, errstr,
                (now - sent) / REDLOCK__NS_PER_US);
+    if (l->op == REDLOCK__OP_INSPECT && error == 0) {
+      /* errstr carried the key's value: show it as the holder. */
+      l->results[idx].holder = l->results[idx].errstr;
+      l->results[idx].pttl_ms = pttl;
+    }
     if (!l->decided)
       lock_check(l, now);
   }
@@ -352,6 +493,9 @@ int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
   l->refs = 1;   /* the user's */
   uv_timer_init(c->loop, &l->timer);
   l->timer.data = l;
+  uv_timer_init(c->loop, &l->wd_timer);
+  l->wd_timer.data = l;
+  l->handles_open = 2;
   redlock__queue_insert_tail(&c->locks, &l->link);
   *out = l;
   return 0;
@@ -362,9 +506,11 @@ int redlock_lock_free(redlock_lock_t *l) {
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_free: lock is NULL");
   if (l->user_freed)
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_free: double free");
-  if (l->op != REDLOCK__OP_NONE)
+  if (l->op != REDLOCK__OP_NONE && !l->internal_op)
     return redlock__fail(REDLOCK_EBUSY,
                          "redlock_lock_free: an operation is in flight");
+  l->auto_extend = 0;
+  wd_stop(l);
   if (l->state == REDLOCK__LOCK_HELD) {
     l->client->in_api++;
     lock_cleanup(l, 1);
@@ -375,6 +521,19 @@ int redlock_lock_free(redlock_lock_t *l) {
   l->user_freed = 1;
   lock_unref(l);
   return 0;
+}
+
+int redlock_lock_detach(redlock_lock_t *l) {
+  if (l == NULL || l->user_freed)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_lock_detach: bad lock");
+  if (l->op != REDLOCK__OP_NONE && !l->internal_op)
+    return redlock__fail(REDLOCK_EBUSY,
+                         "redlock_lock_detach: an operation is in flight");
+  l->auto_extend = 0;
+  wd_stop(l);
+  l->state = REDLOCK__LOCK_RELEASED;   /* nothing to release on free */
+  l->valid_until = 0;
+  return redlock_lock_free(l);
 }
 
 int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
@@ -412,6 +571,11 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   else if (opts->wait_ms > 0)
     l->wait_deadline =
         uv_hrtime() + (redlock__ns)opts->wait_ms * REDLOCK__NS_PER_MS;
+  l->auto_extend = opts->auto_extend != 0;
+  l->heal = opts->heal != 0;
+  l->lost_cb = opts->on_lost;
+  l->lost_arg = opts->lost_arg;
+  l->lost = 0;
   l->op = REDLOCK__OP_ACQUIRE;
   l->cb = cb;
   l->cb_arg = arg;
@@ -428,7 +592,11 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
 
 int redlock_lock_extend(redlock_lock_t *l, int64_t ttl_ms, redlock_lock_cb cb,
                         void *arg) {
-  int rc = lock_usable(l, "redlock_lock_extend");
+  int rc;
+  if (l != NULL && !l->user_freed && l->internal_op && cb != NULL &&
+      ttl_ms > 0 && ttl_ms <= REDLOCK_MAX_TTL_MS)
+    wd_stop(l);   /* the user's extension replaces the watchdog's */
+  rc = lock_usable(l, "redlock_lock_extend");
   if (rc != 0)
     return rc;
   if ((rc = check_ttl(ttl_ms, "redlock_lock_extend")) != 0)
@@ -436,7 +604,7 @@ int redlock_lock_extend(redlock_lock_t *l, int64_t ttl_ms, redlock_lock_cb cb,
   if (cb == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_extend: callback is NULL");
-  if (!redlock_lock_is_held(l))
+  if (!redlock_lock_is_held(l) && l->state != REDLOCK__LOCK_ADOPTED)
     return redlock__fail(REDLOCK_ENOTHELD,
                          "redlock_lock_extend: the lock is not held "
                          "(never acquired, released, lost or expired)");
@@ -454,10 +622,16 @@ int redlock_lock_extend(redlock_lock_t *l, int64_t ttl_ms, redlock_lock_cb cb,
 }
 
 int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
-  int rc = lock_usable(l, "redlock_lock_release");
+  int rc;
+  if (l != NULL && !l->user_freed && l->internal_op)
+    wd_stop(l);   /* stop the extension first: it must not race */
+  rc = lock_usable(l, "redlock_lock_release");
   if (rc != 0)
     return rc;
-  if (l->state != REDLOCK__LOCK_HELD && l->state != REDLOCK__LOCK_LOST)
+  l->auto_extend = 0;
+  uv_timer_stop(&l->wd_timer);
+  if (l->state != REDLOCK__LOCK_HELD && l->state != REDLOCK__LOCK_LOST &&
+      l->state != REDLOCK__LOCK_ADOPTED)
     return redlock__fail(REDLOCK_ENOTHELD,
                          "redlock_lock_release: the lock is not held");
   l->op = REDLOCK__OP_RELEASE;
@@ -474,7 +648,50 @@ int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   return 0;
 }
 
+int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
+  int rc = lock_usable(l, "redlock_lock_inspect");
+  if (rc != 0)
+    return rc;
+  if (cb == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_inspect: callback is NULL");
+  l->op = REDLOCK__OP_INSPECT;
+  l->cb = cb;
+  l->cb_arg = arg;
+  l->refs++;
+  l->attempts = 1;
+  l->client->in_api++;
+  lock_fanout(l, REDLOCK__REQ_INSPECT);
+  lock_check(l, uv_hrtime());
+  l->client->in_api--;
+  return 0;
+}
+
+int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
+  size_t len;
+  int rc = lock_usable(l, "redlock_lock_adopt");
+  if (rc != 0)
+    return rc;
+  if (token == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_lock_adopt: token NULL");
+  len = strlen(token);
+  if (len == 0 || len > REDLOCK__TOKEN_MAX)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_adopt: token must be 1..%d bytes",
+                         REDLOCK__TOKEN_MAX);
+  if (redlock_lock_is_held(l))
+    return redlock__fail(REDLOCK_EBUSY,
+                         "redlock_lock_adopt: this handle holds a lock");
+  memcpy(l->token, token, len + 1);
+  l->state = REDLOCK__LOCK_ADOPTED;
+  l->valid_until = 0;
+  l->lost = 0;
+  return 0;
+}
+
 void redlock__lock_abort(redlock_lock_t *l) {
+  l->auto_extend = 0;
+  wd_stop(l);
   if (l->op != REDLOCK__OP_NONE) {
     uv_timer_stop(&l->timer);
     l->timer_mode = TIMER_IDLE;
@@ -514,6 +731,10 @@ int redlock_lock_is_held(const redlock_lock_t *l) {
   if (l == NULL || l->state != REDLOCK__LOCK_HELD || l->valid_until == 0)
     return 0;
   return redlock__validity_left(l->valid_until, uv_hrtime()) > 0;
+}
+
+int redlock_lock_is_lost(const redlock_lock_t *l) {
+  return l != NULL && l->lost;
 }
 
 const char *redlock_lock_token(const redlock_lock_t *l) {

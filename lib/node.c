@@ -35,9 +35,18 @@
 static const char release_script[] =
     "if redis.call('get',KEYS[1]) == ARGV[1] then "
     "return redis.call('del',KEYS[1]) else return 0 end";
+/* Extend: 1 when the key holds our token (ttl renewed); with heal
+ * (ARGV[3] == "1") a missing key is set again and 2 is returned; 0 when
+ * the key is someone else's (or missing without heal). */
 static const char extend_script[] =
-    "if redis.call('get',KEYS[1]) == ARGV[1] then "
-    "return redis.call('pexpire',KEYS[1],ARGV[2]) else return 0 end";
+    "local v = redis.call('get',KEYS[1]) "
+    "if v == ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) "
+    "elseif v == false and ARGV[3] == '1' then "
+    "redis.call('set',KEYS[1],ARGV[1],'px',ARGV[2]) return 2 "
+    "else return 0 end";
+
+static const char inspect_script[] =
+    "return {redis.call('get',KEYS[1]) or '', redis.call('pttl',KEYS[1])}";
 
 static void node_connect(redlock__node *n);
 static void node_schedule_reconnect(redlock__node *n);
@@ -52,15 +61,21 @@ static void node_set_errstr(redlock__node *n, const char *s) {
 
 /* Hands a request to hiredis. 0 or EIO (context refuses: disconnecting). */
 static int node_write(redlock__node *n, redlock__req *req) {
-  const char *argv[7];
-  size_t len[7];
+  const char *argv[8];
+  size_t len[8];
   char ttl[24];
   int argc = 0;
   const redlock_lock_t *l = req->lock;
   const char *sha;
   int ttl_len = snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 
-  if (req->kind == REDLOCK__REQ_ACQUIRE) {
+  if (req->kind == REDLOCK__REQ_INSPECT) {
+    argv[0] = "EVAL";
+    argv[1] = inspect_script;
+    argv[2] = "1";
+    argv[3] = l->key;
+    argc = 4;
+  } else if (req->kind == REDLOCK__REQ_ACQUIRE) {
     argv[0] = "SET";
     argv[1] = l->key;
     argv[2] = req->token;
@@ -85,7 +100,8 @@ static int node_write(redlock__node *n, redlock__req *req) {
     argc = 5;
     if (req->kind == REDLOCK__REQ_EXTEND) {
       argv[5] = ttl;
-      argc = 6;
+      argv[6] = req->heal ? "1" : "0";
+      argc = 7;
     }
   }
   for (int i = 0; i < argc; i++)
@@ -180,13 +196,29 @@ static void node_abandon(redlock__node *n, const redlock__req *req,
 }
 
 static void classify(const redlock__req *req, const redisReply *r,
-                     redlock_vote_t *vote, int *error, const char **errstr) {
+                     redlock_vote_t *vote, int *error, const char **errstr,
+                     int64_t *pttl, char *buf, size_t buflen) {
   *vote = REDLOCK_VOTE_ERR;
   *error = REDLOCK_EPROTO;
   *errstr = "unexpected reply type";
   if (r->type == REDIS_REPLY_ERROR) {
     *error = REDLOCK_ESERVER;
     *errstr = r->str;
+    return;
+  }
+  if (req->kind == REDLOCK__REQ_INSPECT) {
+    size_t n;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_INTEGER)
+      return;
+    n = r->element[0]->len < buflen - 1 ? r->element[0]->len : buflen - 1;
+    memcpy(buf, r->element[0]->str, n);
+    buf[n] = '\0';
+    *errstr = buf;
+    *pttl = r->element[1]->integer;
+    *vote = r->element[0]->len > 0 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO;
+    *error = 0;
     return;
   }
   if (req->kind == REDLOCK__REQ_ACQUIRE) {
@@ -201,7 +233,8 @@ static void classify(const redlock__req *req, const redisReply *r,
   } else {
     if (r->type != REDIS_REPLY_INTEGER)
       return;
-    *vote = r->integer == 1 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO;
+    /* 1 = done; 2 = healed (extend re-created a missing key). */
+    *vote = r->integer >= 1 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO;
   }
   *error = 0;
   *errstr = "";
@@ -217,6 +250,7 @@ static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv) {
   redlock_vote_t vote;
   int error;
   const char *errstr;
+  int64_t pttl = -2;
   char buf[160];
 
   redlock__queue_remove(&req->q);
@@ -236,6 +270,7 @@ static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv) {
       node_abandon(n, req, now);
   } else if (r->type == REDIS_REPLY_ERROR && !req->evalsha_fallback &&
              req->kind != REDLOCK__REQ_ACQUIRE &&
+             req->kind != REDLOCK__REQ_INSPECT &&
              strncmp(r->str, "NOSCRIPT", 8) == 0 && n->ac == ac) {
     /* The script cache was flushed: resend this call as EVAL (which also
      * caches it again). It goes to the tail; its deadline is kept. */
@@ -251,10 +286,10 @@ static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv) {
     error = REDLOCK_EIO;
     errstr = "connection closing";
   } else {
-    classify(req, r, &vote, &error, &errstr);
+    classify(req, r, &vote, &error, &errstr, &pttl, buf, sizeof(buf));
   }
 
-  redlock__lock_on_vote(req, vote, error, errstr, now);
+  redlock__lock_on_vote(req, vote, error, errstr, pttl, now);
 
   if (n->closing && n->n_pending == 0 && n->ac != NULL)
     uv_timer_start(&n->conn_timer, on_close_drained, 0, 0);
@@ -268,7 +303,7 @@ static void node_fail_unwritten(redlock__node *n, int error) {
     REDLOCK__ASSERT(!req->written);
     redlock__queue_remove(&req->q);
     n->n_pending--;
-    redlock__lock_on_vote(req, REDLOCK_VOTE_ERR, error, n->errstr,
+    redlock__lock_on_vote(req, REDLOCK_VOTE_ERR, error, n->errstr, -2,
                           uv_hrtime());
   }
 }

@@ -1,0 +1,397 @@
+/* sync.c: the blocking API over a private loop on a background thread.
+ *
+ * Owns: the thread, its loop and client, and the call queue. A caller
+ * fills a call on its own stack, pushes it under the mutex, wakes the loop
+ * with uv_async_send (thread-safe, coalescing: the loop drains the whole
+ * queue) and waits on the call's semaphore. The loop thread starts the
+ * asynchronous operation; its callback stores the result and posts the
+ * semaphore. Like curl's easy_perform over a private multi handle.
+ *
+ * Lock handles are read and changed only on the loop thread, so getters
+ * are calls too. Shutdown: a CLOSE call closes the client (which releases
+ * held locks and cancels what is in flight), then the async handle; the
+ * loop then runs out of handles and the thread returns. */
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "common.h"
+
+typedef enum {
+  CALL_ACQUIRE,
+  CALL_EXTEND,
+  CALL_RELEASE,
+  CALL_VALIDITY,
+  CALL_IS_LOST,
+  CALL_TOKEN,
+  CALL_CLOSE
+} call_kind;
+
+struct redlock_sync_lock_s {
+  redlock_sync_t *sync;
+  redlock_lock_t *lock;
+  redlock__queue link;        /* sync->locks */
+};
+
+typedef struct sync_call {
+  redlock__queue link;
+  call_kind kind;
+  uv_sem_t done;
+  int status;
+  /* inputs */
+  const void *resource;
+  size_t len;
+  int64_t ttl_ms;
+  const redlock_acquire_opts *opts;
+  redlock_sync_lock_t *slock;
+  char *buf;
+  size_t buflen;
+  /* outputs */
+  int64_t value;
+} sync_call;
+
+struct redlock_sync_s {
+  uv_thread_t thread;
+  uv_thread_t loop_thread_id;
+  uv_loop_t loop;
+  uv_async_t async;
+  uv_mutex_t mutex;
+  redlock__queue calls;       /* under mutex */
+  redlock__queue locks;       /* loop thread only */
+  redlock_client_t *client;
+  sync_call *closing;         /* the CLOSE call, answered at the end */
+  uv_sem_t ready;
+  int start_status;
+  char start_msg[256];
+  const redlock_client_config *cfg;   /* during start only */
+};
+
+static void call_done(sync_call *call, int status) {
+  call->status = status;
+  uv_sem_post(&call->done);
+}
+
+static void on_op_done(redlock_lock_t *lock, int status,
+                       const redlock_result *res, void *arg) {
+  sync_call *call = arg;
+  (void)lock;
+  (void)res;
+  call_done(call, status);
+}
+
+static void slock_free(redlock_sync_lock_t *sl) {
+  redlock__queue_remove(&sl->link);
+  redlock__free(sl);
+}
+
+static void on_release_done(redlock_lock_t *lock, int status,
+                            const redlock_result *res, void *arg) {
+  sync_call *call = arg;
+  (void)res;
+  redlock_lock_free(lock);
+  slock_free(call->slock);
+  call_done(call, status);
+}
+
+static void on_acquire_done(redlock_lock_t *lock, int status,
+                            const redlock_result *res, void *arg) {
+  sync_call *call = arg;
+  (void)res;
+  if (status != 0) {
+    redlock_lock_free(lock);
+    slock_free(call->slock);
+    call->slock = NULL;
+  }
+  call_done(call, status);
+}
+
+static void start_acquire(redlock_sync_t *s, sync_call *call) {
+  redlock_sync_lock_t *sl = redlock__calloc(1, sizeof(*sl));
+  int rc;
+  if (sl == NULL) {
+    call_done(call, REDLOCK_ENOMEM);
+    return;
+  }
+  rc = redlock_lock_new(s->client, call->resource, call->len, &sl->lock);
+  if (rc != 0) {
+    redlock__free(sl);
+    call_done(call, rc);
+    return;
+  }
+  sl->sync = s;
+  redlock__queue_insert_tail(&s->locks, &sl->link);
+  call->slock = sl;
+  rc = redlock_lock_acquire(sl->lock, call->ttl_ms, call->opts,
+                            on_acquire_done, call);
+  if (rc != 0) {
+    redlock_lock_free(sl->lock);
+    slock_free(sl);
+    call->slock = NULL;
+    call_done(call, rc);
+  }
+}
+
+static void on_client_closed(redlock_client_t *c, void *arg) {
+  redlock_sync_t *s = arg;
+  (void)c;
+  /* The client freed every lock handle; free our wrappers. */
+  while (!redlock__queue_empty(&s->locks))
+    slock_free(REDLOCK__CONTAINER_OF(s->locks.next, redlock_sync_lock_t,
+                                     link));
+  s->client = NULL;
+  uv_close((uv_handle_t *)&s->async, NULL);
+}
+
+static void run_call(redlock_sync_t *s, sync_call *call) {
+  redlock_lock_t *l = call->slock != NULL ? call->slock->lock : NULL;
+  int rc;
+  switch (call->kind) {
+    case CALL_ACQUIRE:
+      start_acquire(s, call);
+      return;
+    case CALL_EXTEND:
+      rc = redlock_lock_extend(l, call->ttl_ms, on_op_done, call);
+      if (rc != 0)
+        call_done(call, rc);
+      return;
+    case CALL_RELEASE:
+      rc = redlock_lock_release(l, on_release_done, call);
+      if (rc != 0) {
+        /* Not held (lost, expired): free the handle all the same. */
+        rc = redlock_lock_free(l);
+        if (rc == 0)
+          slock_free(call->slock);
+        call_done(call, rc == 0 ? REDLOCK_ENOTHELD : rc);
+      }
+      return;
+    case CALL_VALIDITY:
+      call->value = redlock_lock_validity_ms(l);
+      call_done(call, 0);
+      return;
+    case CALL_IS_LOST:
+      call->value = redlock_lock_is_lost(l);
+      call_done(call, 0);
+      return;
+    case CALL_TOKEN:
+      if (strlen(redlock_lock_token(l)) + 1 > call->buflen) {
+        call_done(call, REDLOCK_EINVAL);
+        return;
+      }
+      redlock__strlcpy(call->buf, redlock_lock_token(l), call->buflen);
+      call_done(call, 0);
+      return;
+    case CALL_CLOSE:
+      s->closing = call;
+      if (redlock_client_close(s->client, on_client_closed, s) != 0)
+        uv_close((uv_handle_t *)&s->async, NULL);
+      return;
+  }
+}
+
+static void on_async(uv_async_t *h) {
+  redlock_sync_t *s = h->data;
+  redlock__queue todo;
+  redlock__queue_init(&todo);
+  uv_mutex_lock(&s->mutex);
+  while (!redlock__queue_empty(&s->calls)) {
+    redlock__queue *q = s->calls.next;
+    redlock__queue_remove(q);
+    redlock__queue_insert_tail(&todo, q);
+  }
+  uv_mutex_unlock(&s->mutex);
+  while (!redlock__queue_empty(&todo)) {
+    sync_call *call = REDLOCK__CONTAINER_OF(todo.next, sync_call, link);
+    redlock__queue_remove(&call->link);
+    if (s->closing != NULL)
+      call_done(call, REDLOCK_ECANCELED);
+    else
+      run_call(s, call);
+  }
+}
+
+static void loop_thread(void *arg) {
+  redlock_sync_t *s = arg;
+  sigset_t set;
+  int rc;
+  /* hiredis writes with write(): a closed peer must not kill the
+   * process with SIGPIPE. Blocked on this thread only. */
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  s->loop_thread_id = uv_thread_self();
+  rc = redlock_client_new(&s->loop, s->cfg, &s->client);
+  s->start_status = rc;
+  if (rc != 0) {
+    redlock__strlcpy(s->start_msg, redlock_last_error(),
+                     sizeof(s->start_msg));
+    uv_close((uv_handle_t *)&s->async, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_sem_post(&s->ready);
+    return;
+  }
+  uv_sem_post(&s->ready);
+  uv_run(&s->loop, UV_RUN_DEFAULT);
+}
+
+/* ---- calls from any thread ---------------------------------------------- */
+
+static int sync_post(redlock_sync_t *s, sync_call *call) {
+  if (uv_thread_equal(&s->loop_thread_id, &(uv_thread_t){uv_thread_self()}))
+    return redlock__fail(REDLOCK_EBUSY,
+                         "blocking call from the redlock loop thread");
+  if (uv_sem_init(&call->done, 0) != 0)
+    return redlock__fail(REDLOCK_ENOMEM, "cannot create a semaphore");
+  uv_mutex_lock(&s->mutex);
+  redlock__queue_insert_tail(&s->calls, &call->link);
+  uv_mutex_unlock(&s->mutex);
+  uv_async_send(&s->async);
+  uv_sem_wait(&call->done);
+  uv_sem_destroy(&call->done);
+  if (call->status != 0 && call->status != REDLOCK_EINVAL)
+    redlock__fail(call->status, "%s", redlock_strerror(call->status));
+  return call->status;
+}
+
+int redlock_sync_new(const redlock_client_config *cfg, redlock_sync_t **out) {
+  redlock_sync_t *s;
+  char msg[256];
+  int rc;
+  if (out == NULL || cfg == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_new: cfg or out is NULL");
+  *out = NULL;
+  s = redlock__calloc(1, sizeof(*s));
+  if (s == NULL)
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  redlock__queue_init(&s->calls);
+  redlock__queue_init(&s->locks);
+  s->cfg = cfg;
+  if (uv_loop_init(&s->loop) != 0)
+    goto fail_loop;
+  if (uv_async_init(&s->loop, &s->async, on_async) != 0)
+    goto fail_async;
+  s->async.data = s;
+  uv_mutex_init(&s->mutex);
+  uv_sem_init(&s->ready, 0);
+  if (uv_thread_create(&s->thread, loop_thread, s) != 0) {
+    uv_close((uv_handle_t *)&s->async, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    uv_mutex_destroy(&s->mutex);
+    uv_sem_destroy(&s->ready);
+    redlock__free(s);
+    return redlock__fail(REDLOCK_EIO, "cannot start the loop thread");
+  }
+  uv_sem_wait(&s->ready);
+  uv_sem_destroy(&s->ready);
+  s->cfg = NULL;
+  rc = s->start_status;
+  if (rc != 0) {
+    redlock__strlcpy(msg, s->start_msg, sizeof(msg));
+    uv_thread_join(&s->thread);
+    uv_loop_close(&s->loop);
+    uv_mutex_destroy(&s->mutex);
+    redlock__free(s);
+    return redlock__fail(rc, "%s", msg);
+  }
+  *out = s;
+  return 0;
+
+fail_async:
+  uv_loop_close(&s->loop);
+fail_loop:
+  redlock__free(s);
+  return redlock__fail(REDLOCK_EIO, "cannot create the private loop");
+}
+
+int redlock_sync_close(redlock_sync_t *s) {
+  sync_call call;
+  if (s == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_close: NULL");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_CLOSE;
+  uv_mutex_lock(&s->mutex);
+  redlock__queue_insert_tail(&s->calls, &call.link);
+  uv_mutex_unlock(&s->mutex);
+  uv_async_send(&s->async);
+  uv_thread_join(&s->thread);
+  uv_loop_close(&s->loop);
+  uv_mutex_destroy(&s->mutex);
+  redlock__free(s);
+  return 0;
+}
+
+int redlock_sync_acquire(redlock_sync_t *s, const void *resource, size_t len,
+                         int64_t ttl_ms, const redlock_acquire_opts *opts,
+                         redlock_sync_lock_t **out) {
+  sync_call call;
+  int rc;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_acquire: out NULL");
+  *out = NULL;
+  if (s == NULL || resource == NULL || len == 0)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire: NULL handle or empty "
+                         "resource");
+  if (ttl_ms <= 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire: ttl %lld ms out of range "
+                         "1..%d", (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_ACQUIRE;
+  call.resource = resource;
+  call.len = len;
+  call.ttl_ms = ttl_ms;
+  call.opts = opts;
+  rc = sync_post(s, &call);
+  if (rc == 0)
+    *out = call.slock;
+  return rc;
+}
+
+static int lock_call(redlock_sync_lock_t *sl, call_kind kind, int64_t ttl,
+                     sync_call *call) {
+  if (sl == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+  memset(call, 0, sizeof(*call));
+  call->kind = kind;
+  call->slock = sl;
+  call->ttl_ms = ttl;
+  return sync_post(sl->sync, call);
+}
+
+int redlock_sync_extend(redlock_sync_lock_t *sl, int64_t ttl_ms) {
+  sync_call call;
+  return lock_call(sl, CALL_EXTEND, ttl_ms, &call);
+}
+
+int redlock_sync_release(redlock_sync_lock_t *sl) {
+  sync_call call;
+  return lock_call(sl, CALL_RELEASE, 0, &call);
+}
+
+int64_t redlock_sync_validity_ms(redlock_sync_lock_t *sl) {
+  sync_call call;
+  return lock_call(sl, CALL_VALIDITY, 0, &call) == 0 ? call.value : 0;
+}
+
+int redlock_sync_is_lost(redlock_sync_lock_t *sl) {
+  sync_call call;
+  return lock_call(sl, CALL_IS_LOST, 0, &call) == 0 ? (int)call.value : 0;
+}
+
+int redlock_sync_token(redlock_sync_lock_t *sl, char *buf, size_t len) {
+  sync_call call;
+  if (buf == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "buf is NULL");
+  if (sl == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "lock is NULL");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_TOKEN;
+  call.slock = sl;
+  call.buf = buf;
+  call.buflen = len;
+  if (sync_post(sl->sync, &call) != 0)
+    return redlock__fail(call.status, "token buffer too small");
+  return 0;
+}
