@@ -348,6 +348,7 @@ static void on_wd_timer(uv_timer_t *t) {
     return;
   left = redlock__validity_left(l->valid_until, now);
   if (left <= 0) {
+    wd_stop(l);   /* an extension still in flight no longer matters */
     wd_lost(l, REDLOCK_EEXPIRED);
     return;
   }
@@ -364,6 +365,10 @@ static void on_wd_timer(uv_timer_t *t) {
   l->attempts = 1;
   lock_fanout(l, REDLOCK__REQ_EXTEND);
   lock_check(l, now);
+  /* While it is in flight (e.g. queued behind a reconnect), make sure the
+   * lost signal still fires when the validity runs out. */
+  if (l->internal_op)
+    wd_arm(l, left / (int64_t)REDLOCK__NS_PER_MS + 1);
 }
 
 static void lock_attempt(redlock_lock_t *l) {

@@ -1,0 +1,322 @@
+/* uri.c: parse one master address, pure (no I/O).
+ *
+ * Accepted forms (see uri.h):
+ *   redis://[user[:password]@]host[:port][/db]
+ *   unix:///absolute/path[?db=N]
+ *   host:port, host, [v6]:port, [v6]
+ * Every error names what is wrong and quotes the input; on error nothing
+ * stays allocated and *out is zeroed. Reads only within the string. */
+#include <stdio.h>
+#include <string.h>
+
+#include "redlock.h"
+#include "alloc.h"
+#include "uri.h"
+
+#define MAX_HOST 255
+
+typedef struct {
+  char *err;
+  size_t errlen;
+  const char *input;
+} ctx;
+
+/* The input as it may appear in a message: credentials replaced by ***. */
+static void redacted(const char *in, char *buf, size_t len) {
+  const char *sep = strstr(in, "://");
+  const char *at = sep ? strchr(sep + 3, '@') : NULL;
+  const char *slash = sep ? strchr(sep + 3, '/') : NULL;
+  if (at != NULL && (slash == NULL || at < slash))
+    snprintf(buf, len, "%.*s***%.80s", (int)(sep + 3 - in), in, at);
+  else
+    snprintf(buf, len, "%.80s", in);
+}
+
+static int bad(const ctx *x, const char *what) {
+  char shown[128];
+  if (x->err != NULL && x->errlen > 0) {
+    redacted(x->input, shown, sizeof(shown));
+    snprintf(x->err, x->errlen, "%s in \"%s\"", what, shown);
+  }
+  return REDLOCK_EINVAL;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* Percent-decodes s[0..len) into a new string; NULL on a bad escape
+ * (*oom = 0) or out of memory (*oom = 1). */
+static char *decode(const char *s, size_t len, int *oom) {
+  char *out = redlock__malloc(len + 1);
+  size_t i;
+  size_t o = 0;
+  *oom = out == NULL;
+  if (out == NULL)
+    return NULL;
+  for (i = 0; i < len; i++) {
+    if (s[i] == '%') {
+      int c;
+      if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0) {
+        redlock__free(out);
+        return NULL;
+      }
+      c = hexval(s[i + 1]) * 16 + hexval(s[i + 2]);
+      if (c == 0) {   /* no NUL inside a credential */
+        redlock__free(out);
+        return NULL;
+      }
+      out[o++] = (char)c;
+      i += 2;
+    } else {
+      out[o++] = s[i];
+    }
+  }
+  out[o] = '\0';
+  return out;
+}
+
+/* Decimal digits only, value in [lo, hi]. */
+static int parse_num(const char *s, size_t len, long lo, long hi,
+                     long *out) {
+  long v = 0;
+  size_t i;
+  if (len == 0 || len > 10)
+    return -1;
+  for (i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  if (v < lo || v > hi)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+static int host_char_ok(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+}
+
+/* host[:port] or [v6][:port] in s[0..len). */
+static int parse_hostport(const ctx *x, const char *s, size_t len,
+                          redlock__uri *u) {
+  const char *host;
+  size_t hlen;
+  const char *port = NULL;
+  size_t plen = 0;
+  size_t i;
+  long v;
+  if (len == 0)
+    return bad(x, "empty host");
+  if (s[0] == '[') {
+    const char *close = memchr(s, ']', len);
+    if (close == NULL)
+      return bad(x, "unterminated '[' in IPv6 address");
+    host = s + 1;
+    hlen = (size_t)(close - host);
+    if (hlen == 0)
+      return bad(x, "empty IPv6 address");
+    for (i = 0; i < hlen; i++) {
+      char c = host[i];
+      if (!(hexval(c) >= 0 || c == ':' || c == '.'))
+        return bad(x, "bad character in IPv6 address");
+    }
+    i = (size_t)(close - s) + 1;
+    if (i < len) {
+      if (s[i] != ':')
+        return bad(x, "unexpected text after IPv6 address");
+      port = s + i + 1;
+      plen = len - i - 1;
+    }
+  } else {
+    const char *colon = memchr(s, ':', len);
+    host = s;
+    hlen = colon ? (size_t)(colon - s) : len;
+    if (colon != NULL) {
+      port = colon + 1;
+      plen = len - hlen - 1;
+      if (memchr(port, ':', plen) != NULL)
+        return bad(x, "too many ':' (IPv6 addresses go in brackets)");
+    }
+    if (hlen == 0)
+      return bad(x, "empty host");
+    for (i = 0; i < hlen; i++)
+      if (!host_char_ok(host[i]))
+        return bad(x, "bad character in host");
+  }
+  if (hlen > MAX_HOST)
+    return bad(x, "host longer than 255 characters");
+  u->port = 6379;
+  if (port != NULL) {
+    if (parse_num(port, plen, 1, 65535, &v) != 0) {
+      if (x->err != NULL && x->errlen > 0) {
+        char shown[128];
+        redacted(x->input, shown, sizeof(shown));
+        snprintf(x->err, x->errlen,
+                 "bad port \"%.*s\" in \"%s\": must be 1..65535",
+                 (int)(plen > 16 ? 16 : plen), port, shown);
+      }
+      return REDLOCK_EINVAL;
+    }
+    u->port = (int)v;
+  }
+  u->host = redlock__strndup(host, hlen);
+  return u->host == NULL ? REDLOCK_ENOMEM : 0;
+}
+
+static int make_display(redlock__uri *u, int scheme) {
+  char buf[600];
+  int v6 = u->host != NULL && strchr(u->host, ':') != NULL;
+  if (u->path != NULL) {
+    if (u->db != 0)
+      snprintf(buf, sizeof(buf), "unix://%s?db=%d", u->path, u->db);
+    else
+      snprintf(buf, sizeof(buf), "unix://%s", u->path);
+  } else if (scheme) {
+    snprintf(buf, sizeof(buf), "redis://%s%s%s%s%s:%d",
+             u->username ? u->username : "", u->username ? "@" : "",
+             v6 ? "[" : "", u->host, v6 ? "]" : "", u->port);
+    if (u->db != 0) {
+      size_t n = strlen(buf);
+      snprintf(buf + n, sizeof(buf) - n, "/%d", u->db);
+    }
+  } else {
+    snprintf(buf, sizeof(buf), "%s%s%s:%d", v6 ? "[" : "", u->host,
+             v6 ? "]" : "", u->port);
+  }
+  u->display = redlock__strdup(buf);
+  return u->display == NULL ? REDLOCK_ENOMEM : 0;
+}
+
+static int parse_unix(const ctx *x, const char *s, redlock__uri *u) {
+  const char *q = strchr(s, '?');
+  size_t plen = q ? (size_t)(q - s) : strlen(s);
+  long v;
+  if (plen == 0 || s[0] != '/')
+    return bad(x, "unix socket path must be absolute");
+  if (plen > 107)
+    return bad(x, "unix socket path too long");
+  if (q != NULL) {
+    if (strncmp(q, "?db=", 4) != 0)
+      return bad(x, "unknown option (only ?db=N)");
+    if (parse_num(q + 4, strlen(q + 4), 0, 2147483647L, &v) != 0)
+      return bad(x, "db must be a non-negative integer");
+    u->db = (int)v;
+  }
+  u->path = redlock__strndup(s, plen);
+  return u->path == NULL ? REDLOCK_ENOMEM : 0;
+}
+
+static int parse_redis(const ctx *x, const char *s, redlock__uri *u) {
+  const char *end = s + strlen(s);
+  const char *slash;
+  const char *at;
+  const char *hp = s;
+  int oom;
+  long v;
+  int rc;
+  /* userinfo: up to the last '@' before the first '/' */
+  slash = strchr(s, '/');
+  if (slash == NULL)
+    slash = end;
+  at = NULL;
+  for (const char *p = s; p < slash; p++)
+    if (*p == '@')
+      at = p;
+  if (at != NULL) {
+    const char *colon = memchr(s, ':', (size_t)(at - s));
+    size_t ulen = colon ? (size_t)(colon - s) : (size_t)(at - s);
+    if (ulen > 0) {
+      u->username = decode(s, ulen, &oom);
+      if (u->username == NULL)
+        return oom ? REDLOCK_ENOMEM : bad(x, "bad %-escape in user");
+    }
+    if (colon != NULL) {
+      u->password = decode(colon + 1, (size_t)(at - colon - 1), &oom);
+      if (u->password == NULL)
+        return oom ? REDLOCK_ENOMEM : bad(x, "bad %-escape in password");
+      if (u->password[0] == '\0') {
+        redlock__free(u->password);
+        u->password = NULL;
+        return bad(x, "empty password");
+      }
+    } else if (ulen > 0) {
+      return bad(x, "user without password (use redis://user:pass@host)");
+    }
+    hp = at + 1;
+  }
+  rc = parse_hostport(x, hp, (size_t)(slash - hp), u);
+  if (rc != 0)
+    return rc;
+  if (slash != end) {
+    const char *db = slash + 1;
+    if (*db != '\0') {
+      if (parse_num(db, strlen(db), 0, 2147483647L, &v) != 0)
+        return bad(x, "db must be a non-negative integer");
+      u->db = (int)v;
+    }
+  }
+  return 0;
+}
+
+int redlock__uri_parse(const char *s, redlock__uri *out, char *err,
+                       size_t errlen) {
+  ctx x = {err, errlen, s};
+  int rc;
+  int scheme = 0;
+  size_t i;
+  if (out == NULL)
+    return REDLOCK_EINVAL;
+  memset(out, 0, sizeof(*out));
+  if (s == NULL) {
+    if (err != NULL && errlen > 0)
+      snprintf(err, errlen, "no server address");
+    return REDLOCK_EINVAL;
+  }
+  if (*s == '\0')
+    return bad(&x, "empty server address");
+  for (i = 0; s[i] != '\0'; i++)
+    if ((unsigned char)s[i] <= ' ' || s[i] == 0x7f)
+      return bad(&x, "whitespace or control character");
+  if (strncmp(s, "redis://", 8) == 0) {
+    scheme = 1;
+    rc = parse_redis(&x, s + 8, out);
+  } else if (strncmp(s, "unix://", 7) == 0) {
+    rc = parse_unix(&x, s + 7, out);
+  } else if (strncmp(s, "rediss://", 9) == 0) {
+    rc = bad(&x, "TLS (rediss://) is not supported in this build");
+  } else if (strstr(s, "://") != NULL) {
+    rc = bad(&x, "unknown scheme (use redis:// or unix://)");
+  } else {
+    rc = parse_hostport(&x, s, strlen(s), out);
+  }
+  if (rc == 0)
+    rc = make_display(out, scheme);
+  if (rc != 0) {
+    if (rc == REDLOCK_ENOMEM && err != NULL && errlen > 0)
+      snprintf(err, errlen, "out of memory");
+    redlock__uri_free(out);
+  }
+  return rc;
+}
+
+void redlock__uri_free(redlock__uri *u) {
+  if (u == NULL)
+    return;
+  redlock__free(u->host);
+  redlock__free(u->path);
+  redlock__free(u->username);
+  if (u->password != NULL)
+    memset(u->password, 0, strlen(u->password));
+  redlock__free(u->password);
+  redlock__free(u->display);
+  memset(u, 0, sizeof(*u));
+}

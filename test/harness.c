@@ -1,0 +1,512 @@
+/* harness.c: see harness.h. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+#include "harness.h"
+
+#define MAX_SERVERS 64
+
+static harness_server *registry[MAX_SERVERS];
+static int n_registry;
+static int installed;
+
+static void pause_ms(unsigned ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+
+uint64_t harness_now_ms(void) {
+  return uv_hrtime() / 1000000ULL;
+}
+
+const char *harness_redis_path(void) {
+  static char found[512];
+  const char *env = getenv("REDIS_SERVER");
+  const char *path;
+  char *copy;
+  if (env != NULL && *env != '\0')
+    return access(env, X_OK) == 0 ? env : NULL;
+  if (found[0] != '\0')
+    return found;
+  path = getenv("PATH");
+  if (path == NULL)
+    path = "/usr/bin:/bin:/usr/local/bin";
+  copy = strdup(path);
+  if (copy == NULL)
+    return NULL;
+  for (char *d = strtok(copy, ":"); d != NULL; d = strtok(NULL, ":")) {
+    snprintf(found, sizeof(found), "%s/redis-server", d);
+    if (access(found, X_OK) == 0) {
+      free(copy);
+      return found;
+    }
+  }
+  free(copy);
+  found[0] = '\0';
+  if (access("/usr/bin/redis-server", X_OK) == 0) {
+    snprintf(found, sizeof(found), "/usr/bin/redis-server");
+    return found;
+  }
+  return NULL;
+}
+
+static void rm_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char path[600];
+  if (d == NULL)
+    return;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    if (unlink(path) != 0)
+      rm_dir(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+static void stop_one(harness_server *s) {
+  int st;
+  if (s->pid > 0) {
+    kill(s->pid, SIGCONT);
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &st, 0);
+    s->pid = 0;
+    s->paused = 0;
+  }
+}
+
+void harness_stop_all(void) {
+  int i;
+  for (i = 0; i < n_registry; i++) {
+    stop_one(registry[i]);
+    if (registry[i]->dir[0] != '\0') {
+      rm_dir(registry[i]->dir);
+      registry[i]->dir[0] = '\0';
+    }
+  }
+  n_registry = 0;
+}
+
+static void print_log_tail(const harness_server *s) {
+  char path[600];
+  char buf[2048];
+  FILE *f;
+  size_t n;
+  long size;
+  if (s->dir[0] == '\0')
+    return;
+  snprintf(path, sizeof(path), "%s/redis.log", s->dir);
+  f = fopen(path, "r");
+  if (f == NULL)
+    return;
+  fseek(f, 0, SEEK_END);
+  size = ftell(f);
+  fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0,
+        SEEK_SET);
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  fprintf(stderr, "--- redis-server :%d log tail ---\n%s\n", s->port, buf);
+}
+
+void harness_abort(void) {
+  int i;
+  for (i = 0; i < n_registry; i++)
+    if (registry[i]->pid == 0)
+      print_log_tail(registry[i]);
+  harness_stop_all();
+  fflush(stderr);
+  signal(SIGABRT, SIG_DFL);
+  abort();
+}
+
+static void on_exit_cleanup(void) {
+  harness_stop_all();
+}
+
+static void on_fatal_signal(int sig) {
+  int i;
+  /* Async-signal-safe: kill and waitpid only. */
+  for (i = 0; i < n_registry; i++)
+    if (registry[i]->pid > 0) {
+      kill(registry[i]->pid, SIGCONT);
+      kill(registry[i]->pid, SIGKILL);
+      waitpid(registry[i]->pid, NULL, 0);
+    }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void install_handlers(void) {
+  if (installed)
+    return;
+  installed = 1;
+  atexit(on_exit_cleanup);
+  signal(SIGINT, on_fatal_signal);
+  signal(SIGTERM, on_fatal_signal);
+  signal(SIGSEGV, on_fatal_signal);
+  signal(SIGBUS, on_fatal_signal);
+  /* A closed connection must fail a write, not kill the test. */
+  signal(SIGPIPE, SIG_IGN);
+}
+
+int harness_free_port(void) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof(a);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  if (fd < 0)
+    return 0;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  if (port == 6379)
+    return harness_free_port();
+  return port;
+}
+
+static redisContext *connect_to(const harness_server *s) {
+  struct timeval tv = {2, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+  if (c == NULL)
+    return NULL;
+  if (c->err != 0) {
+    redisFree(c);
+    return NULL;
+  }
+  redisSetTimeout(c, tv);
+  return c;
+}
+
+static int ping_ok(const harness_server *s) {
+  redisContext *c = connect_to(s);
+  redisReply *r;
+  int ok = 0;
+  if (c == NULL)
+    return 0;
+  r = redisCommand(c, "PING");
+  if (r != NULL) {
+    ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+    freeReplyObject(r);
+  }
+  redisFree(c);
+  return ok;
+}
+
+/* Starts (or restarts) s on s->port; 0 when it answers PING within 5 s. */
+static int spawn_server(harness_server *s) {
+  const char *exe = harness_redis_path();
+  char port[16];
+  char logpath[600];
+  uint64_t end;
+  pid_t pid;
+  int st;
+  if (exe == NULL)
+    return -1;
+  snprintf(port, sizeof(port), "%d", s->port);
+  snprintf(logpath, sizeof(logpath), "%s/redis.log", s->dir);
+  pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    if (s->appendonly)
+      execl(exe, exe, "--port", port, "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "yes", "--appendfsync", "always", "--dir",
+            s->dir, "--daemonize", "no", "--enable-debug-command", "local",
+            "--protected-mode", "no", (char *)NULL);
+    else
+      execl(exe, exe, "--port", port, "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", s->dir, "--daemonize", "no",
+            "--enable-debug-command", "local", "--protected-mode", "no",
+            (char *)NULL);
+    _exit(127);
+  }
+  s->pid = pid;
+  s->paused = 0;
+  end = harness_now_ms() + 5000;
+  while (harness_now_ms() < end) {
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      s->pid = 0;   /* died: port taken, or a bad build */
+      return -1;
+    }
+    if (ping_ok(s))
+      return 0;
+    pause_ms(2);
+  }
+  stop_one(s);
+  return -1;
+}
+
+static void register_server(harness_server *s) {
+  int i;
+  for (i = 0; i < n_registry; i++)
+    if (registry[i] == s)
+      return;
+  if (n_registry == MAX_SERVERS)
+    TEST_FAIL("too many servers");
+  registry[n_registry++] = s;
+}
+
+void harness_start(harness_server *srv, int n) {
+  const char *tmp = getenv("TMPDIR");
+  int i;
+  if (harness_redis_path() == NULL) {
+    fprintf(stderr, "redis-server not found: skipping\n");
+    exit(TEST_SKIP);
+  }
+  install_handlers();
+  if (n > 16)
+    TEST_FAIL("at most 16 servers");
+  for (i = 0; i < n; i++) {
+    harness_server *s = &srv[i];
+    int tries;
+    int appendonly = s->appendonly;
+    memset(s, 0, sizeof(*s));
+    s->appendonly = appendonly;
+    snprintf(s->dir, sizeof(s->dir), "%s/redlock-test-XXXXXX",
+             tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
+    if (mkdtemp(s->dir) == NULL)
+      TEST_FAIL("mkdtemp: %s", strerror(errno));
+    register_server(s);
+    for (tries = 0; tries < 5; tries++) {
+      s->port = harness_free_port();
+      if (s->port != 0 && spawn_server(s) == 0)
+        break;
+    }
+    if (s->pid == 0) {
+      print_log_tail(s);
+      TEST_FAIL("could not start redis-server");
+    }
+  }
+}
+
+void harness_pause(harness_server *s) {
+  if (s->pid > 0 && kill(s->pid, SIGSTOP) == 0)
+    s->paused = 1;
+}
+
+void harness_resume(harness_server *s) {
+  if (s->pid > 0 && kill(s->pid, SIGCONT) == 0)
+    s->paused = 0;
+}
+
+void harness_kill(harness_server *s) {
+  stop_one(s);
+}
+
+void harness_restart(harness_server *s) {
+  int tries;
+  if (s->pid > 0)
+    stop_one(s);
+  register_server(s);
+  /* The port can stay busy for a moment after the kill. */
+  for (tries = 0; tries < 50; tries++) {
+    if (spawn_server(s) == 0)
+      return;
+    pause_ms(20);
+  }
+  print_log_tail(s);
+  TEST_FAIL("could not restart redis-server on port %d", s->port);
+}
+
+const char *harness_addr(const harness_server *s) {
+  static char slots[16][32];
+  static int next;
+  char *p = slots[next++ % 16];
+  snprintf(p, 32, "127.0.0.1:%d", s->port);
+  return p;
+}
+
+void harness_addrs(const harness_server *srv, int n, const char **out) {
+  static char addrs[16][32];
+  int i;
+  for (i = 0; i < n && i < 16; i++) {
+    snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", srv[i].port);
+    out[i] = addrs[i];
+  }
+}
+
+static int reply_to_buf(redisReply *r, char *buf, size_t len) {
+  if (r == NULL)
+    return -1;
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      snprintf(buf, len, "%.*s", (int)r->len, r->str);
+      break;
+    case REDIS_REPLY_INTEGER:
+      snprintf(buf, len, "%lld", (long long)r->integer);
+      break;
+    case REDIS_REPLY_NIL:
+      snprintf(buf, len, "(nil)");
+      break;
+    default:
+      snprintf(buf, len, "(array of %zu)", (size_t)r->elements);
+      break;
+  }
+  freeReplyObject(r);
+  return 0;
+}
+
+int harness_cmd(const harness_server *s, char *buf, size_t buflen, int argc,
+                const char **argv, const size_t *argvlen) {
+  redisContext *c = connect_to(s);
+  int rc;
+  if (c == NULL)
+    return -1;
+  rc = reply_to_buf(redisCommandArgv(c, argc, argv, argvlen), buf, buflen);
+  redisFree(c);
+  return rc;
+}
+
+int harness_cmdf(const harness_server *s, char *buf, size_t buflen,
+                 const char *fmt, ...) {
+  redisContext *c = connect_to(s);
+  va_list ap;
+  int rc;
+  if (c == NULL)
+    return -1;
+  va_start(ap, fmt);
+  rc = reply_to_buf(redisvCommand(c, fmt, ap), buf, buflen);
+  va_end(ap);
+  redisFree(c);
+  return rc;
+}
+
+int harness_get(const harness_server *s, const char *key, char *val,
+                size_t vallen) {
+  redisContext *c = connect_to(s);
+  redisReply *r;
+  int rc = -1;
+  if (c == NULL)
+    return -1;
+  r = redisCommand(c, "GET %s", key);
+  if (r != NULL) {
+    if (r->type == REDIS_REPLY_NIL) {
+      rc = 0;
+    } else if (r->type == REDIS_REPLY_STRING) {
+      snprintf(val, vallen, "%.*s", (int)r->len, r->str);
+      rc = 1;
+    }
+    freeReplyObject(r);
+  }
+  redisFree(c);
+  return rc;
+}
+
+int64_t harness_pttl(const harness_server *s, const char *key) {
+  char buf[64];
+  if (harness_cmdf(s, buf, sizeof(buf), "PTTL %s", key) != 0)
+    return INT64_MIN;
+  return strtoll(buf, NULL, 10);
+}
+
+int harness_set(const harness_server *s, const char *key, const char *val,
+                int64_t ttl_ms) {
+  char buf[64];
+  if (harness_cmdf(s, buf, sizeof(buf), "SET %s %s PX %lld", key, val,
+                   (long long)ttl_ms) != 0)
+    return -1;
+  return strcmp(buf, "OK") == 0 ? 0 : -1;
+}
+
+int64_t harness_dbsize(const harness_server *s) {
+  char buf[64];
+  if (harness_cmdf(s, buf, sizeof(buf), "DBSIZE") != 0)
+    return -1;
+  return strtoll(buf, NULL, 10);
+}
+
+/* ---- waiting ---------------------------------------------------------- */
+
+static void on_tick(uv_timer_t *t) {
+  (void)t;
+}
+
+static void on_tick_closed(uv_handle_t *h) {
+  *(int *)h->data = 1;
+}
+
+int harness_run_until(uv_loop_t *loop, const volatile int *flag,
+                      uint64_t timeout_ms) {
+  uv_timer_t tick;
+  int closed = 0;
+  uint64_t end = harness_now_ms() + timeout_ms;
+  int rc = -1;
+  uv_timer_init(loop, &tick);
+  uv_timer_start(&tick, on_tick, 5, 5);
+  for (;;) {
+    if (*flag) {
+      rc = 0;
+      break;
+    }
+    if (harness_now_ms() >= end)
+      break;
+    uv_run(loop, UV_RUN_ONCE);
+  }
+  tick.data = &closed;
+  uv_close((uv_handle_t *)&tick, on_tick_closed);
+  while (!closed)
+    uv_run(loop, UV_RUN_NOWAIT);
+  return rc;
+}
+
+static void print_handle(uv_handle_t *h, void *arg) {
+  (void)arg;
+  fprintf(stderr, "  open handle: %s%s\n", uv_handle_type_name(h->type),
+          uv_is_active(h) ? " (active)" : "");
+}
+
+void harness_loop_close(uv_loop_t *loop, uint64_t timeout_ms) {
+  uint64_t end = harness_now_ms() + timeout_ms;
+  while (uv_loop_alive(loop)) {
+    if (harness_now_ms() >= end) {
+      uv_walk(loop, print_handle, NULL);
+      TEST_FAIL("loop still has handles after %llu ms",
+                (unsigned long long)timeout_ms);
+    }
+    uv_run(loop, UV_RUN_ONCE);
+  }
+  if (uv_loop_close(loop) != 0) {
+    uv_walk(loop, print_handle, NULL);
+    TEST_FAIL("uv_loop_close failed: handles left");
+  }
+}
+
+int harness_wait_for(int (*cond)(void *arg), void *arg, uint64_t timeout_ms) {
+  uint64_t end = harness_now_ms() + timeout_ms;
+  while (!cond(arg)) {
+    if (harness_now_ms() >= end)
+      return -1;
+    pause_ms(2);
+  }
+  return 0;
+}

@@ -1,0 +1,219 @@
+/* The redlock command-line tool against real masters: exit codes, usage
+ * errors, acquire/extend/release/status, two `run`s on one key
+ * serialize, `--wait 0` fails fast, a lost lock kills the child. */
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <stdarg.h>
+
+#include "harness.h"
+
+#define N 3
+
+extern char **environ;
+static const char *cli;
+static char tmpdir[200];
+
+static pid_t spawn_sh(const char *cmd) {
+  pid_t pid;
+  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+  if (posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) != 0)
+    TEST_FAIL("spawn %s", cmd);
+  return pid;
+}
+
+/* Exit status of pid, waiting at most timeout_ms (bounded polling). */
+static int wait_exit(pid_t pid, uint64_t timeout_ms) {
+  uint64_t end = harness_now_ms() + timeout_ms;
+  int st;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (harness_now_ms() > end) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      TEST_FAIL("command did not finish within %llu ms",
+                (unsigned long long)timeout_ms);
+    }
+    uv_sleep(2);
+  }
+}
+
+static int sh(const char *fmt, ...) {
+  char cmd[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  va_end(ap);
+  return wait_exit(spawn_sh(cmd), 20000);
+}
+
+static void read_file(const char *path, char *buf, size_t len) {
+  FILE *f = fopen(path, "r");
+  size_t n = 0;
+  buf[0] = '\0';
+  if (f == NULL)
+    return;
+  n = fread(buf, 1, len - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+}
+
+static int file_has(const char *path, const char *needle) {
+  char buf[8192];
+  read_file(path, buf, sizeof(buf));
+  return strstr(buf, needle) != NULL;
+}
+
+int main(int argc, char **argv) {
+  harness_server srv[N];
+  char servers[256];
+  char out[300], tok[128], buf[8192];
+  char val[128];
+  uint64_t t0;
+  pid_t pid;
+  int i;
+
+  if (argc < 2)
+    TEST_FAIL("usage: test-cli PATH-TO-redlock");
+  cli = argv[1];
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  snprintf(servers, sizeof(servers), "%s,%s,%s", harness_addr(&srv[0]),
+           harness_addr(&srv[1]), harness_addr(&srv[2]));
+  snprintf(tmpdir, sizeof(tmpdir), "%s/redlock-cli-XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ASSERT_NOT_NULL(mkdtemp(tmpdir));
+  snprintf(out, sizeof(out), "%s/out", tmpdir);
+
+  /* Usage errors: 64, never a crash. */
+  unsetenv("REDLOCK_SERVERS");
+  ASSERT_EQ(sh("%s --help > %s", cli, out), 0);
+  ASSERT(file_has(out, "Exit codes"));
+  ASSERT_EQ(sh("%s acquire k 2>/dev/null", cli), 64);      /* no servers */
+  setenv("REDLOCK_SERVERS", servers, 1);
+  ASSERT_EQ(sh("%s 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s bogus k 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire --frob k 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire --ttl 5x k 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire --ttl -1s k 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire --ttl 0 k 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire --wait 10q k 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s run k true 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s run k -- 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s release k 2>/dev/null", cli), 64);
+  ASSERT_EQ(sh("%s --servers redis://h:99999 acquire k 2>/dev/null", cli),
+            64);
+  ASSERT_EQ(sh("%s --quorum 1 acquire k 2>/dev/null", cli), 64);
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_dbsize(&srv[i]), 0);   /* nothing half-done */
+
+  /* acquire prints the token; a second acquire is refused with 75. */
+  ASSERT_EQ(sh("%s acquire --ttl 30s cli-key > %s", cli, out), 0);
+  read_file(out, tok, sizeof(tok));
+  tok[strcspn(tok, "\n")] = '\0';
+  ASSERT_GE(strlen(tok), 32);
+  ASSERT_EQ(harness_get(&srv[0], "cli-key", val, sizeof(val)), 1);
+  ASSERT_STR_EQ(val, tok);
+  t0 = harness_now_ms();
+  ASSERT_EQ(sh("%s acquire --wait 0 cli-key 2>/dev/null", cli), 75);
+  ASSERT_LT(harness_now_ms() - t0, 3000);
+  /* status: per master, mine, never the full token. */
+  ASSERT_EQ(sh("%s status --token %s cli-key > %s", cli, tok, out), 0);
+  read_file(out, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "held on 3 of 3"));
+  ASSERT_NOT_NULL(strstr(buf, "(mine)"));
+  ASSERT_NULL(strstr(buf, tok));
+  ASSERT_EQ(sh("%s --json status cli-key > %s", cli, out), 0);
+  read_file(out, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "\"held_on\":3"));
+  ASSERT_NULL(strstr(buf, tok));
+  /* extend and release by token. */
+  ASSERT_EQ(sh("%s extend --ttl 60s cli-key %s > /dev/null", cli, tok), 0);
+  ASSERT_GT(harness_pttl(&srv[1], "cli-key"), 50000);
+  ASSERT_EQ(sh("%s release cli-key not-the-token 2>/dev/null", cli), 1);
+  ASSERT_EQ(harness_get(&srv[0], "cli-key", val, sizeof(val)), 1);
+  ASSERT_EQ(sh("%s --json release cli-key %s > %s", cli, tok, out), 0);
+  ASSERT(file_has(out, "\"ok\":true"));
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_dbsize(&srv[i]), 0);
+
+  /* run: the command's status comes back. */
+  ASSERT_EQ(sh("%s run cli-run -- sh -c 'exit 7'", cli), 7);
+  ASSERT_EQ(sh("%s run cli-run -- /nonexistent/cmd 2>/dev/null", cli),
+            127);
+
+  /* Two runs on one key serialize: their start/end lines never
+   * interleave. */
+  {
+    char log[300];
+    char cmd[1024];
+    pid_t a, b;
+    snprintf(log, sizeof(log), "%s/serial", tmpdir);
+    snprintf(cmd, sizeof(cmd),
+             "%s run --ttl 2s --wait 20s cli-serial -- sh -c "
+             "'echo start >> %s; sleep 0.4; echo end >> %s'",
+             cli, log, log);
+    a = spawn_sh(cmd);
+    b = spawn_sh(cmd);
+    ASSERT_EQ(wait_exit(a, 20000), 0);
+    ASSERT_EQ(wait_exit(b, 20000), 0);
+    read_file(log, buf, sizeof(buf));
+    ASSERT_STR_EQ(buf, "start\nend\nstart\nend\n");
+  }
+
+  /* --wait 0 while a run holds the key: 75 at once. */
+  {
+    char mark[300];
+    snprintf(mark, sizeof(mark), "%s/started", tmpdir);
+    snprintf(buf, sizeof(buf),
+             "%s run --ttl 2s cli-busy -- sh -c 'touch %s; sleep 1.5'", cli,
+             mark);
+    pid = spawn_sh(buf);
+    t0 = harness_now_ms();
+    while (access(mark, F_OK) != 0) {
+      if (harness_now_ms() - t0 > 10000)
+        TEST_FAIL("run did not start");
+      uv_sleep(2);
+    }
+    t0 = harness_now_ms();
+    ASSERT_EQ(sh("%s run --wait 0 cli-busy -- true 2>/dev/null", cli), 75);
+    ASSERT_LT(harness_now_ms() - t0, 3000);
+    ASSERT_EQ(wait_exit(pid, 20000), 0);
+  }
+
+  /* A lost lock: the keys vanish (masters restarted empty); the child gets
+   * SIGTERM and redlock exits 76. */
+  {
+    char mark[300];
+    char termed[300];
+    snprintf(mark, sizeof(mark), "%s/lost-started", tmpdir);
+    snprintf(termed, sizeof(termed), "%s/lost-termed", tmpdir);
+    snprintf(buf, sizeof(buf),
+             "%s run --ttl 900ms --grace 2s cli-lost -- sh -c "
+             "'trap \"touch %s; exit 0\" TERM; touch %s; "
+             "while :; do sleep 0.05; done' 2>/dev/null",
+             cli, termed, mark);
+    pid = spawn_sh(buf);
+    t0 = harness_now_ms();
+    while (access(mark, F_OK) != 0) {
+      if (harness_now_ms() - t0 > 10000)
+        TEST_FAIL("run did not start");
+      uv_sleep(2);
+    }
+    for (i = 0; i < N; i++)
+      harness_cmdf(&srv[i], val, sizeof(val), "FLUSHALL");
+    ASSERT_EQ(wait_exit(pid, 10000), 76);
+    ASSERT_EQ(access(termed, F_OK), 0);
+  }
+
+  snprintf(buf, sizeof(buf), "rm -rf %s", tmpdir);
+  ASSERT_EQ(sh("%s", buf), 0);
+  harness_stop_all();
+  return 0;
+}

@@ -1,0 +1,166 @@
+/* The server address parser: every accepted form, every refusal with a
+ * message, credentials never shown, and no crash or leak on any input
+ * (truncations of valid addresses at every length, random bytes). */
+#include "harness.h"
+#include "redlock.h"
+#include "uri.h"
+
+static void ok(const char *s, const char *host, int port, const char *path,
+               const char *user, const char *pass, int db,
+               const char *display) {
+  redlock__uri u;
+  char err[200] = "";
+  int rc = redlock__uri_parse(s, &u, err, sizeof(err));
+  if (rc != 0)
+    TEST_FAIL("%s: %s", s, err);
+  if (host)
+    ASSERT_STR_EQ(u.host, host);
+  else
+    ASSERT_NULL(u.host);
+  ASSERT_EQ(u.port, port);
+  if (path)
+    ASSERT_STR_EQ(u.path, path);
+  else
+    ASSERT_NULL(u.path);
+  if (user)
+    ASSERT_STR_EQ(u.username, user);
+  else
+    ASSERT_NULL(u.username);
+  if (pass)
+    ASSERT_STR_EQ(u.password, pass);
+  else
+    ASSERT_NULL(u.password);
+  ASSERT_EQ(u.db, db);
+  ASSERT_STR_EQ(u.display, display);
+  if (pass != NULL)
+    ASSERT_NULL(strstr(u.display, pass));
+  redlock__uri_free(&u);
+  ASSERT_NULL(u.host);
+}
+
+static void refused(const char *s, const char *word) {
+  redlock__uri u;
+  char err[200] = "";
+  int rc = redlock__uri_parse(s, &u, err, sizeof(err));
+  if (rc != REDLOCK_EINVAL)
+    TEST_FAIL("%s: accepted (rc %d)", s, rc);
+  if (strstr(err, word) == NULL)
+    TEST_FAIL("%s: message \"%s\" lacks \"%s\"", s, err, word);
+  ASSERT_NULL(u.host);
+  ASSERT_NULL(u.display);
+  ASSERT_NULL(strstr(err, "secret"));
+}
+
+static void no_crash(const char *s) {
+  redlock__uri u;
+  char err[64];
+  int rc = redlock__uri_parse(s, &u, err, sizeof(err));
+  if (rc == 0) {
+    ASSERT_NOT_NULL(u.display);
+    redlock__uri_free(&u);
+  } else {
+    ASSERT_EQ(rc, REDLOCK_EINVAL);
+    ASSERT_NULL(u.host);
+    ASSERT_NULL(u.path);
+    ASSERT_NULL(u.username);
+    ASSERT_NULL(u.password);
+    ASSERT_NULL(u.display);
+  }
+}
+
+int main(void) {
+  static const char *valid[] = {
+      "127.0.0.1:7000", "redis://user:secret@host.example:7001/5",
+      "unix:///var/run/redis.sock?db=3", "redis://[::1]:7000/1",
+      "[fe80::1]:6380", "redis://:secret@h"};
+  char buf[512];
+  uint64_t st = 12345;
+  size_t i, k;
+
+  ok("127.0.0.1:7000", "127.0.0.1", 7000, NULL, NULL, NULL, 0,
+     "127.0.0.1:7000");
+  ok("localhost", "localhost", 6379, NULL, NULL, NULL, 0, "localhost:6379");
+  ok("redis://h", "h", 6379, NULL, NULL, NULL, 0, "redis://h:6379");
+  ok("redis://h:7001/", "h", 7001, NULL, NULL, NULL, 0, "redis://h:7001");
+  ok("redis://u:secret@h:1/3", "h", 1, NULL, "u", "secret", 3,
+     "redis://u@h:1/3");
+  ok("redis://:secret@h", "h", 6379, NULL, NULL, "secret", 0,
+     "redis://h:6379");
+  ok("redis://us%65r:p%40ss%3Aw@h", "h", 6379, NULL, "user", "p@ss:w", 0,
+     "redis://user@h:6379");
+  ok("redis://[::1]:7000/1", "::1", 7000, NULL, NULL, NULL, 1,
+     "redis://[::1]:7000/1");
+  ok("[::1]:7000", "::1", 7000, NULL, NULL, NULL, 0, "[::1]:7000");
+  ok("[::1]", "::1", 6379, NULL, NULL, NULL, 0, "[::1]:6379");
+  ok("unix:///tmp/r.sock", NULL, 0, "/tmp/r.sock", NULL, NULL, 0,
+     "unix:///tmp/r.sock");
+  ok("unix:///tmp/r.sock?db=4", NULL, 0, "/tmp/r.sock", NULL, NULL, 4,
+     "unix:///tmp/r.sock?db=4");
+  ok("redis://h:65535/2147483647", "h", 65535, NULL, NULL, NULL, 2147483647,
+     "redis://h:65535/2147483647");
+
+  refused("", "empty");
+  refused("redis://h:99999", "99999");
+  refused("redis://h:0", "1..65535");
+  refused("h:-1", "port");
+  refused("h:12a", "port");
+  refused("redis://", "empty host");
+  refused("redis://:7000", "empty host");
+  refused("h:7:8", "IPv6");
+  refused("[::1", "unterminated");
+  refused("[]:1", "empty IPv6");
+  refused("[::1]x", "after IPv6");
+  refused("redis://h/x", "db");
+  refused("redis://h/-1", "db");
+  refused("redis://h/2147483648", "db");
+  refused("unix://relative", "absolute");
+  refused("unix:///tmp/s?db=x", "db");
+  refused("unix:///tmp/s?foo=1", "option");
+  refused("rediss://h", "TLS");
+  refused("http://h", "scheme");
+  refused("redis://u@h", "password");
+  refused("redis://u:%zz@h", "escape");
+  refused("redis://u:%4@h", "escape");
+  refused("redis://u:%00@h", "escape");
+  refused("redis://:@h", "empty password");
+  refused("a b:1", "whitespace");
+  refused("h\t:1", "control");
+  refused("ho$t:1", "bad character");
+  refused("redis://u:secret@h:99999", "***");
+  memset(buf, 'a', 300);
+  buf[300] = '\0';
+  refused(buf, "255");
+  {
+    redlock__uri u;
+    ASSERT_EQ(redlock__uri_parse(NULL, &u, NULL, 0), REDLOCK_EINVAL);
+    ASSERT_EQ(redlock__uri_parse("x:99999", &u, NULL, 0), REDLOCK_EINVAL);
+  }
+
+  /* Every truncation of every valid form, and random bytes. */
+  for (i = 0; i < sizeof(valid) / sizeof(valid[0]); i++) {
+    size_t len = strlen(valid[i]);
+    for (k = 0; k <= len; k++) {
+      memcpy(buf, valid[i], k);
+      buf[k] = '\0';
+      no_crash(buf);
+    }
+  }
+  for (i = 0; i < 20000; i++) {
+    size_t len;
+    st ^= st << 13;
+    st ^= st >> 7;
+    st ^= st << 17;
+    len = st % 40;
+    for (k = 0; k < len; k++) {
+      static const char alphabet[] = "redis:/unix@[]%?=0123456789abcdef.:";
+      st ^= st << 13;
+      st ^= st >> 7;
+      st ^= st << 17;
+      buf[k] = (st & 0x100) ? alphabet[st % (sizeof(alphabet) - 1)]
+                            : (char)(1 + st % 255);
+    }
+    buf[len] = '\0';
+    no_crash(buf);
+  }
+  return 0;
+}
