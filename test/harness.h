@@ -56,7 +56,8 @@
                 sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");                \
   } while (0)
 
-/* Stops every server this process started (SIGCONT first, then SIGKILL,
+/* Stops every server this process started (SIGKILL, which also ends a
+ * stopped one,
  * then waitpid), removes their temp dirs, then abort()s. */
 void harness_abort(void);
 

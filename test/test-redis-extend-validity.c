@@ -62,7 +62,7 @@ int main(void) {
   t0 = harness_now_ms();
   uv_timer_start(&r.t, on_resume, 150, 0);
   ASSERT_EQ(tu_acquire(&loop, l, 2000, &once, &op), 0);
-  ASSERT_GE(op.cb_ms - t0, 150);
+  ASSERT_GE(op.cb_ms - t0, 140);   /* loop timers have ms granularity */
   ASSERT_GE(op.elapsed_us, 140000);
   ASSERT_LE(op.validity_ms, 2000 - 150 - 20 - 2);
   ASSERT_LE(redlock_lock_validity_ms(l), 2000 - 150 - 20 - 2);
