@@ -86,6 +86,20 @@ case "$cmd" in
     servers=$("$cluster" addrs)
     build/tools/redlock-demo --servers "$servers" --workers 6 --seconds 6 \
       --kill-cmd "$cluster kill 3"
+    # The same lock from the shell: the redlock tool (flock(1) across
+    # hosts). Three jobs on one key run one after another; status shows
+    # each master (master 3 is still down).
+    cli=build/tools/redlock
+    export REDLOCK_SERVERS=$servers
+    echo
+    echo "[demo] three 'redlock run' jobs on one key, started together:"
+    for j in 1 2 3; do
+      "$cli" run --ttl 2s --wait 30s demo-job -- \
+        sh -c "echo \"  job $j: holds the lock\"; sleep 0.3; echo \"  job $j: done\"" &
+    done
+    wait
+    echo "[demo] redlock status demo-job (after the jobs: free everywhere):"
+    "$cli" status demo-job || true
     ;;
   test)
     need_pkgs "${base_pkgs[@]}" "${test_pkgs[@]}"
