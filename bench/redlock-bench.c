@@ -413,6 +413,7 @@ int main(int argc, char **argv) {
   cfg.n_servers = n_servers;
   cfg.command_timeout_ms = (int)opt.command_timeout_ms;
   cfg.connect_timeout_ms = 2000;
+  cfg.restart_guard_ms = -1;   /* the harness starts brand-new servers */
   rc = redlock_client_new(&loop, &cfg, &client);
   if (rc != 0)
     die("client", redlock_last_error());

@@ -56,6 +56,7 @@ extern "C" {
   XX(EPROTO,    -11, "unexpected reply from the server")                      \
   XX(EIO,       -12, "connection to the master failed or is down")            \
   XX(ESERVER,   -13, "the server answered with an error")                     \
+  XX(ERESTARTED, -14, "master restarted recently: its vote does not count")   \
 
 typedef enum {
 #define REDLOCK__ERR_ENUM(name, val, msg) REDLOCK_##name = (val),
@@ -123,6 +124,12 @@ typedef struct redlock_client_config {
   /* Credentials for masters whose URI has none (AUTH [user] password). */
   const char *username;
   const char *password;
+  /* Restart guard: a master that restarted less than this long ago (its
+   * uptime, or a changed run_id) may have lost keys, so its yes votes for
+   * an acquisition do not count until the window has passed (the spec's
+   * "delayed restart", enforced by the client). 0 = the largest ttl this
+   * client has used (the current acquisition's included); negative = off. */
+  int restart_guard_ms;
 } redlock_client_config;
 
 #define REDLOCK_MAX_SERVERS 64

@@ -122,6 +122,8 @@ static int check_config(const redlock_client_config *cfg,
       (rc = pick_ms("reconnect_max_ms", cfg->reconnect_max_ms,
                     DEF_RECONNECT_MAX_MS, 0, &c->reconnect_max_ms)))
     return rc;
+  c->restart_guard_ms =
+      cfg->restart_guard_ms < 0 ? -1 : (int64_t)cfg->restart_guard_ms;
   if (c->reconnect_min_ms > c->reconnect_max_ms)
     return redlock__fail(REDLOCK_EINVAL,
                          "reconnect_min_ms %lld > reconnect_max_ms %lld",

@@ -159,8 +159,9 @@ struct redlock__node {
   char release_sha[41];
   char extend_sha[41];
   char run_id[41];
-  int64_t uptime_s;
-  redlock__ns up_since_ns;
+  int64_t uptime_s;            /* INFO uptime_in_seconds at handshake */
+  redlock__ns up_since_ns;     /* when the handshake completed */
+  redlock__ns restarted_ns;    /* estimated server start (monotonic) */
   redlock__abandoned abandoned[REDLOCK__ABANDONED_MAX];
   unsigned n_abandoned;
 };
@@ -178,6 +179,11 @@ int redlock__node_submit(redlock__node *n, redlock__req *req);
 void redlock__node_close(redlock__node *n);
 /* Frees strings owned by the node (after it is CLOSED). */
 void redlock__node_free(redlock__node *n);
+/* How long ago (ms) the master restarted, as known from its uptime at the
+ * handshake and a changed run_id; INT64_MAX when unknown (not connected
+ * yet: never counts as recent). */
+int64_t redlock__node_restart_age_ms(const redlock__node *n,
+                                     redlock__ns now);
 
 /* ---- client (client.c) --------------------------------------------------- */
 struct redlock_client_s {
@@ -192,6 +198,8 @@ struct redlock_client_s {
   int64_t retry_jitter_ms;
   int64_t reconnect_min_ms;
   int64_t reconnect_max_ms;
+  int64_t restart_guard_ms;    /* -1 off, 0 = max_ttl_ms */
+  int64_t max_ttl_ms;          /* largest ttl used so far */
   char *key_prefix;
   size_t key_prefix_len;
   char *username;

@@ -136,7 +136,9 @@ static void lock_cleanup(redlock_lock_t *l, int everywhere) {
   unsigned i;
   for (i = 0; i < c->n; i++) {
     redlock_vote_t v = l->results[i].vote;
-    if (everywhere || v == REDLOCK_VOTE_YES || v == REDLOCK_VOTE_NONE)
+    /* A guarded master (ERESTARTED) did set the key: release it too. */
+    if (everywhere || v == REDLOCK_VOTE_YES || v == REDLOCK_VOTE_NONE ||
+        l->results[i].error == REDLOCK_ERESTARTED)
       (void)lock_send(l, i, REDLOCK__REQ_CLEANUP);
   }
 }
@@ -391,7 +393,25 @@ void redlock__lock_on_vote(redlock__req *req, redlock_vote_t vote, int error,
   unsigned idx = req->node->index;
   redlock__ns sent = req->sent_ns;
   int counts = req->kind != REDLOCK__REQ_CLEANUP && req->round == l->round;
-  redlock__req_put(l->client, req);
+  redlock_client_t *c = l->client;
+  char why[128];
+  if (counts && vote == REDLOCK_VOTE_YES &&
+      req->kind == REDLOCK__REQ_ACQUIRE && c->restart_guard_ms >= 0) {
+    /* Restart guard: a master that may have lost its keys recently must
+     * not help grant a lock that someone else may still hold. */
+    int64_t window = c->restart_guard_ms > 0 ? c->restart_guard_ms
+                                             : c->max_ttl_ms;
+    int64_t age = redlock__node_restart_age_ms(req->node, now);
+    if (age < window) {
+      snprintf(why, sizeof(why),
+               "restarted %lld ms ago (< %lld ms guard): not counted",
+               (long long)age, (long long)window);
+      vote = REDLOCK_VOTE_ERR;
+      error = REDLOCK_ERESTARTED;
+      errstr = why;
+    }
+  }
+  redlock__req_put(c, req);
   if (counts && l->results[idx].vote == REDLOCK_VOTE_NONE) {
     set_result(l, idx, vote, error, errstr,
                (now - sent) / REDLOCK__NS_PER_US);
@@ -586,6 +606,8 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   l->cb_arg = arg;
   l->refs++;   /* the operation's */
   l->ttl_ms = ttl_ms;
+  if (ttl_ms > c->max_ttl_ms)
+    c->max_ttl_ms = ttl_ms;
   l->attempts = 0;
   l->state = REDLOCK__LOCK_ACQUIRING;
   l->valid_until = 0;

@@ -429,20 +429,39 @@ static void on_hs_extend_sha(redisAsyncContext *ac, void *r, void *priv) {
   on_hs_script(ac, r, priv, n->extend_sha);
 }
 
+/* run_id and uptime from INFO server: when did this server start? The
+ * uptime is whole seconds, rounded down: taking it as is errs on the side
+ * of a younger server (a longer guard), which is the safe side. A changed run_id with a large uptime cannot
+ * happen for one address unless it is another server: then the start is
+ * taken as now. */
 static void parse_info(redlock__node *n, const char *s) {
+  redlock__ns now = uv_hrtime();
+  char run_id[41];
   const char *p = strstr(s, "run_id:");
+  int changed = 0;
+  run_id[0] = '\0';
   if (p != NULL) {
     size_t i = 0;
     p += 7;
     while (i < 40 && p[i] != '\r' && p[i] != '\n' && p[i] != '\0') {
-      n->run_id[i] = p[i];
+      run_id[i] = p[i];
       i++;
     }
-    n->run_id[i] = '\0';
+    run_id[i] = '\0';
+    changed = n->run_id[0] != '\0' && strcmp(run_id, n->run_id) != 0;
+    memcpy(n->run_id, run_id, sizeof(run_id));
   }
   p = strstr(s, "uptime_in_seconds:");
-  if (p != NULL)
+  if (p != NULL) {
+    redlock__ns up;
     n->uptime_s = strtoll(p + 18, NULL, 10);
+    up = (redlock__ns)n->uptime_s * 1000 * REDLOCK__NS_PER_MS;
+    n->restarted_ns = up < now ? now - up : 1;
+    if (changed && n->restarted_ns < now - up / 2)
+      n->restarted_ns = now;
+  } else if (changed) {
+    n->restarted_ns = now;
+  }
 }
 
 static void on_abandoned_reply(redisAsyncContext *ac, void *r, void *priv) {
@@ -468,6 +487,13 @@ static void node_release_abandoned(redlock__node *n, redlock__ns now) {
     a->key = NULL;
   }
   n->n_abandoned = 0;
+}
+
+int64_t redlock__node_restart_age_ms(const redlock__node *n,
+                                     redlock__ns now) {
+  if (n->restarted_ns == 0 || now < n->restarted_ns)
+    return n->restarted_ns == 0 ? INT64_MAX : 0;
+  return (int64_t)((now - n->restarted_ns) / REDLOCK__NS_PER_MS);
 }
 
 static void node_up(redlock__node *n) {

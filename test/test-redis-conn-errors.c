@@ -33,6 +33,7 @@ int main(void) {
   rcfg.n_servers = 3;
   rcfg.command_timeout_ms = 5000;
   rcfg.connect_timeout_ms = 5000;
+  rcfg.restart_guard_ms = -1;
   c = NULL;
   ASSERT_EQ(redlock_client_new(&loop, &rcfg, &c), 0);
   tu_wait_up(&loop, c, 2, 10000);

@@ -94,6 +94,7 @@ int main(void) {
   cfg.n_servers = N;
   cfg.command_timeout_ms = 2000;
   cfg.connect_timeout_ms = 2000;
+  cfg.restart_guard_ms = -1;   /* brand-new servers */
 
   /* Bad input. */
   ASSERT_EQ(redlock_sync_new(NULL, &shared), REDLOCK_EINVAL);

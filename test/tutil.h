@@ -35,8 +35,9 @@ int tu_release(uv_loop_t *loop, redlock_lock_t *l, tu_op *op);
 
 /* A client on servers srv[0..n-1]; cfg may be NULL (defaults) and its
  * servers fields are filled in. Generous timeouts by default for slow CI
- * (sanitizers, valgrind) unless cfg sets them. Waits (bounded) until
- * `wait_up` nodes are UP. */
+ * (sanitizers, valgrind) unless cfg sets them; the restart guard is off
+ * unless cfg sets restart_guard_ms (the servers are brand new). Waits
+ * (bounded) until `wait_up` nodes are UP. */
 redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
                             int n, const redlock_client_config *cfg,
                             unsigned wait_up);

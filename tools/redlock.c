@@ -55,6 +55,9 @@ static const char usage_text[] =
     "  --quorum N         votes needed (default N/2+1; only raised)\n"
     "  --timeout D        per-master command timeout (default 50ms)\n"
     "  --connect-timeout D  connect timeout (default 250ms)\n"
+    "  --restart-guard D|off  a master younger than D does not count for\n"
+    "                     acquisitions (default: the ttl; also\n"
+    "                     $REDLOCK_RESTART_GUARD)\n"
     "  -h, --help         this text;  --version\n"
     "\n"
     "Durations: 500ms, 10s, 2m, 1h; a bare number is seconds (like\n"
@@ -88,13 +91,14 @@ static struct {
   unsigned quorum;
   int timeout_ms;
   int connect_timeout_ms;
+  const char *restart_guard;
   int64_t ttl_ms;
   int64_t wait_ms;      /* -1: forever */
   int wait_given;
   int heal;
   int64_t grace_ms;
   const char *token;
-} opt = {NULL, 0, NULL, 0, 0, 0, 30000, -1, 0, 0, 10000, NULL};
+} opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 10000, NULL};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -496,6 +500,16 @@ static int make_client(void) {
   cfg.key_prefix = opt.prefix;
   cfg.command_timeout_ms = opt.timeout_ms;
   cfg.connect_timeout_ms = opt.connect_timeout_ms;
+  {
+    const char *g = opt.restart_guard ? opt.restart_guard
+                                      : getenv("REDLOCK_RESTART_GUARD");
+    if (g != NULL && strcmp(g, "off") == 0) {
+      cfg.restart_guard_ms = -1;
+    } else if (g != NULL && *g != '\0') {
+      int64_t d = duration_arg("--restart-guard", g);
+      cfg.restart_guard_ms = d > 0 ? (int)d : -1;
+    }
+  }
   cfg.retry_delay_ms = 100;
   cfg.retry_jitter_ms = 50;
   cfg.password = getenv("REDLOCK_PASSWORD");
@@ -554,6 +568,8 @@ int main(int argc, char **argv) {
       opt.timeout_ms = (int)duration_arg(a, v);
       if (opt.timeout_ms == 0)
         usage_error("--timeout must be > 0");
+    } else if (is_flag(a, "--restart-guard")) {
+      opt.restart_guard = v;
     } else if (is_flag(a, "--connect-timeout")) {
       opt.connect_timeout_ms = (int)duration_arg(a, v);
       if (opt.connect_timeout_ms == 0)
