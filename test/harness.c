@@ -93,8 +93,11 @@ static void stop_one(harness_server *s) {
   }
 }
 
+void harness_stop_proxies(void);
+
 void harness_stop_all(void) {
   int i;
+  harness_stop_proxies();
   for (i = 0; i < n_registry; i++) {
     stop_one(registry[i]);
     if (registry[i]->dir[0] != '\0') {
@@ -145,6 +148,7 @@ static void on_exit_cleanup(void) {
 static void on_fatal_signal(int sig) {
   int i;
   /* Async-signal-safe: kill and waitpid only. */
+  harness_stop_proxies();
   for (i = 0; i < n_registry; i++)
     if (registry[i]->pid > 0) {
       kill(registry[i]->pid, SIGKILL);
@@ -510,4 +514,143 @@ int harness_wait_for(int (*cond)(void *arg), void *arg, uint64_t timeout_ms) {
     pause_ms(2);
   }
   return 0;
+}
+
+/* ---- the fault proxy ------------------------------------------------------ */
+
+static harness_proxy *proxies[8];
+static int n_proxies;
+
+static int connect_port(int port) {
+  struct sockaddr_in a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return -1;
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((uint16_t)port);
+  if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void harness_proxy_start(harness_proxy *p, const char *exe,
+                         const harness_server *srv, int n) {
+  char *argv[20];
+  char specs[16][64];
+  char cport[16];
+  uint64_t end;
+  pid_t pid;
+  int i;
+  if (n > 16 || n_proxies == 8)
+    TEST_FAIL("too many proxies");
+  install_handlers();
+  memset(p, 0, sizeof(*p));
+  p->n = n;
+  p->control_port = harness_free_port();
+  snprintf(cport, sizeof(cport), "%d", p->control_port);
+  argv[0] = (char *)exe;
+  argv[1] = "--control";
+  argv[2] = cport;
+  for (i = 0; i < n; i++) {
+    p->ports[i] = harness_free_port();
+    snprintf(specs[i], sizeof(specs[i]), "%d:127.0.0.1:%d", p->ports[i],
+             srv[i].port);
+    argv[3 + i] = specs[i];
+  }
+  argv[3 + n] = NULL;
+  pid = fork();
+  if (pid < 0)
+    TEST_FAIL("fork");
+  if (pid == 0) {
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+      dup2(fd, 2);
+      close(fd);
+    }
+    execv(exe, argv);
+    _exit(127);
+  }
+  p->pid = pid;
+  proxies[n_proxies++] = p;
+  end = harness_now_ms() + 5000;
+  for (;;) {
+    int fd = connect_port(p->control_port);
+    if (fd >= 0) {
+      close(fd);
+      return;
+    }
+    if (harness_now_ms() > end)
+      TEST_FAIL("fault proxy did not start (%s)", exe);
+    pause_ms(2);
+  }
+}
+
+void harness_proxy_cmd(harness_proxy *p, int i, const char *cmd) {
+  char line[128];
+  char reply[128];
+  size_t got = 0;
+  int fd = connect_port(p->control_port);
+  int n = snprintf(line, sizeof(line), "%d %s\n", i + 1, cmd);
+  uint64_t end = harness_now_ms() + 5000;
+  if (fd < 0 || write(fd, line, (size_t)n) != n)
+    TEST_FAIL("fault proxy control: cannot send \"%s\"", cmd);
+  while (got < sizeof(reply) - 1 && harness_now_ms() < end) {
+    ssize_t r = read(fd, reply + got, sizeof(reply) - 1 - got);
+    if (r <= 0)
+      break;
+    got += (size_t)r;
+    if (memchr(reply, '\n', got) != NULL)
+      break;
+  }
+  reply[got] = '\0';
+  close(fd);
+  if (strncmp(reply, "OK", 2) != 0)
+    TEST_FAIL("fault proxy: \"%s\" -> \"%s\"", cmd, reply);
+}
+
+void harness_proxy_addrs(const harness_proxy *p, const char **out) {
+  static char addrs[16][32];
+  int i;
+  for (i = 0; i < p->n; i++) {
+    snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", p->ports[i]);
+    out[i] = addrs[i];
+  }
+}
+
+void harness_stop_proxies(void) {
+  int i;
+  for (i = 0; i < n_proxies; i++)
+    if (proxies[i]->pid > 0) {
+      kill(proxies[i]->pid, SIGKILL);
+      waitpid(proxies[i]->pid, NULL, 0);
+      proxies[i]->pid = 0;
+    }
+  n_proxies = 0;
+}
+
+int harness_send_nowait(const harness_server *s, int argc,
+                        const char **argv) {
+  char buf[1024];
+  size_t len = 0;
+  int fd;
+  int i;
+  len += (size_t)snprintf(buf + len, sizeof(buf) - len, "*%d\r\n", argc);
+  for (i = 0; i < argc && len < sizeof(buf); i++)
+    len += (size_t)snprintf(buf + len, sizeof(buf) - len, "$%zu\r\n%s\r\n",
+                            strlen(argv[i]), argv[i]);
+  if (len >= sizeof(buf))
+    TEST_FAIL("command too long");
+  fd = connect_port(s->port);
+  if (fd < 0 || write(fd, buf, len) != (ssize_t)len)
+    TEST_FAIL("cannot send to server :%d", s->port);
+  return fd;
+}
+
+void harness_close_fd(int fd) {
+  if (fd >= 0)
+    close(fd);
 }

@@ -144,3 +144,29 @@ void harness_loop_close(uv_loop_t *loop, uint64_t timeout_ms);
 int harness_wait_for(int (*cond)(void *arg), void *arg, uint64_t timeout_ms);
 
 #endif
+
+/* ---- the fault proxy (tools/redlock-faultproxy) ------------------------- */
+
+typedef struct harness_proxy {
+  int pid;
+  int control_port;
+  int n;
+  int ports[16];       /* proxy i listens on 127.0.0.1:ports[i] */
+} harness_proxy;
+
+/* Starts `exe` in front of srv[0..n-1] on free ports and waits (bounded)
+ * until its control port answers. Stopped by harness_stop_all. */
+void harness_proxy_start(harness_proxy *p, const char *exe,
+                         const harness_server *srv, int n);
+/* Sends "I CMD" (I is 0-based here) and expects "OK". Aborts the test on
+ * failure. CMD: normal | latency MS | blackhole | reset | refuse. */
+void harness_proxy_cmd(harness_proxy *p, int i, const char *cmd);
+/* Fills out[0..n-1] with "127.0.0.1:PORT" of the proxy listeners. */
+void harness_proxy_addrs(const harness_proxy *p, const char **out);
+
+/* Sends a command in RESP to server s on a new connection and returns the
+ * socket without reading the reply (for DEBUG SLEEP and CLIENT PAUSE that
+ * must not block the test). Close it with harness_close_fd. */
+int harness_send_nowait(const harness_server *s, int argc,
+                        const char **argv);
+void harness_close_fd(int fd);

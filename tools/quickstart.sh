@@ -106,9 +106,9 @@ case "$cmd" in
     results=$(mktemp)
     trap 'rm -f "$results"' EXIT
     build build
-    run_suite build plain --suite unit --suite redis
+    run_suite build plain --suite unit --suite redis --suite fault
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
-    run_suite build-asan asan --suite unit --suite redis
+    run_suite build-asan asan --suite unit --suite redis --suite fault
     setup_suffix=-valgrind run_suite build valgrind --setup valgrind \
       --suite redis
     passed=$(grep -c '^PASS' "$results" || true)

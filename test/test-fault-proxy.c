@@ -1,0 +1,119 @@
+/* Network faults through the fault proxy (tools/redlock-faultproxy):
+ *  - a slow master beyond the per-node timeout is excluded and the lock
+ *    is still valid (validity close to the ttl, not cut by the slow one);
+ *  - slow majority: fails within about the command timeout;
+ *  - asymmetric partition: the SET lands but its reply is lost; the lock
+ *    is held from the others, and when the master returns the abandoned
+ *    token is released there (nothing left behind);
+ *  - refused and reset connections are error votes, never hangs. */
+#include "tutil.h"
+
+#define N 5
+
+static const char *proxy_exe;
+
+static redlock_client_t *client_via(uv_loop_t *loop, harness_proxy *px,
+                                    int cmd_timeout, int n) {
+  const char *addrs[N];
+  redlock_client_config cfg = {.command_timeout_ms = cmd_timeout,
+                               .connect_timeout_ms = 300,
+                               .reconnect_min_ms = 10,
+                               .reconnect_max_ms = 50,
+                               .restart_guard_ms = -1};
+  redlock_client_t *c = NULL;
+  harness_proxy_addrs(px, addrs);
+  cfg.servers = addrs;
+  cfg.n_servers = (size_t)n;
+  ASSERT_EQ(redlock_client_new(loop, &cfg, &c), 0);
+  tu_wait_up(loop, c, (unsigned)n, 10000);
+  return c;
+}
+
+int main(int argc, char **argv) {
+  harness_server srv[N];
+  harness_proxy px;
+  uv_loop_t loop;
+  redlock_client_t *c;
+  redlock_lock_t *l;
+  redlock_acquire_opts once = {.wait_ms = -1};
+  tu_op op;
+  char val[96];
+  char tok[96];
+  uint64_t t0;
+  int i;
+
+  if (argc < 2)
+    TEST_FAIL("usage: test-fault-proxy PATH-TO-redlock-faultproxy");
+  proxy_exe = argv[1];
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  harness_proxy_start(&px, proxy_exe, srv, N);
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  c = client_via(&loop, &px, 100, N);
+  ASSERT_EQ(redlock_lock_new(c, "proxy", 5, &l), 0);
+
+  /* Slow minority: 400 ms each way on two masters, 100 ms timeout. */
+  harness_proxy_cmd(&px, 0, "latency 400");
+  harness_proxy_cmd(&px, 1, "latency 400");
+  t0 = harness_now_ms();
+  ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), 0);
+  ASSERT_LT(op.cb_ms - t0, 100);          /* decided by the fast three */
+  ASSERT_EQ(op.yes, 3);
+  ASSERT_GT(op.validity_ms, 10000 - 102 - 100);
+  ASSERT_EQ(op.nodes[0].vote, REDLOCK_VOTE_NONE);
+  ASSERT_EQ(tu_release(&loop, l, &op), 0);
+  /* ... and their connections are torn down by the deadline. */
+  tu_wait_up(&loop, c, 3, 10000);
+
+  /* Slow majority: fails in about the command timeout, never hangs. */
+  harness_proxy_cmd(&px, 2, "latency 400");
+  t0 = harness_now_ms();
+  ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), REDLOCK_ENOQUORUM);
+  ASSERT_LT(op.cb_ms - t0, 1000);
+  for (i = 0; i < 3; i++)
+    harness_proxy_cmd(&px, i, "normal");
+  tu_wait_up(&loop, c, N, 10000);
+  tu_run_for(&loop, 500);   /* let the delayed SETs land and be released */
+
+  /* Asymmetric partition on master 0: requests arrive, replies do not. */
+  for (i = 0; i < N; i++)
+    harness_cmdf(&srv[i], val, sizeof(val), "FLUSHALL");
+  harness_proxy_cmd(&px, 0, "blackhole");
+  ASSERT_EQ(tu_acquire(&loop, l, 30000, &once, &op), 0);
+  snprintf(tok, sizeof(tok), "%s", redlock_lock_token(l));
+  /* The SET landed on master 0 although the client never heard back. */
+  t0 = harness_now_ms();
+  while (tu_count_holding(srv, 1, "proxy", tok) != 1) {
+    if (harness_now_ms() - t0 > 5000)
+      TEST_FAIL("the blackholed SET did not land");
+    tu_run_for(&loop, 5);
+  }
+  tu_wait_up(&loop, c, N - 1, 10000);   /* its deadline tore it down */
+  harness_proxy_cmd(&px, 0, "normal");
+  tu_wait_up(&loop, c, N, 10000);
+  t0 = harness_now_ms();
+  while (tu_count_holding(srv, 1, "proxy", tok) != 0) {
+    if (harness_now_ms() - t0 > 5000)
+      TEST_FAIL("the abandoned token was not released on master 0");
+    tu_run_for(&loop, 5);
+  }
+  ASSERT(redlock_lock_is_held(l));
+  ASSERT_EQ(tu_count_holding(srv + 1, N - 1, "proxy", tok), N - 1);
+  ASSERT_EQ(tu_release(&loop, l, &op), 0);
+
+  /* Refused and reset: error votes at once. */
+  harness_proxy_cmd(&px, 3, "refuse");
+  harness_proxy_cmd(&px, 4, "reset");
+  tu_wait_up(&loop, c, 3, 10000);
+  ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), 0);
+  ASSERT_EQ(op.yes, 3);
+  ASSERT_EQ(tu_release(&loop, l, &op), 0);
+  harness_proxy_cmd(&px, 3, "normal");
+  harness_proxy_cmd(&px, 4, "normal");
+  tu_wait_up(&loop, c, N, 10000);
+
+  ASSERT_EQ(redlock_lock_free(l), 0);
+  tu_close(&loop, c);
+  harness_stop_all();
+  return 0;
+}
