@@ -566,7 +566,9 @@ void harness_proxy_start(harness_proxy *p, const char *exe,
   if (pid < 0)
     TEST_FAIL("fork");
   if (pid == 0) {
-    int fd = open("/dev/null", O_WRONLY);
+    const char *log = getenv("REDLOCK_FAULTPROXY_LOG");
+    int fd = open(log != NULL ? log : "/dev/null",
+                  O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, 2);
       close(fd);
@@ -596,8 +598,16 @@ void harness_proxy_cmd(harness_proxy *p, int i, const char *cmd) {
   int fd = connect_port(p->control_port);
   int n = snprintf(line, sizeof(line), "%d %s\n", i + 1, cmd);
   uint64_t end = harness_now_ms() + 5000;
-  if (fd < 0 || write(fd, line, (size_t)n) != n)
+  if (fd < 0 || write(fd, line, (size_t)n) != n) {
+    int st = 0;
+    if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+      p->pid = 0;
+      TEST_FAIL("fault proxy died (%s %d)",
+                WIFSIGNALED(st) ? "signal" : "exit",
+                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    }
     TEST_FAIL("fault proxy control: cannot send \"%s\"", cmd);
+  }
   while (got < sizeof(reply) - 1 && harness_now_ms() < end) {
     ssize_t r = read(fd, reply + got, sizeof(reply) - 1 - got);
     if (r <= 0)

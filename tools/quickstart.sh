@@ -111,6 +111,7 @@ case "$cmd" in
     run_suite build-asan asan --suite unit --suite redis --suite fault
     setup_suffix=-valgrind run_suite build valgrind --setup valgrind \
       --suite redis
+    setup_suffix=-slow run_suite build slow --suite slow
     passed=$(grep -c '^PASS' "$results" || true)
     failed=$(grep -c '^FAIL' "$results" || true)
     skipped=$(grep -c '^SKIP' "$results" || true)

@@ -15,6 +15,7 @@
  *   I status        "OK mode=... conns=N"
  * Bounded: at most 256 connections per proxy; every buffer is freed when
  * its connection closes. Loopback only. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,8 @@ static void pair_unlink(pair *p) {
 }
 
 static void on_handle_closed(uv_handle_t *h) {
-  pair *p = h->data;
+  side *s = h->data;   /* both the tcp and the timer point to their side */
+  pair *p = s->p;
   if (--p->handles == 0) {
     chunk *c;
     for (c = p->client.head; c != NULL;) {
@@ -454,6 +456,7 @@ int main(int argc, char **argv) {
   cport = atoi(argv[2]);
   if (cport < 1 || cport > 65535)
     usage();
+  signal(SIGPIPE, SIG_IGN);   /* a peer gone mid-write is not fatal */
   loop = uv_default_loop();
   for (i = 3; i < argc; i++) {
     proxy *px;

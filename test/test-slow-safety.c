@@ -1,0 +1,301 @@
+/* Safety under random minority faults (suite "slow").
+ *
+ * 8 clients (each its own client and connections, one loop) contend for
+ * one resource on N=5 masters, through the fault proxy, for 60 s
+ * (REDLOCK_SAFETY_SECONDS overrides). A fault timer keeps at most two
+ * masters faulty at a time, picking at random: hang (SIGSTOP for
+ * 0.3-1.5 s), crash and restart without persistence (keys lost; the
+ * restart guard keeps it from voting for a ttl), or 200 ms latency each
+ * way (beyond the 50 ms command timeout) for 1 s.
+ *
+ * Every grant is logged with its monotonic window: from the grant to the
+ * earlier of its release and the end of its validity. No two windows of
+ * different holders may overlap. Prints grants, overlaps, availability
+ * (share of attempts made on a free lock, with no other attempt
+ * overlapping them, that succeeded) and acquisitions per second. */
+#include "tutil.h"
+
+#define N 5
+#define CLIENTS 8
+#define MAX_GRANTS 200000
+#define TTL_MS 1000
+
+typedef struct grant {
+  uint64_t from, to;   /* ns */
+  int client;
+} grant;
+
+typedef struct worker {
+  int id;
+  redlock_client_t *c;
+  redlock_lock_t *l;
+  uv_timer_t timer;
+  uint64_t granted_ns;
+  uint64_t deadline_ns;
+  int free_attempt;    /* started on a free lock, alone */
+  int gi;              /* index of the open grant */
+} worker;
+
+static uv_loop_t loop;
+static harness_server srv[N];
+static harness_proxy px;
+static worker workers[CLIENTS];
+static grant *grants;
+static int n_grants;
+static int holders;
+static int in_flight;
+static unsigned long attempts, free_attempts, free_successes;
+static uint64_t end_ns;
+static int stopping;
+static uint64_t prng = 0x9e3779b97f4a7c15ULL;
+static int faulty[N];          /* 0 ok, 1 paused, 2 down, 3 slow */
+static uv_timer_t fault_timer;
+static uv_timer_t heal_timers[N];
+static unsigned long n_faults[4];
+
+static uint32_t rnd(uint32_t n) {
+  prng ^= prng << 13;
+  prng ^= prng >> 7;
+  prng ^= prng << 17;
+  return (uint32_t)(prng % n);
+}
+
+static void worker_next(worker *w, uint64_t ms);
+
+static void on_released(redlock_lock_t *l, int status,
+                        const redlock_result *r, void *arg) {
+  worker *w = arg;
+  (void)l;
+  (void)status;
+  (void)r;
+  worker_next(w, rnd(10));
+}
+
+static void on_hold_done(uv_timer_t *t) {
+  worker *w = t->data;
+  uint64_t now = uv_hrtime();
+  grant *g = &grants[w->gi];
+  g->to = now < w->deadline_ns ? now : w->deadline_ns;
+  holders--;
+  if (redlock_lock_release(w->l, on_released, w) != 0)
+    worker_next(w, 1);
+}
+
+static void on_acquired(redlock_lock_t *l, int status,
+                        const redlock_result *r, void *arg) {
+  worker *w = arg;
+  uint64_t now = uv_hrtime();
+  (void)r;
+  in_flight--;
+  free_attempts += (unsigned long)w->free_attempt;
+  if (status != 0) {
+    worker_next(w, 1 + rnd(20));
+    return;
+  }
+  if (w->free_attempt)
+    free_successes++;
+  w->granted_ns = now;
+  w->deadline_ns = now + (uint64_t)redlock_lock_validity_ms(l) * 1000000ULL;
+  if (n_grants == MAX_GRANTS)
+    TEST_FAIL("too many grants");
+  w->gi = n_grants++;
+  grants[w->gi].from = now;
+  grants[w->gi].to = w->deadline_ns;
+  grants[w->gi].client = w->id;
+  holders++;
+  uv_timer_start(&w->timer, on_hold_done, 5 + rnd(45), 0);
+}
+
+static void on_want(uv_timer_t *t) {
+  worker *w = t->data;
+  redlock_acquire_opts once = {.wait_ms = -1};
+  if (stopping || uv_hrtime() >= end_ns)
+    return;
+  attempts++;
+  /* An attempt counts for availability if the lock was free when it
+   * started and no other attempt overlapped it (contention is not a
+   * fault). */
+  w->free_attempt = holders == 0 && in_flight == 0;
+  if (in_flight > 0) {
+    int k;
+    for (k = 0; k < CLIENTS; k++)
+      workers[k].free_attempt = 0;
+  }
+  in_flight++;
+  if (redlock_lock_acquire(w->l, TTL_MS, &once, on_acquired, w) != 0)
+    TEST_FAIL("acquire: %s", redlock_last_error());
+}
+
+static void worker_next(worker *w, uint64_t ms) {
+  if (!stopping)
+    uv_timer_start(&w->timer, on_want, ms, 0);
+}
+
+/* ---- faults ------------------------------------------------------------- */
+
+static void on_heal(uv_timer_t *t) {
+  int i = (int)(t - heal_timers);
+  switch (faulty[i]) {
+    case 1:
+      harness_resume(&srv[i]);
+      break;
+    case 2:
+      harness_restart(&srv[i]);
+      break;
+    case 3:
+      harness_proxy_cmd(&px, i, "normal");
+      break;
+  }
+  faulty[i] = 0;
+}
+
+static void on_fault(uv_timer_t *t) {
+  int n_faulty = 0;
+  int i;
+  int kind;
+  (void)t;
+  if (stopping)
+    return;
+  for (i = 0; i < N; i++)
+    n_faulty += faulty[i] != 0;
+  if (n_faulty < 2) {
+    do
+      i = (int)rnd(N);
+    while (faulty[i] != 0);
+    kind = 1 + (int)rnd(3);
+    faulty[i] = kind;
+    n_faults[kind]++;
+    switch (kind) {
+      case 1:
+        harness_pause(&srv[i]);
+        uv_timer_start(&heal_timers[i], on_heal, 300 + rnd(1200), 0);
+        break;
+      case 2:
+        harness_kill(&srv[i]);
+        uv_timer_start(&heal_timers[i], on_heal, 200 + rnd(600), 0);
+        break;
+      case 3:
+        harness_proxy_cmd(&px, i, "latency 200");
+        uv_timer_start(&heal_timers[i], on_heal, 1000, 0);
+        break;
+    }
+  }
+  uv_timer_start(&fault_timer, on_fault, 400 + rnd(600), 0);
+}
+
+static void on_stop(uv_timer_t *t) {
+  int i;
+  stopping = 1;
+  uv_close((uv_handle_t *)t, NULL);
+  uv_timer_stop(&fault_timer);
+  for (i = 0; i < N; i++) {
+    if (uv_is_active((uv_handle_t *)&heal_timers[i])) {
+      uv_timer_stop(&heal_timers[i]);
+      on_heal(&heal_timers[i]);
+    }
+  }
+}
+
+static int cmp_grant(const void *a, const void *b) {
+  const grant *x = a;
+  const grant *y = b;
+  return x->from < y->from ? -1 : x->from > y->from;
+}
+
+static void on_closed(redlock_client_t *c, void *arg) {
+  (void)c;
+  (*(int *)arg)--;
+}
+
+int main(void) {
+  const char *addrs[N];
+  const char *env = getenv("REDLOCK_SAFETY_SECONDS");
+  const char *proxy_exe = getenv("REDLOCK_FAULTPROXY");
+  int seconds = env != NULL ? atoi(env) : 60;
+  uv_timer_t stop_timer;
+  unsigned long overlaps = 0;
+  uint64_t max_to = 0;
+  int max_client = -1;
+  int open_clients = CLIENTS;
+  int i;
+
+  if (proxy_exe == NULL)
+    TEST_FAIL("REDLOCK_FAULTPROXY not set");
+  if (seconds < 1 || seconds > 3600)
+    seconds = 60;
+  grants = calloc(MAX_GRANTS, sizeof(*grants));
+  ASSERT_NOT_NULL(grants);
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  harness_proxy_start(&px, proxy_exe, srv, N);
+  harness_proxy_addrs(&px, addrs);
+  prng ^= uv_hrtime();
+  fprintf(stderr, "safety: seed %llu\n", (unsigned long long)prng);
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  for (i = 0; i < CLIENTS; i++) {
+    worker *w = &workers[i];
+    /* Default restart guard (the ttl): fresh or restarted masters do
+     * not vote for a ttl. Default 50 ms command timeout. */
+    redlock_client_config cfg = {.servers = addrs, .n_servers = N,
+                                 .connect_timeout_ms = 200,
+                                 .reconnect_min_ms = 10,
+                                 .reconnect_max_ms = 200};
+    w->id = i;
+    ASSERT_EQ(redlock_client_new(&loop, &cfg, &w->c), 0);
+    ASSERT_EQ(redlock_lock_new(w->c, "safety", 6, &w->l), 0);
+    uv_timer_init(&loop, &w->timer);
+    w->timer.data = w;
+    worker_next(w, 1);
+  }
+  for (i = 0; i < N; i++)
+    uv_timer_init(&loop, &heal_timers[i]);
+  uv_timer_init(&loop, &fault_timer);
+  uv_timer_start(&fault_timer, on_fault, 1500, 0);
+  uv_timer_init(&loop, &stop_timer);
+  uv_timer_start(&stop_timer, on_stop, (uint64_t)seconds * 1000, 0);
+  end_ns = uv_hrtime() + (uint64_t)seconds * 1000000000ULL;
+
+  while (!stopping)
+    uv_run(&loop, UV_RUN_ONCE);
+  /* Let the last holds and releases finish (bounded), then close. */
+  tu_run_for(&loop, 200);
+  for (i = 0; i < CLIENTS; i++) {
+    uv_close((uv_handle_t *)&workers[i].timer, NULL);
+    redlock_client_close(workers[i].c, on_closed, &open_clients);
+  }
+  for (i = 0; i < N; i++)
+    uv_close((uv_handle_t *)&heal_timers[i], NULL);
+  uv_close((uv_handle_t *)&fault_timer, NULL);
+  harness_loop_close(&loop, 10000);
+  ASSERT_EQ(open_clients, 0);
+
+  qsort(grants, (size_t)n_grants, sizeof(*grants), cmp_grant);
+  for (i = 0; i < n_grants; i++) {
+    if (grants[i].from < max_to && grants[i].client != max_client) {
+      overlaps++;
+      fprintf(stderr, "OVERLAP: client %d from %llu, client %d until %llu\n",
+              grants[i].client, (unsigned long long)grants[i].from,
+              max_client, (unsigned long long)max_to);
+    }
+    if (grants[i].to > max_to) {
+      max_to = grants[i].to;
+      max_client = grants[i].client;
+    }
+  }
+  printf("safety: %d s, %d clients, N=%d: grants %d, overlaps %lu, "
+         "attempts %lu, availability %.1f%% (%lu of %lu attempts on a free "
+         "lock), %.1f acquisitions/s; faults: %lu hangs, %lu crash-restarts,"
+         " %lu slow\n",
+         seconds, CLIENTS, N, n_grants, overlaps, attempts,
+         free_attempts ? 100.0 * (double)free_successes /
+                             (double)free_attempts
+                       : 0.0,
+         free_successes, free_attempts, (double)n_grants / seconds,
+         n_faults[1], n_faults[2], n_faults[3]);
+  fflush(stdout);
+  ASSERT_EQ(overlaps, 0);
+  ASSERT_GT(n_grants, seconds * 10);   /* it did keep working */
+  free(grants);
+  harness_stop_all();
+  return 0;
+}
