@@ -53,8 +53,9 @@ run_suite() {
   local dir=$1 label=$2; shift 2
   local rc=0
   log "tests: $label"
-  meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" || rc=$?
-  python3 - "$dir/meson-logs/testlog${setup_suffix:-}.json" "$label" \
+  meson test -C "$dir" --print-errorlogs --num-processes 2 \
+    --logbase "testlog-$label" "$@" || rc=$?
+  python3 - "$dir/meson-logs/testlog-$label.json" "$label" \
     >>"$results" <<'PY'
 import json, sys
 path, label = sys.argv[1], sys.argv[2]
@@ -109,9 +110,8 @@ case "$cmd" in
     run_suite build plain --suite unit --suite redis --suite fault
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
     run_suite build-asan asan --suite unit --suite redis --suite fault
-    setup_suffix=-valgrind run_suite build valgrind --setup valgrind \
-      --suite redis
-    setup_suffix=-slow run_suite build slow --suite slow
+    run_suite build valgrind --setup valgrind --suite redis
+    run_suite build slow --suite slow
     passed=$(grep -c '^PASS' "$results" || true)
     failed=$(grep -c '^FAIL' "$results" || true)
     skipped=$(grep -c '^SKIP' "$results" || true)
