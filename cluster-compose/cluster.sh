@@ -9,6 +9,16 @@
 #   cluster.sh pause I | resume I         SIGSTOP / SIGCONT master I (1..N)
 #   cluster.sh kill I                     SIGKILL master I (keys lost)
 #   cluster.sh restart I                  start master I again
+#   cluster.sh slow I MS                  add MS latency each way (proxy)
+#   cluster.sh blackhole I                requests arrive, replies are lost
+#   cluster.sh reset I | refuse I         reset connections / refuse them
+#   cluster.sh heal I                     end a proxy fault
+#
+# With the fault proxy (tools/redlock-faultproxy, built in ../build, or
+# $REDLOCK_FAULTPROXY), clients use the proxy ports BASEPORT.. and the
+# masters listen on BASEPORT+100..; the control port is BASEPORT+99.
+# Without it (or REDLOCK_NO_PROXY=1) clients talk to the masters directly
+# and the proxy commands are refused.
 #
 # State (pids, logs, N, base port) lives in $REDLOCK_CLUSTER_DIR, default
 # ${TMPDIR:-/tmp}/redlock-cluster-$UID. REDLOCK_PERSIST=aof starts masters
@@ -16,6 +26,7 @@
 set -euo pipefail
 
 dir=${REDLOCK_CLUSTER_DIR:-${TMPDIR:-/tmp}/redlock-cluster-$(id -u)}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 redis=${REDIS_SERVER:-redis-server}
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
@@ -46,8 +57,24 @@ alive() {
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
+mport() {   # the master's own port
+  if [ "${PROXY:-0}" = 1 ]; then echo $((BASEPORT + 100 + $1 - 1));
+  else echo $((BASEPORT + $1 - 1)); fi
+}
+
+proxy_cmd() {
+  [ "${PROXY:-0}" = 1 ] || die "no fault proxy in this cluster"
+  local reply
+  exec 3<>"/dev/tcp/127.0.0.1/$((BASEPORT + 99))" || die "proxy not reachable"
+  printf '%s\n' "$*" >&3
+  read -r -t 5 reply <&3 || reply="ERR no answer"
+  exec 3<&- 3>&-
+  [[ "$reply" == OK* ]] || die "proxy: $reply"
+}
+
 start_one() {
-  local i=$1 port=$((BASEPORT + $1 - 1)) persist=()
+  local i=$1 port persist=()
+  port=$(mport "$1")
   mkdir -p "$dir/$i"
   if [ "${PERSIST:-none}" = aof ]; then
     persist=(--appendonly yes --appendfsync always)
@@ -93,19 +120,39 @@ case "$cmd" in
       || die "N must be 1..64"
     [ -f "$dir/cluster.env" ] && die "a cluster is already up in $dir"
     command -v "$redis" >/dev/null || die "redis-server not found"
+    fp=${REDLOCK_FAULTPROXY:-$here/../build/tools/redlock-faultproxy}
+    PROXY=0
+    [ -x "$fp" ] && [ -z "${REDLOCK_NO_PROXY:-}" ] && PROXY=1
     for i in $(seq 1 "$N"); do
-      port_busy $((BASEPORT + i - 1)) && die "port $((BASEPORT + i - 1)) is in use"
+      port_busy "$(mport "$i")" && die "port $(mport "$i") is in use"
+      [ "$PROXY" = 1 ] && port_busy $((BASEPORT + i - 1)) \
+        && die "port $((BASEPORT + i - 1)) is in use"
     done
     mkdir -p "$dir"
     PERSIST=${REDLOCK_PERSIST:-none}
-    printf 'N=%s\nBASEPORT=%s\nPERSIST=%s\n' "$N" "$BASEPORT" "$PERSIST" \
-      >"$dir/cluster.env"
+    printf 'N=%s\nBASEPORT=%s\nPERSIST=%s\nPROXY=%s\n' "$N" "$BASEPORT" \
+      "$PERSIST" "$PROXY" >"$dir/cluster.env"
     for i in $(seq 1 "$N"); do start_one "$i"; done
-    echo "cluster up: $N masters on 127.0.0.1:$BASEPORT-$((BASEPORT + N - 1)) ($PERSIST persistence)" >&2
+    if [ "$PROXY" = 1 ]; then
+      specs=()
+      for i in $(seq 1 "$N"); do
+        specs+=("$((BASEPORT + i - 1)):127.0.0.1:$(mport "$i")")
+      done
+      "$fp" --control $((BASEPORT + 99)) "${specs[@]}" >>"$dir/proxy.log" 2>&1 &
+      echo $! >"$dir/proxy.pid"
+      for t in $(seq 1 250); do
+        port_busy $((BASEPORT + 99)) && break
+        sleep 0.02
+      done
+      port_busy $((BASEPORT + 99)) || die "fault proxy did not start"
+    fi
+    echo "cluster up: $N masters, clients use 127.0.0.1:$BASEPORT-$((BASEPORT + N - 1)) ($PERSIST persistence, fault proxy: $([ "$PROXY" = 1 ] && echo yes || echo no))" >&2
     ;;
   down)
     [ -f "$dir/cluster.env" ] || exit 0
     load
+    pp=$(cat "$dir/proxy.pid" 2>/dev/null || true)
+    if alive "$pp"; then kill -TERM "$pp" 2>/dev/null || true; fi
     for i in $(seq 1 "$N"); do stop_one "$i"; done
     rm -rf "$dir"
     echo "cluster down" >&2
@@ -113,7 +160,7 @@ case "$cmd" in
   status)
     load
     for i in $(seq 1 "$N"); do
-      port=$((BASEPORT + i - 1)); pid=$(pid_of "$i"); state=down
+      port=$(mport "$i"); pid=$(pid_of "$i"); state=down
       if alive "$pid"; then
         state=running
         grep -q '^State:.*T' "/proc/$pid/status" 2>/dev/null && state=paused
@@ -145,8 +192,21 @@ case "$cmd" in
     stop_one "$2"
     start_one "$2"
     ;;
+  slow)
+    load; check_index "${2:-}"
+    [[ "${3:-}" =~ ^[0-9]+$ ]] || die "usage: slow I MS"
+    proxy_cmd "$2" latency "$3"
+    ;;
+  blackhole|reset|refuse)
+    load; check_index "${2:-}"
+    proxy_cmd "$2" "$cmd"
+    ;;
+  heal)
+    load; check_index "${2:-}"
+    proxy_cmd "$2" normal
+    ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
