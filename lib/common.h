@@ -177,6 +177,14 @@ int redlock__node_submit(redlock__node *n, redlock__req *req);
 /* Begins closing: drain pending requests (bounded by their deadlines),
  * then free the connection and close the timers. */
 void redlock__node_close(redlock__node *n);
+/* Reply classification (pure; node.c): turns a reply to a request of
+ * `kind` into a vote, or an error vote with a reason. For INSPECT, the
+ * key's value is copied into buf (errstr points to it) and its ttl to
+ * *pttl. Exposed for the fuzz target. */
+struct redisReply;
+void redlock__classify(int kind, const struct redisReply *r,
+                       redlock_vote_t *vote, int *error, const char **errstr,
+                       int64_t *pttl, char *buf, size_t buflen);
 /* Frees strings owned by the node (after it is CLOSED). */
 void redlock__node_free(redlock__node *n);
 /* How long ago (ms) the master restarted, as known from its uptime at the

@@ -195,9 +195,9 @@ static void node_abandon(redlock__node *n, const redlock__req *req,
   a->expires_ns = now + (redlock__ns)req->ttl_ms * REDLOCK__NS_PER_MS;
 }
 
-static void classify(const redlock__req *req, const redisReply *r,
-                     redlock_vote_t *vote, int *error, const char **errstr,
-                     int64_t *pttl, char *buf, size_t buflen) {
+void redlock__classify(int kind, const struct redisReply *r,
+                       redlock_vote_t *vote, int *error, const char **errstr,
+                       int64_t *pttl, char *buf, size_t buflen) {
   *vote = REDLOCK_VOTE_ERR;
   *error = REDLOCK_EPROTO;
   *errstr = "unexpected reply type";
@@ -206,7 +206,7 @@ static void classify(const redlock__req *req, const redisReply *r,
     *errstr = r->str;
     return;
   }
-  if (req->kind == REDLOCK__REQ_INSPECT) {
+  if (kind == REDLOCK__REQ_INSPECT) {
     size_t n;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_STRING ||
@@ -221,7 +221,7 @@ static void classify(const redlock__req *req, const redisReply *r,
     *error = 0;
     return;
   }
-  if (req->kind == REDLOCK__REQ_ACQUIRE) {
+  if (kind == REDLOCK__REQ_ACQUIRE) {
     if (r->type == REDIS_REPLY_STATUS && r->len == 2 &&
         memcmp(r->str, "OK", 2) == 0) {
       *vote = REDLOCK_VOTE_YES;
@@ -286,7 +286,8 @@ static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv) {
     error = REDLOCK_EIO;
     errstr = "connection closing";
   } else {
-    classify(req, r, &vote, &error, &errstr, &pttl, buf, sizeof(buf));
+    redlock__classify(req->kind, r, &vote, &error, &errstr, &pttl, buf,
+                      sizeof(buf));
   }
 
   redlock__lock_on_vote(req, vote, error, errstr, pttl, now);

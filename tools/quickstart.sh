@@ -37,7 +37,7 @@ need_pkgs() {
 
 base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev
            redis-server redis-tools python3)
-test_pkgs=(clang valgrind)
+test_pkgs=(clang valgrind docker-compose iptables iproute2)
 
 build() {
   local dir=$1; shift
@@ -112,6 +112,19 @@ case "$cmd" in
     run_suite build-asan asan --suite unit --suite redis --suite fault
     run_suite build valgrind --setup valgrind --suite redis
     run_suite build slow --suite slow
+    if [ ! -f build-fuzz/build.ninja ]; then
+      CC=clang meson setup build-fuzz --werror -Dfuzz=true >/dev/null
+    fi
+    ninja -C build-fuzz >/dev/null
+    run_suite build-fuzz fuzz --suite fuzz
+    log "compose file: docker-compose config"
+    if docker-compose -f cluster-compose/docker-compose.yml config -q &&
+       python3 -c 'import json,sys; json.load(open(sys.argv[1]))' \
+         cluster-compose/toxiproxy.json; then
+      echo "PASS compose:config" >>"$results"
+    else
+      echo "FAIL compose:config" >>"$results"
+    fi
     passed=$(grep -c '^PASS' "$results" || true)
     failed=$(grep -c '^FAIL' "$results" || true)
     skipped=$(grep -c '^SKIP' "$results" || true)
