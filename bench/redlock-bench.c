@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "redlock.h"
+#include "raw.h"
 
 #define MAX_WORKERS 1024
 
@@ -34,8 +35,9 @@ static struct {
   long retry_count, retry_delay_ms, retry_jitter_ms, max_seconds;
   long command_timeout_ms;
   double duration_s;
+  int raw;
 } opt = {"redlock-c", NULL, "latency", 1, 2000, 200, 10000, 8, 1, 5,
-         100, 10, 5, 60, 1000, 5.0};
+         100, 10, 5, 60, 1000, 5.0, 0};
 
 typedef struct samples {
   uint64_t *v;   /* ns */
@@ -44,6 +46,7 @@ typedef struct samples {
 
 static uv_loop_t loop;
 static redlock_client_t *client;
+static raw_client *raw;
 static const char *servers[REDLOCK_MAX_SERVERS];
 static size_t n_servers;
 static char key_base[128];
@@ -127,6 +130,9 @@ static redlock_lock_t *new_lock(const char *tag, long worker) {
 typedef struct worker {
   long id;
   redlock_lock_t *lock;
+  char key[256];           /* raw mode */
+  size_t keylen;
+  char token[48];
   uv_timer_t timer;
   uint64_t t_start;       /* ns: cycle or wait start */
   uint64_t t_acq;         /* ns: acquire done */
@@ -156,11 +162,10 @@ static void worker_done(worker *w) {
   n_active--;
 }
 
-static void on_release(redlock_lock_t *l, int status,
-                       const redlock_result *res, void *arg) {
-  worker *w = arg;
+static void do_release(worker *w);
+
+static void released(worker *w, int status) {
   uint64_t now = uv_hrtime();
-  (void)res;
   if (status != 0)
     w->errors++;
   if (cur_mode == 0 && cur_tag[0] != 'w' && status == 0)
@@ -169,8 +174,8 @@ static void on_release(redlock_lock_t *l, int status,
     push(&s_cycle, now - w->t_start);
     w->count++;
   }
-  if (cur_mode != 2) {
-    redlock_lock_free(l);
+  if (cur_mode != 2 && w->lock != NULL) {
+    redlock_lock_free(w->lock);
     w->lock = NULL;
   }
   if (cur_mode == 2) {
@@ -181,26 +186,38 @@ static void on_release(redlock_lock_t *l, int status,
   worker_cycle(w);
 }
 
+static void on_release(redlock_lock_t *l, int status,
+                       const redlock_result *res, void *arg) {
+  (void)l;
+  (void)res;
+  released(arg, status);
+}
+
+static void on_raw_released(void *arg, int ok) {
+  released(arg, ok ? 0 : REDLOCK_ENOTHELD);
+}
+
+static void do_release(worker *w) {
+  int rc = opt.raw ? raw_release(raw, w->key, w->keylen, w->token,
+                                 on_raw_released, w)
+                   : redlock_lock_release(w->lock, on_release, w);
+  if (rc != 0)
+    die("release", redlock_last_error());
+}
+
 static void on_think_done(uv_timer_t *t) {
   worker_cycle(t->data);
 }
 
 static void on_hold_done(uv_timer_t *t) {
   worker *w = t->data;
-  int rc;
   if (held_by == w->id)
     held_by = -1;
-  rc = redlock_lock_release(w->lock, on_release, w);
-  if (rc != 0)
-    die("release", redlock_last_error());
+  do_release(w);
 }
 
-static void on_acquire(redlock_lock_t *l, int status,
-                       const redlock_result *res, void *arg) {
-  worker *w = arg;
+static void acquired(worker *w, int status) {
   uint64_t now = uv_hrtime();
-  int rc;
-  (void)res;
   w->t_acq = now;
   if (status != 0) {
     w->errors++;
@@ -210,7 +227,8 @@ static void on_acquire(redlock_lock_t *l, int status,
                      (uint64_t)opt.think_ms, 0);
       return;
     }
-    redlock_lock_free(l);
+    if (w->lock != NULL)
+      redlock_lock_free(w->lock);
     w->lock = NULL;
     worker_cycle(w);
     return;
@@ -226,9 +244,18 @@ static void on_acquire(redlock_lock_t *l, int status,
     uv_timer_start(&w->timer, on_hold_done, (uint64_t)opt.hold_ms, 0);
     return;
   }
-  rc = redlock_lock_release(l, on_release, w);
-  if (rc != 0)
-    die("release", redlock_last_error());
+  do_release(w);
+}
+
+static void on_acquire(redlock_lock_t *l, int status,
+                       const redlock_result *res, void *arg) {
+  (void)l;
+  (void)res;
+  acquired(arg, status);
+}
+
+static void on_raw_acquired(void *arg, int ok) {
+  acquired(arg, ok ? 0 : REDLOCK_ETAKEN);
 }
 
 static void worker_cycle(worker *w) {
@@ -254,9 +281,30 @@ static void worker_cycle(worker *w) {
     worker_done(w);
     return;
   }
+  if (opt.raw) {
+    /* The same work a Redlock must do: a fresh key name, a token from
+     * the OS CSPRNG, the fan-out. */
+    unsigned char r[20];
+    static const char hex[] = "0123456789abcdef";
+    size_t i;
+    w->keylen = (size_t)snprintf(w->key, sizeof(w->key), "%s:%s:%ld:%lu",
+                                 key_base, cur_tag, w->id, key_seq++);
+    w->t_start = uv_hrtime();
+    uv_random(NULL, NULL, r, sizeof(r), 0, NULL);
+    for (i = 0; i < sizeof(r); i++) {
+      w->token[2 * i] = hex[r[i] >> 4];
+      w->token[2 * i + 1] = hex[r[i] & 15];
+    }
+    w->token[40] = '\0';
+    rc = raw_acquire(raw, w->key, w->keylen, w->token, opt.ttl_ms,
+                     on_raw_acquired, w);
+    if (rc != 0)
+      die("raw acquire", NULL);
+    return;
+  }
+  w->t_start = uv_hrtime();
   if (cur_mode != 2)
     w->lock = new_lock(cur_tag, w->id);
-  w->t_start = uv_hrtime();
   rc = redlock_lock_acquire(w->lock, opt.ttl_ms,
                             cur_mode == 2 ? &contend : &once, on_acquire, w);
   if (rc != 0)
@@ -356,6 +404,10 @@ static void parse(int argc, char **argv) {
     const char *f = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     int used = 0;
+    if (strcmp(f, "--raw") == 0) {
+      opt.raw = 1;
+      continue;
+    }
     if (v == NULL)
       die("missing value for", f);
     if (strcmp(f, "--impl") == 0)
@@ -414,12 +466,22 @@ int main(int argc, char **argv) {
   cfg.command_timeout_ms = (int)opt.command_timeout_ms;
   cfg.connect_timeout_ms = 2000;
   cfg.restart_guard_ms = -1;   /* the harness starts brand-new servers */
-  rc = redlock_client_new(&loop, &cfg, &client);
-  if (rc != 0)
-    die("client", redlock_last_error());
-  /* Wait (bounded) until every master is connected. */
-  {
+  if (opt.raw) {
     uint64_t end = uv_hrtime() + 5000000000ULL;
+    if (strcmp(opt.scenario, "contention") == 0)
+      die("raw mode runs latency and throughput only", NULL);
+    if (raw_client_new(&loop, servers, n_servers, &raw) != 0)
+      die("raw client", NULL);
+    while (!raw_client_ready(raw) && uv_hrtime() < end)
+      uv_run(&loop, UV_RUN_NOWAIT);
+    if (!raw_client_ready(raw))
+      die("not every master is reachable", NULL);
+  } else {
+    uint64_t end = uv_hrtime() + 5000000000ULL;
+    rc = redlock_client_new(&loop, &cfg, &client);
+    if (rc != 0)
+      die("client", redlock_last_error());
+    /* Wait (bounded) until every master is connected. */
     while (redlock_client_n_up(client) < n_servers && uv_hrtime() < end)
       uv_run(&loop, UV_RUN_NOWAIT);
     if (redlock_client_n_up(client) < n_servers)
@@ -485,9 +547,13 @@ int main(int argc, char **argv) {
     die("unknown scenario", opt.scenario);
   }
 
-  redlock_client_close(client, on_client_closed, &closed);
-  while (!closed)
-    uv_run(&loop, UV_RUN_ONCE);
+  if (opt.raw) {
+    raw_client_close(raw);
+  } else {
+    redlock_client_close(client, on_client_closed, &closed);
+    while (!closed)
+      uv_run(&loop, UV_RUN_ONCE);
+  }
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
   free(s_acq.v);

@@ -55,10 +55,15 @@ run_suite() {
   log "tests: $label"
   meson test -C "$dir" --print-errorlogs --num-processes 2 \
     --logbase "testlog-$label" "$@" || rc=$?
-  python3 - "$dir/meson-logs/testlog-$label.json" "$label" \
-    >>"$results" <<'PY'
-import json, sys
-path, label = sys.argv[1], sys.argv[2]
+  # meson appends the setup name to the log base (testlog-L-valgrind.json)
+  local log
+  log=$(ls -t "$dir"/meson-logs/testlog-"$label"*.json 2>/dev/null | head -1)
+  python3 - "${log:-missing}" "$label" "$rc" >>"$results" <<'PY'
+import json, os, sys
+path, label, rc = sys.argv[1], sys.argv[2], sys.argv[3]
+if not os.path.exists(path):
+    print(f"FAIL {label}:no-test-log (meson test exit {rc})")
+    sys.exit(0)
 for line in open(path):
     t = json.loads(line)
     r = t.get("result", "")
