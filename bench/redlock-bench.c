@@ -22,6 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hiredis.h>
+
 #include "redlock.h"
 #include "raw.h"
 
@@ -94,6 +96,19 @@ static void emit(const char *scenario, long conc, samples *s,
   qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
   for (i = 0; i < s->n; i++)
     sum += (double)s->v[i];
+  if (getenv("BENCH_SAMPLES_PREFIX") != NULL) {
+    /* Raw samples (us, sorted) for plots: PREFIX-SCENARIO.txt */
+    char path[512];
+    FILE *f;
+    snprintf(path, sizeof(path), "%s-%s.txt", getenv("BENCH_SAMPLES_PREFIX"),
+             scenario);
+    f = fopen(path, "w");
+    if (f != NULL) {
+      for (i = 0; i < s->n; i++)
+        fprintf(f, "%.1f\n", (double)s->v[i] / 1000.0);
+      fclose(f);
+    }
+  }
   printf("{\"impl\":\"%s\",\"n_servers\":%zu,\"scenario\":\"%s\","
          "\"concurrency\":%ld,\"ops\":%zu,\"p50_us\":%.1f,\"p90_us\":%.1f,"
          "\"p99_us\":%.1f,\"max_us\":%.1f,\"ops_per_s\":%.1f,"
@@ -434,6 +449,180 @@ static void parse(int argc, char **argv) {
     die("duration_s out of range", NULL);
 }
 
+/* ---- scale: many locks held at once, auto-extended ----------------------- *
+ * BENCH_HELD locks (default 100000) are acquired with auto-extension and
+ * held; then new acquisitions are timed for duration_s while the held
+ * ones keep being extended. Reports memory per held lock (RSS and the
+ * library's own heap through the allocator hooks), the extension traffic
+ * seen by the first master (INFO commandstats), and the latency of new
+ * acquisitions compared with the same measurement before the locks were
+ * taken. */
+static size_t heap_bytes;    /* library allocations, live */
+static unsigned long heap_allocs;
+
+static void *count_malloc(size_t n) {
+  size_t *p = malloc(n + sizeof(size_t) * 2);
+  if (p == NULL)
+    return NULL;
+  p[0] = n;
+  heap_bytes += n;
+  heap_allocs++;
+  return p + 2;
+}
+static void *count_calloc(size_t c, size_t n) {
+  void *p = count_malloc(c * n);
+  if (p != NULL)
+    memset(p, 0, c * n);
+  return p;
+}
+static void count_free(void *q) {
+  size_t *p = q;
+  if (p == NULL)
+    return;
+  heap_bytes -= p[-2];
+  free(p - 2);
+}
+static void *count_realloc(void *q, size_t n) {
+  size_t *p = q;
+  void *r;
+  if (p == NULL)
+    return count_malloc(n);
+  r = count_malloc(n);
+  if (r != NULL) {
+    memcpy(r, q, p[-2] < n ? p[-2] : n);
+    count_free(q);
+  }
+  return r;
+}
+
+static long rss_kb(void) {
+  long pages = 0, rss = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f == NULL)
+    return 0;
+  if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+    rss = 0;
+  fclose(f);
+  return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static long held_ok, held_pending;
+static redlock_lock_t **held;
+
+static void on_held(redlock_lock_t *l, int status, const redlock_result *r,
+                    void *arg) {
+  (void)l;
+  (void)r;
+  (void)arg;
+  held_pending--;
+  if (status == 0)
+    held_ok++;
+}
+
+static long long evalsha_calls(const char *addr) {
+  char host[64];
+  const char *colon = strrchr(addr, ':');
+  size_t hl = colon ? (size_t)(colon - addr) : 0;
+  struct timeval tv = {2, 0};
+  redisContext *c;
+  redisReply *r;
+  long long calls = -1;
+  if (colon == NULL || hl >= sizeof(host))
+    return -1;
+  memcpy(host, addr, hl);
+  host[hl] = '\0';
+  c = redisConnectWithTimeout(host, atoi(colon + 1), tv);
+  if (c == NULL || c->err) {
+    if (c != NULL)
+      redisFree(c);
+    return -1;
+  }
+  r = redisCommand(c, "INFO commandstats");
+  if (r != NULL && r->type == REDIS_REPLY_STRING) {
+    const char *p = strstr(r->str, "cmdstat_evalsha:calls=");
+    if (p != NULL)
+      calls = strtoll(p + 22, NULL, 10);
+  }
+  if (r != NULL)
+    freeReplyObject(r);
+  redisFree(c);
+  return calls;
+}
+
+static void run_scale(void) {
+  const char *env = getenv("BENCH_HELD");
+  long n = env != NULL ? atol(env) : 100000;
+  long rss0, rss1;
+  size_t heap0, heap1;
+  long long ev0, ev1;
+  uint64_t t0, t1;
+  char extra[512];
+  samples before, during;
+  long i;
+  redlock_acquire_opts ae = {.wait_ms = -1, .auto_extend = 1};
+  if (n < 1 || n > 1000000)
+    die("BENCH_HELD out of range", NULL);
+  held = calloc((size_t)n, sizeof(*held));
+  if (held == NULL)
+    die("out of memory", NULL);
+  /* Latency of new acquisitions with nothing held. */
+  latency_left = opt.iters;
+  memset(&s_acq, 0, sizeof(s_acq));
+  run_workers(1, 0, "before", (double)opt.max_seconds);
+  before = s_acq;
+  memset(&s_acq, 0, sizeof(s_acq));
+  memset(&s_rel, 0, sizeof(s_rel));
+
+  rss0 = rss_kb();
+  heap0 = heap_bytes;
+  t0 = uv_hrtime();
+  for (i = 0; i < n; i++) {
+    char key[128];
+    int k = snprintf(key, sizeof(key), "%s:held:%ld", key_base, i);
+    if (redlock_lock_new(client, key, (size_t)k, &held[i]) != 0)
+      die("lock_new", redlock_last_error());
+    held_pending++;
+    if (redlock_lock_acquire(held[i], opt.ttl_ms, &ae, on_held, NULL) != 0)
+      die("acquire", redlock_last_error());
+    while (held_pending > 256)   /* at most 256 in flight */
+      uv_run(&loop, UV_RUN_ONCE);
+  }
+  while (held_pending > 0)
+    uv_run(&loop, UV_RUN_ONCE);
+  t1 = uv_hrtime();
+  rss1 = rss_kb();
+  heap1 = heap_bytes;
+  fprintf(stderr, "[%s] scale: %ld of %ld held after %.1f s; RSS +%ld kB, "
+                  "library heap +%zu bytes\n",
+          opt.impl, held_ok, n, (t1 - t0) / 1e9, rss1 - rss0, heap1 - heap0);
+
+  /* New acquisitions while they are held and extended. */
+  ev0 = evalsha_calls(servers[0]);
+  t0 = uv_hrtime();
+  latency_left = opt.iters;
+  run_workers(1, 0, "during", opt.duration_s);
+  during = s_acq;
+  t1 = uv_hrtime();
+  ev1 = evalsha_calls(servers[0]);
+  snprintf(extra, sizeof(extra),
+           "\"held\":%ld,\"rss_kb_per_1000_held\":%.1f,"
+           "\"heap_bytes_per_held\":%.0f,"
+           "\"extend_calls_per_s_per_master\":%.0f,"
+           "\"p50_us_before\":%.1f,\"p99_us_before\":%.1f",
+           held_ok, held_ok ? 1000.0 * (double)(rss1 - rss0) / held_ok : 0,
+           held_ok ? (double)(heap1 - heap0) / held_ok : 0,
+           ev0 >= 0 && ev1 >= 0 ? (double)(ev1 - ev0) * 1e9 / (t1 - t0) : -1,
+           (qsort(before.v, before.n, sizeof(*before.v), cmp_u64),
+            pct_us(&before, 50)),
+           pct_us(&before, 99));
+  emit("x_scale_acquire_while_held", 1, &during,
+       during.n ? during.n * 1e9 / (double)(t1 - t0) : 0, extra);
+  for (i = 0; i < n; i++)
+    redlock_lock_free(held[i]);   /* releases in the background */
+  free(held);
+  free(before.v);
+}
+
 static void on_client_closed(redlock_client_t *c, void *arg) {
   (void)c;
   *(int *)arg = 1;
@@ -447,6 +636,9 @@ int main(int argc, char **argv) {
   int rc;
 
   parse(argc, argv);
+  if (strcmp(opt.scenario, "scale") == 0 || getenv("BENCH_COUNT_ALLOCS"))
+    redlock_replace_allocator(count_malloc, count_realloc, count_calloc,
+                              count_free);
   list = strdup(opt.servers);
   if (list == NULL)
     die("out of memory", NULL);
@@ -495,10 +687,17 @@ int main(int argc, char **argv) {
   if (strcmp(opt.scenario, "latency") == 0) {
     uint64_t sum = 0;
     size_t i;
-    char extra[64];
+    char extra[128];
+    unsigned long allocs0 = heap_allocs;
     latency_left = opt.iters;
     run_workers(1, 0, "lat", (double)opt.max_seconds);
-    snprintf(extra, sizeof(extra), "\"errors\":%lu", workers[0].errors);
+    if (getenv("BENCH_COUNT_ALLOCS") != NULL && s_acq.n > 0)
+      snprintf(extra, sizeof(extra),
+               "\"errors\":%lu,\"lib_allocs_per_cycle\":%.2f",
+               workers[0].errors,
+               (double)(heap_allocs - allocs0) / (double)s_acq.n);
+    else
+      snprintf(extra, sizeof(extra), "\"errors\":%lu", workers[0].errors);
     for (i = 0; i < s_acq.n; i++)
       sum += s_acq.v[i];
     emit("latency_acquire", 1, &s_acq, sum ? s_acq.n * 1e9 / sum : 0, extra);
@@ -517,6 +716,8 @@ int main(int argc, char **argv) {
              errors, el / 1e9);
     emit("throughput", opt.concurrency, &s_cycle,
          el ? s_cycle.n * 1e9 / (double)el : 0, extra);
+  } else if (strcmp(opt.scenario, "scale") == 0) {
+    run_scale();
   } else if (strcmp(opt.scenario, "contention") == 0) {
     uint64_t el = run_workers(opt.workers, 2, "ct", opt.duration_s);
     double sum = 0, sum2 = 0;

@@ -43,6 +43,8 @@ static int wait_exit(pid_t pid, uint64_t timeout_ms) {
   }
 }
 
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static int sh(const char *fmt, ...) {
   char cmd[2048];
   va_list ap;

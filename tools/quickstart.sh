@@ -44,7 +44,7 @@ build() {
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" --werror "$@" >/dev/null
   fi
-  ninja -C "$dir" >/dev/null
+  ninja -C "$dir" >"$dir.log" 2>&1 || { cat "$dir.log"; exit 1; }
 }
 
 # Runs `meson test` with the given args in a build dir and appends the
@@ -117,10 +117,7 @@ case "$cmd" in
     run_suite build-asan asan --suite unit --suite redis --suite fault
     run_suite build valgrind --setup valgrind --suite redis
     run_suite build slow --suite slow
-    if [ ! -f build-fuzz/build.ninja ]; then
-      CC=clang meson setup build-fuzz --werror -Dfuzz=true >/dev/null
-    fi
-    ninja -C build-fuzz >/dev/null
+    CC=clang build build-fuzz -Dfuzz=true
     run_suite build-fuzz fuzz --suite fuzz
     log "compose file: docker-compose config"
     if docker-compose -f cluster-compose/docker-compose.yml config -q &&

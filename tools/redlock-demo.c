@@ -205,6 +205,8 @@ static uint64_t pct(const uint64_t *v, size_t n, double p) {
   return v[i - 1];
 }
 
+static void usage(void) __attribute__((noreturn));
+
 static void usage(void) {
   fprintf(stderr,
           "usage: redlock-demo --servers H:P,... [--workers N] "

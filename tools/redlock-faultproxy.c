@@ -441,6 +441,8 @@ static void on_ctl_accept(uv_stream_t *srv, int status) {
   uv_read_start((uv_stream_t *)&c->tcp, on_ctl_alloc, on_ctl_read);
 }
 
+static void usage(void) __attribute__((noreturn));
+
 static void usage(void) {
   fprintf(stderr, "usage: redlock-faultproxy --control PORT "
                   "LPORT:UHOST:UPORT [LPORT:UHOST:UPORT...]\n");
@@ -461,7 +463,7 @@ int main(int argc, char **argv) {
   for (i = 3; i < argc; i++) {
     proxy *px;
     char host[64];
-    int lport, uport;
+    int lport = 0, uport = 0;
     if (n_proxies == MAX_PROXIES ||
         sscanf(argv[i], "%d:%63[^:]:%d", &lport, host, &uport) != 3)
       usage();

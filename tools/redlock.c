@@ -106,6 +106,9 @@ static redlock_lock_t *lock;
 static const char *key;
 static int exit_code = EXIT_FAIL;
 
+static void usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+
 static void usage_error(const char *fmt, ...) {
   va_list ap;
   fprintf(stderr, "redlock: ");
