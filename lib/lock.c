@@ -267,7 +267,7 @@ static void lock_check(redlock_lock_t *l, redlock__ns now) {
 
 /* ---- auto-extension (the watchdog) ---------------------------------------
  *
- *   HELD --ttl/3--> extend round --ok--> HELD (again in ttl/3)
+ *   HELD --ttl/3 (- up to ttl/10)--> extend round --ok--> HELD (again)
  *                       | majority says not ours --> lost(ENOTHELD)
  *                       | failed (no quorum, expired) --> retry in
  *                       |   min(ttl/10 clamped to 5..500 ms, validity left)
@@ -317,7 +317,12 @@ static void wd_stop(redlock_lock_t *l) {
 static void wd_after_extend(redlock_lock_t *l, int status, int internal) {
   int64_t left_ms;
   if (status == 0) {
-    wd_arm(l, l->ttl_ms / 3);
+    /* ttl/3, minus up to a tenth of the ttl at random: locks taken
+     * together do not all renew in the same loop turn. */
+    int64_t spread = l->ttl_ms / 10 + 1;
+    wd_arm(l, l->ttl_ms / 3 -
+                  (int64_t)(redlock__prng_next(&l->client->prng) %
+                            (uint64_t)spread));
     return;
   }
   if (status == REDLOCK_ENOTHELD) {

@@ -201,6 +201,12 @@ static redisContext *connect_to(const harness_server *s) {
     return NULL;
   }
   redisSetTimeout(c, tv);
+  if (s->admin_user != NULL) {
+    redisReply *r = redisCommand(c, "AUTH %s %s", s->admin_user,
+                                 s->admin_pass);
+    if (r != NULL)
+      freeReplyObject(r);
+  }
   return c;
 }
 
@@ -212,7 +218,9 @@ static int ping_ok(const harness_server *s) {
     return 0;
   r = redisCommand(c, "PING");
   if (r != NULL) {
-    ok = r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+    /* NOAUTH still proves the server is up. */
+    ok = (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
+         (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0);
     freeReplyObject(r);
   }
   redisFree(c);
@@ -241,7 +249,12 @@ static int spawn_server(harness_server *s) {
       dup2(fd, 2);
       close(fd);
     }
-    if (s->appendonly)
+    if (s->acl_user != NULL)
+      execl(exe, exe, "--port", port, "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", s->dir, "--daemonize", "no",
+            "--protected-mode", "no", "--user", s->acl_user, "--user",
+            "default off", (char *)NULL);
+    else if (s->appendonly)
       execl(exe, exe, "--port", port, "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "yes", "--appendfsync", "always", "--dir",
             s->dir, "--daemonize", "no", "--enable-debug-command", "local",
@@ -292,9 +305,12 @@ void harness_start(harness_server *srv, int n) {
   for (i = 0; i < n; i++) {
     harness_server *s = &srv[i];
     int tries;
-    int appendonly = s->appendonly;
+    harness_server keep = *s;
     memset(s, 0, sizeof(*s));
-    s->appendonly = appendonly;
+    s->appendonly = keep.appendonly;
+    s->acl_user = keep.acl_user;
+    s->admin_user = keep.admin_user;
+    s->admin_pass = keep.admin_pass;
     snprintf(s->dir, sizeof(s->dir), "%s/redlock-test-XXXXXX",
              tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
     if (mkdtemp(s->dir) == NULL)

@@ -69,6 +69,10 @@ typedef struct harness_server {
   int paused;          /* 1 while SIGSTOPped */
   char dir[256];       /* private temp dir (for AOF when enabled) */
   int appendonly;      /* start with --appendonly yes --appendfsync always */
+  const char *acl_user;  /* if set: "--user <acl_user>" (an ACL rule line);
+                            admin commands then AUTH as admin_user/pass */
+  const char *admin_user;
+  const char *admin_pass;
 } harness_server;
 
 /* Path of redis-server, or NULL when absent (tests then exit TEST_SKIP).
