@@ -249,12 +249,33 @@ static int spawn_server(harness_server *s) {
       dup2(fd, 2);
       close(fd);
     }
-    if (s->acl_user != NULL)
-      execl(exe, exe, "--port", port, "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", s->dir, "--daemonize", "no",
-            "--protected-mode", "no", "--user", s->acl_user, "--user",
-            "default off", (char *)NULL);
-    else if (s->appendonly)
+    if (s->acl_user != NULL) {
+      /* An ACL rule line is several words: one argv element each. */
+      char *args[48];
+      char rule[256];
+      int k = 0;
+      snprintf(rule, sizeof(rule), "%s", s->acl_user);
+      args[k++] = (char *)exe;
+      args[k++] = "--port";
+      args[k++] = port;
+      args[k++] = "--bind";
+      args[k++] = "127.0.0.1";
+      args[k++] = "--save";
+      args[k++] = "";
+      args[k++] = "--dir";
+      args[k++] = s->dir;
+      args[k++] = "--protected-mode";
+      args[k++] = "no";
+      args[k++] = "--user";
+      for (char *w = strtok(rule, " "); w != NULL && k < 40;
+           w = strtok(NULL, " "))
+        args[k++] = w;
+      args[k++] = "--user";
+      args[k++] = "default";
+      args[k++] = "off";
+      args[k] = NULL;
+      execv(exe, args);
+    } else if (s->appendonly)
       execl(exe, exe, "--port", port, "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "yes", "--appendfsync", "always", "--dir",
             s->dir, "--daemonize", "no", "--enable-debug-command", "local",
