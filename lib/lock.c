@@ -453,6 +453,22 @@ static void lock_deliver(redlock_lock_t *l) {
   lock_unref(l);   /* the operation's reference */
 }
 
+/* One round of `kind` for `op` (extend, release, inspect): the callback
+ * runs once, never from inside the caller's public call. */
+static void lock_start_round(redlock_lock_t *l, redlock__op op,
+                             redlock__req_kind kind, redlock_lock_cb cb,
+                             void *arg) {
+  l->op = op;
+  l->cb = cb;
+  l->cb_arg = arg;
+  l->refs++;   /* the operation's */
+  l->attempts = 1;
+  l->client->in_api++;
+  lock_fanout(l, kind);
+  lock_check(l, uv_hrtime());
+  l->client->in_api--;
+}
+
 /* ---- public API ----------------------------------------------------------- */
 
 static int lock_usable(const redlock_lock_t *l, const char *fn) {
@@ -640,16 +656,8 @@ int redlock_lock_extend(redlock_lock_t *l, int64_t ttl_ms, redlock_lock_cb cb,
     return redlock__fail(REDLOCK_ENOTHELD,
                          "redlock_lock_extend: the lock is not held "
                          "(never acquired, released, lost or expired)");
-  l->op = REDLOCK__OP_EXTEND;
-  l->cb = cb;
-  l->cb_arg = arg;
-  l->refs++;
   l->ttl_ms = ttl_ms;
-  l->attempts = 1;
-  l->client->in_api++;
-  lock_fanout(l, REDLOCK__REQ_EXTEND);
-  lock_check(l, uv_hrtime());
-  l->client->in_api--;
+  lock_start_round(l, REDLOCK__OP_EXTEND, REDLOCK__REQ_EXTEND, cb, arg);
   return 0;
 }
 
@@ -660,23 +668,15 @@ int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   rc = lock_usable(l, "redlock_lock_release");
   if (rc != 0)
     return rc;
-  l->auto_extend = 0;
-  uv_timer_stop(&l->wd_timer);
   if (l->state != REDLOCK__LOCK_HELD && l->state != REDLOCK__LOCK_LOST &&
       l->state != REDLOCK__LOCK_ADOPTED)
     return redlock__fail(REDLOCK_ENOTHELD,
                          "redlock_lock_release: the lock is not held");
-  l->op = REDLOCK__OP_RELEASE;
-  l->cb = cb;
-  l->cb_arg = arg;
-  l->refs++;
-  l->attempts = 1;
+  l->auto_extend = 0;
+  uv_timer_stop(&l->wd_timer);
   l->state = REDLOCK__LOCK_RELEASED;
   l->valid_until = 0;
-  l->client->in_api++;
-  lock_fanout(l, REDLOCK__REQ_RELEASE);
-  lock_check(l, uv_hrtime());
-  l->client->in_api--;
+  lock_start_round(l, REDLOCK__OP_RELEASE, REDLOCK__REQ_RELEASE, cb, arg);
   return 0;
 }
 
@@ -687,15 +687,7 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   if (cb == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_inspect: callback is NULL");
-  l->op = REDLOCK__OP_INSPECT;
-  l->cb = cb;
-  l->cb_arg = arg;
-  l->refs++;
-  l->attempts = 1;
-  l->client->in_api++;
-  lock_fanout(l, REDLOCK__REQ_INSPECT);
-  lock_check(l, uv_hrtime());
-  l->client->in_api--;
+  lock_start_round(l, REDLOCK__OP_INSPECT, REDLOCK__REQ_INSPECT, cb, arg);
   return 0;
 }
 
