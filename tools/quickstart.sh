@@ -35,6 +35,16 @@ need_pkgs() {
   fi
 }
 
+# Installs what is available of an optional list (names differ between
+# Debian and Ubuntu releases); never fails.
+want_pkgs() {
+  local p have=()
+  for p in "$@"; do
+    apt-cache show "$p" >/dev/null 2>&1 && have+=("$p")
+  done
+  [ ${#have[@]} -eq 0 ] || need_pkgs "${have[@]}" || true
+}
+
 base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev
            redis-server redis-tools python3)
 test_pkgs=(clang valgrind docker-compose iptables iproute2)
@@ -109,6 +119,7 @@ case "$cmd" in
     ;;
   test)
     need_pkgs "${base_pkgs[@]}" "${test_pkgs[@]}"
+    want_pkgs libclang-rt-dev   # libFuzzer's runtime (Debian 12: separate)
     results=$(mktemp)
     trap 'rm -f "$results"' EXIT
     build build
@@ -117,8 +128,13 @@ case "$cmd" in
     run_suite build-asan asan --suite unit --suite redis --suite fault
     run_suite build valgrind --setup valgrind --suite redis
     run_suite build slow --suite slow
-    CC=clang build build-fuzz -Dfuzz=true
-    run_suite build-fuzz fuzz --suite fuzz
+    if echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
+       clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
+      CC=clang build build-fuzz -Dfuzz=true
+      run_suite build-fuzz fuzz --suite fuzz
+    else
+      echo "SKIP fuzz:no-libfuzzer-runtime" >>"$results"
+    fi
     log "compose file: docker-compose config"
     if docker-compose -f cluster-compose/docker-compose.yml config -q &&
        python3 -c 'import json,sys; json.load(open(sys.argv[1]))' \
