@@ -223,6 +223,12 @@ typedef struct redlock_acquire_opts {
    * NULL (then poll redlock_lock_is_lost). */
   redlock_lost_cb on_lost;
   void *lost_arg;
+  /* Fencing token (opt-in, one extra round trip): each acquisition gets a
+   * number that strictly increases across holders of the resource, for
+   * the protected resource to reject stale writers. Kept in the key
+   * "<key>:fence" on every master: run masters with appendonly +
+   * appendfsync always, or a restarted master can hand out an old number. */
+  int fence;
 } redlock_acquire_opts;
 
 /* Creates a handle for `resource` (binary-safe, 1..REDLOCK_MAX_KEY bytes
@@ -286,6 +292,8 @@ REDLOCK_EXTERN int redlock_lock_adopt(redlock_lock_t *lock,
 REDLOCK_EXTERN int64_t redlock_lock_validity_ms(const redlock_lock_t *lock);
 /* 1 if acquired and the validity has not run out, else 0. */
 REDLOCK_EXTERN int redlock_lock_is_held(const redlock_lock_t *lock);
+/* The fencing token of the current acquisition (opts.fence); 0 if none. */
+REDLOCK_EXTERN uint64_t redlock_lock_fence(const redlock_lock_t *lock);
 /* 1 if the lock was lost while held (see on_lost), until the next acquire. */
 REDLOCK_EXTERN int redlock_lock_is_lost(const redlock_lock_t *lock);
 /* The token of the current (or last) attempt, NUL-terminated hex. */

@@ -88,7 +88,9 @@ typedef enum {
   REDLOCK__REQ_RELEASE,       /* release script: a vote */
   REDLOCK__REQ_CLEANUP,       /* release script, no vote (failed attempt,
                                  freed handle, closing client) */
-  REDLOCK__REQ_INSPECT        /* read value + pttl: YES held, NO free */
+  REDLOCK__REQ_INSPECT,       /* read value + pttl: YES held, NO free */
+  REDLOCK__REQ_ACQUIRE_FENCED,/* SET NX PX + INCR <key>:fence: YES(n) */
+  REDLOCK__REQ_FENCE          /* counter = max(counter, T) where ours */
 } redlock__req_kind;
 
 typedef struct redlock__node redlock__node;
@@ -293,6 +295,14 @@ struct redlock_lock_s {
   void *lost_arg;
   uv_timer_t wd_timer;          /* next extension, retry, or expiry */
   int handles_open;             /* timers not yet closed */
+  /* Fencing (opts.fence): */
+  int want_fence;
+  int fence_phase;              /* 0 acquire round, 1 fence round */
+  uint64_t fence_max;           /* T: max counter among the yes votes */
+  uint64_t fence;               /* the current acquisition's token */
+  redlock__ns acquire_start;    /* validity counts from the first round */
+  char *fence_key;              /* key + ":fence" */
+  size_t fence_keylen;
   redlock_node_result *results; /* n entries */
   char *errbufs;                /* n * REDLOCK__ERRSTR_LEN */
 };

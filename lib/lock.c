@@ -89,7 +89,8 @@ static int lock_send(redlock_lock_t *l, unsigned i, redlock__req_kind kind) {
     return REDLOCK_ENOMEM;
   req->lock = l;
   req->kind = (uint8_t)kind;
-  req->ttl_ms = l->ttl_ms;
+  req->ttl_ms = kind == REDLOCK__REQ_FENCE ? (int64_t)l->fence_max
+                                          : l->ttl_ms;
   req->heal = (uint8_t)l->heal;
   req->round = l->round;
   memcpy(req->token, l->token, sizeof(req->token));
@@ -197,6 +198,8 @@ static void lock_retry_or_fail(redlock_lock_t *l, int status,
   lock_complete(l, status);
 }
 
+static void lock_fence_round(redlock_lock_t *l);
+
 /* Steps 3 and 4: decide as early as the votes allow. */
 static void lock_check(redlock_lock_t *l, redlock__ns now) {
   redlock_client_t *c = l->client;
@@ -218,12 +221,23 @@ static void lock_check(redlock_lock_t *l, redlock__ns now) {
   l->decided = 1;
   l->result_elapsed_us = (now - l->round_start) / REDLOCK__NS_PER_US;
   l->result_validity_ms = 0;
-  deadline = redlock__validity_deadline(l->round_start, l->ttl_ms,
-                                        c->drift_factor);
+  deadline = redlock__validity_deadline(
+      l->op == REDLOCK__OP_ACQUIRE ? l->acquire_start : l->round_start,
+      l->ttl_ms, c->drift_factor);
   left = redlock__validity_left(deadline, now);
   switch (l->op) {
     case REDLOCK__OP_ACQUIRE:
+      if (l->want_fence && l->fence_phase == 0 &&
+          st == REDLOCK__ROUND_REACHED && left > 0) {
+        /* Fencing, second round: raise the counter to T where we hold
+         * the key; a quorum of them makes T visible to any later holder.
+         * The validity still counts from the first round. */
+        lock_fence_round(l);
+        lock_check(l, uv_hrtime());
+        return;
+      }
       if (st == REDLOCK__ROUND_REACHED && left > 0) {
+        l->fence = l->want_fence ? l->fence_max : 0;
         l->state = REDLOCK__LOCK_HELD;
         l->valid_until = deadline;
         l->result_validity_ms = left / (int64_t)REDLOCK__NS_PER_MS;
@@ -232,7 +246,9 @@ static void lock_check(redlock_lock_t *l, redlock__ns now) {
         lock_complete(l, 0);
         return;
       }
-      lock_cleanup(l, 0);
+      /* After the fence round the first round's votes are gone: release
+       * on every master. */
+      lock_cleanup(l, l->fence_phase == 1);
       lock_retry_or_fail(l, st == REDLOCK__ROUND_REACHED ? REDLOCK_EEXPIRED
                             : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ETAKEN
                                                            : REDLOCK_ENOQUORUM,
@@ -378,6 +394,35 @@ static void on_wd_timer(uv_timer_t *t) {
     wd_arm(l, left / (int64_t)REDLOCK__NS_PER_MS + 1);
 }
 
+/* The fence round goes to the masters that said yes; the others count as
+ * errors at once (we do not hold the key there). */
+static void lock_fence_round(redlock_lock_t *l) {
+  redlock_client_t *c = l->client;
+  int yes[REDLOCK_MAX_SERVERS];
+  unsigned i;
+  for (i = 0; i < c->n; i++)
+    yes[i] = l->results[i].vote == REDLOCK_VOTE_YES;
+  l->fence_phase = 1;
+  l->round++;
+  l->yes = 0;
+  l->no = 0;
+  l->err = 0;
+  l->decided = 0;
+  l->round_start = uv_hrtime();
+  for (i = 0; i < c->n; i++) {
+    int rc = REDLOCK_ENOTHELD;
+    l->results[i].vote = REDLOCK_VOTE_NONE;
+    l->results[i].error = 0;
+    l->results[i].latency_us = 0;
+    errbuf(l, i)[0] = '\0';
+    if (yes[i])
+      rc = lock_send(l, i, REDLOCK__REQ_FENCE);
+    if (rc != 0)
+      set_result(l, i, REDLOCK_VOTE_ERR, rc,
+                 yes[i] ? "not connected" : "no key of ours here", 0);
+  }
+}
+
 static void lock_attempt(redlock_lock_t *l) {
   int rc;
   l->attempts++;
@@ -387,7 +432,12 @@ static void lock_attempt(redlock_lock_t *l) {
     lock_complete(l, rc);
     return;
   }
-  lock_fanout(l, REDLOCK__REQ_ACQUIRE);
+  l->fence_phase = 0;
+  l->fence_max = 0;
+  l->fence = 0;
+  lock_fanout(l, l->want_fence ? REDLOCK__REQ_ACQUIRE_FENCED
+                               : REDLOCK__REQ_ACQUIRE);
+  l->acquire_start = l->round_start;
   lock_check(l, uv_hrtime());
 }
 
@@ -398,10 +448,13 @@ void redlock__lock_on_vote(redlock__req *req, redlock_vote_t vote, int error,
   unsigned idx = req->node->index;
   redlock__ns sent = req->sent_ns;
   int counts = req->kind != REDLOCK__REQ_CLEANUP && req->round == l->round;
+  int req_kind = req->kind;
   redlock_client_t *c = l->client;
   char why[128];
   if (counts && vote == REDLOCK_VOTE_YES &&
-      req->kind == REDLOCK__REQ_ACQUIRE && c->restart_guard_ms >= 0) {
+      (req->kind == REDLOCK__REQ_ACQUIRE ||
+       req->kind == REDLOCK__REQ_ACQUIRE_FENCED) &&
+      c->restart_guard_ms >= 0) {
     /* Restart guard: a master that may have lost its keys recently must
      * not help grant a lock that someone else may still hold. */
     int64_t window = c->restart_guard_ms > 0 ? c->restart_guard_ms
@@ -420,6 +473,10 @@ void redlock__lock_on_vote(redlock__req *req, redlock_vote_t vote, int error,
   if (counts && l->results[idx].vote == REDLOCK_VOTE_NONE) {
     set_result(l, idx, vote, error, errstr,
                (now - sent) / REDLOCK__NS_PER_US);
+    if (vote == REDLOCK_VOTE_YES &&
+        req_kind == REDLOCK__REQ_ACQUIRE_FENCED && pttl > 0 &&
+        (uint64_t)pttl > l->fence_max)
+      l->fence_max = (uint64_t)pttl;   /* the counter it returned */
     if (l->op == REDLOCK__OP_INSPECT && error == 0) {
       /* errstr carried the key's value: show it as the holder. */
       l->results[idx].holder = l->results[idx].errstr;
@@ -516,7 +573,7 @@ int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
   keylen = c->key_prefix_len + len;
   /* One block: handle, per-node results, per-node error text, key. */
   size = sizeof(*l) + c->n * sizeof(redlock_node_result) +
-         c->n * REDLOCK__ERRSTR_LEN + keylen + 1;
+         c->n * REDLOCK__ERRSTR_LEN + keylen + 1 + keylen + 7;
   l = redlock__calloc(1, size);
   if (l == NULL)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
@@ -531,6 +588,10 @@ int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
   memcpy(l->key + c->key_prefix_len, resource, len);
   l->key[keylen] = '\0';
   l->keylen = keylen;
+  l->fence_key = l->key + keylen + 1;   /* "<key>:fence" */
+  memcpy(l->fence_key, l->key, keylen);
+  memcpy(l->fence_key + keylen, ":fence", 7);
+  l->fence_keylen = keylen + 6;
   for (unsigned i = 0; i < c->n; i++) {
     l->results[i].server = c->nodes[i].uri.display;
     l->results[i].errstr = errbuf(l, i);
@@ -617,6 +678,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   else if (opts->wait_ms > 0)
     l->wait_deadline =
         uv_hrtime() + (redlock__ns)opts->wait_ms * REDLOCK__NS_PER_MS;
+  l->want_fence = opts->fence != 0;
   l->auto_extend = opts->auto_extend != 0;
   l->heal = opts->heal != 0;
   l->lost_cb = opts->on_lost;
@@ -755,6 +817,10 @@ int redlock_lock_is_held(const redlock_lock_t *l) {
   if (l == NULL || l->state != REDLOCK__LOCK_HELD || l->valid_until == 0)
     return 0;
   return redlock__validity_left(l->valid_until, uv_hrtime()) > 0;
+}
+
+uint64_t redlock_lock_fence(const redlock_lock_t *l) {
+  return l != NULL ? l->fence : 0;
 }
 
 int redlock_lock_is_lost(const redlock_lock_t *l) {

@@ -48,6 +48,18 @@ static const char extend_script[] =
 static const char inspect_script[] =
     "return {redis.call('get',KEYS[1]) or '', redis.call('pttl',KEYS[1])}";
 
+/* Fencing (DESIGN 5): the acquire also increments the resource's counter;
+ * the second round raises the counter to T on the masters where we hold
+ * the lock, so any later holder's majority meets a counter >= T. */
+static const char fenced_acquire_script[] =
+    "if redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then "
+    "return redis.call('incr',KEYS[2]) end return false";
+static const char fence_script[] =
+    "if redis.call('get',KEYS[1]) == ARGV[1] then "
+    "local c = tonumber(redis.call('get',KEYS[2]) or '0') "
+    "if c < tonumber(ARGV[2]) then redis.call('set',KEYS[2],ARGV[2]) end "
+    "return 1 end return 0";
+
 static void node_connect(redlock__node *n);
 static void node_schedule_reconnect(redlock__node *n);
 static void node_finish_close(redlock__node *n);
@@ -69,6 +81,26 @@ static int node_write(redlock__node *n, redlock__req *req) {
   const char *sha;
   int ttl_len = snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 
+  if (req->kind == REDLOCK__REQ_ACQUIRE_FENCED ||
+      req->kind == REDLOCK__REQ_FENCE) {
+    argv[0] = "EVAL";
+    argv[1] = req->kind == REDLOCK__REQ_FENCE ? fence_script
+                                               : fenced_acquire_script;
+    argv[2] = "2";
+    argv[3] = l->key;
+    argv[4] = l->fence_key;
+    argv[5] = req->token;
+    argv[6] = ttl;   /* the ttl, or T for the fence round */
+    for (int i = 0; i < 7; i++)
+      len[i] = strlen(argv[i]);
+    len[3] = l->keylen;
+    len[4] = l->fence_keylen;
+    if (redisAsyncCommandArgv(n->ac, on_req_reply, req, 7, argv, len) !=
+        REDIS_OK)
+      return REDLOCK_EIO;
+    req->written = 1;
+    return 0;
+  }
   if (req->kind == REDLOCK__REQ_INSPECT) {
     argv[0] = "EVAL";
     argv[1] = inspect_script;
@@ -221,6 +253,19 @@ void redlock__classify(int kind, const struct redisReply *r,
     *error = 0;
     return;
   }
+  if (kind == REDLOCK__REQ_ACQUIRE_FENCED) {
+    if (r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+      *vote = REDLOCK_VOTE_YES;
+      *pttl = r->integer;   /* the counter */
+    } else if (r->type == REDIS_REPLY_NIL) {
+      *vote = REDLOCK_VOTE_NO;
+    } else {
+      return;
+    }
+    *error = 0;
+    *errstr = "";
+    return;
+  }
   if (kind == REDLOCK__REQ_ACQUIRE) {
     if (r->type == REDIS_REPLY_STATUS && r->len == 2 &&
         memcmp(r->str, "OK", 2) == 0) {
@@ -266,11 +311,15 @@ static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv) {
       redlock__strlcpy(buf, n->errstr, sizeof(buf));
     }
     errstr = buf;
-    if (req->kind == REDLOCK__REQ_ACQUIRE && error != REDLOCK_ECANCELED)
+    if ((req->kind == REDLOCK__REQ_ACQUIRE ||
+         req->kind == REDLOCK__REQ_ACQUIRE_FENCED) &&
+        error != REDLOCK_ECANCELED)
       node_abandon(n, req, now);
   } else if (r->type == REDIS_REPLY_ERROR && !req->evalsha_fallback &&
              req->kind != REDLOCK__REQ_ACQUIRE &&
              req->kind != REDLOCK__REQ_INSPECT &&
+             req->kind != REDLOCK__REQ_ACQUIRE_FENCED &&
+             req->kind != REDLOCK__REQ_FENCE &&
              strncmp(r->str, "NOSCRIPT", 8) == 0 && n->ac == ac) {
     /* The script cache was flushed: resend this call as EVAL (which also
      * caches it again). It goes to the tail; its deadline is kept. */

@@ -151,6 +151,19 @@ int main(int argc, char **argv) {
   ASSERT_EQ(sh("%s run cli-run -- /nonexistent/cmd 2>/dev/null", cli),
             127);
 
+  /* --fence: the command sees REDLOCK_FENCE, increasing run to run. */
+  {
+    char f1[64], f2[64];
+    ASSERT_EQ(sh("%s run --fence cli-fence -- sh -c 'echo $REDLOCK_FENCE' "
+                 "> %s", cli, out), 0);
+    read_file(out, f1, sizeof(f1));
+    ASSERT_EQ(sh("%s run --fence cli-fence -- sh -c 'echo $REDLOCK_FENCE' "
+                 "> %s", cli, out), 0);
+    read_file(out, f2, sizeof(f2));
+    ASSERT_GT(strtoll(f1, NULL, 10), 0);
+    ASSERT_GT(strtoll(f2, NULL, 10), strtoll(f1, NULL, 10));
+  }
+
   /* Two runs on one key serialize: their start/end lines never
    * interleave. */
   {

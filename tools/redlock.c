@@ -33,11 +33,13 @@ static const char usage_text[] =
     "A distributed lock over N independent Redis masters (Redlock).\n"
     "\n"
     "Commands:\n"
-    "  run [--ttl D] [--wait D] [--heal] [--grace D] KEY -- CMD [ARGS...]\n"
+    "  run [--ttl D] [--wait D] [--heal] [--fence] [--grace D] KEY -- CMD...\n"
     "        hold KEY while CMD runs (extended automatically); forward\n"
     "        SIGINT/SIGTERM/SIGHUP to CMD; exit with CMD's status. If the\n"
     "        lock is lost, CMD gets SIGTERM, then SIGKILL after the grace\n"
-    "        period (default 10s). CMD sees REDLOCK_KEY and REDLOCK_TOKEN.\n"
+    "        period (default 10s). CMD sees REDLOCK_KEY and REDLOCK_TOKEN;\n"
+    "        with --fence also REDLOCK_FENCE, a number that strictly\n"
+    "        increases across holders (masters need appendonly).\n"
     "  acquire [--ttl D] [--wait D] KEY\n"
     "        acquire and print the token (for scripts; not extended)\n"
     "  extend [--ttl D] KEY TOKEN    extend a lock held under TOKEN\n"
@@ -96,9 +98,10 @@ static struct {
   int64_t wait_ms;      /* -1: forever */
   int wait_given;
   int heal;
+  int fence;
   int64_t grace_ms;
   const char *token;
-} opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 10000, NULL};
+} opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 10000, NULL};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -215,6 +218,9 @@ static void report_result(const char *what, int status,
       json_str(redlock_lock_token(lock));
       printf(",\"validity_ms\":%lld",
              (long long)redlock_lock_validity_ms(lock));
+      if (redlock_lock_fence(lock) != 0)
+        printf(",\"fence\":%llu",
+               (unsigned long long)redlock_lock_fence(lock));
     }
     printf(",\"yes\":%u,\"no\":%u,\"err\":%u,", r->yes, r->no, r->err);
     json_nodes(r);
@@ -257,7 +263,10 @@ static void on_acquire_cmd(redlock_lock_t *l, int status,
   (void)arg;
   report_result("acquire", status, r);
   if (status == 0) {
-    if (!opt.json)
+    if (!opt.json && opt.fence)
+      printf("%s %llu\n", redlock_lock_token(l),
+             (unsigned long long)redlock_lock_fence(l));
+    else if (!opt.json)
       printf("%s\n", redlock_lock_token(l));
     /* Keep the key: the caller releases it with the token. */
     redlock_lock_detach(l);
@@ -418,6 +427,7 @@ static void start_child(void) {
   uv_process_options_t po;
   static char env_key[4096];
   static char env_tok[256];
+  static char env_fence[64];
   extern char **environ;
   static char **envp;
   size_t n = 0;
@@ -425,7 +435,7 @@ static void start_child(void) {
   int rc;
   while (environ[n] != NULL)
     n++;
-  envp = calloc(n + 3, sizeof(*envp));
+  envp = calloc(n + 4, sizeof(*envp));
   if (envp == NULL) {
     finish(EXIT_FAIL);
     return;
@@ -437,6 +447,11 @@ static void start_child(void) {
            redlock_lock_token(lock));
   envp[n] = env_key;
   envp[n + 1] = env_tok;
+  if (opt.fence) {
+    snprintf(env_fence, sizeof(env_fence), "REDLOCK_FENCE=%llu",
+             (unsigned long long)redlock_lock_fence(lock));
+    envp[n + 2] = env_fence;
+  }
   memset(&po, 0, sizeof(po));
   po.file = child_argv[0];
   po.args = child_argv;
@@ -598,6 +613,11 @@ int main(int argc, char **argv) {
       opt.heal = 1;
       continue;
     }
+    if (is_flag(a, "--fence") &&
+        (is_flag(cmd, "run") || is_flag(cmd, "acquire"))) {
+      opt.fence = 1;
+      continue;
+    }
     if (is_flag(a, "--json")) {
       opt.json = 1;
       continue;
@@ -660,6 +680,7 @@ int main(int argc, char **argv) {
   if (is_flag(cmd, "run")) {
     ao.auto_extend = 1;
     ao.heal = opt.heal;
+    ao.fence = opt.fence;
     ao.on_lost = on_lost;
     uv_signal_init(&loop, &sig_int);
     uv_signal_init(&loop, &sig_term);
@@ -670,6 +691,7 @@ int main(int argc, char **argv) {
     uv_signal_start(&sig_hup, on_signal, SIGHUP);
     rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_run_acquired, NULL);
   } else if (is_flag(cmd, "acquire")) {
+    ao.fence = opt.fence;
     rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_acquire_cmd, NULL);
   } else if (is_flag(cmd, "extend")) {
     rc = redlock_lock_adopt(lock, opt.token);

@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   while (guard++ < 64 && redisReaderGetReply(rd, &reply) == REDIS_OK &&
          reply != NULL) {
     int kind;
-    for (kind = REDLOCK__REQ_ACQUIRE; kind <= REDLOCK__REQ_INSPECT; kind++) {
+    for (kind = REDLOCK__REQ_ACQUIRE; kind <= REDLOCK__REQ_FENCE; kind++) {
       redlock_vote_t vote;
       int error;
       const char *errstr;
