@@ -229,6 +229,11 @@ typedef struct redlock_acquire_opts {
    * "<key>:fence" on every master: run masters with appendonly +
    * appendfsync always, or a restarted master can hand out an old number. */
   int fence;
+  /* Reentrancy: acquiring a handle that already holds its lock adds a
+   * hold (no round trip; the callback gets 0) instead of failing with
+   * EBUSY; each release removes one, and the last one releases on the
+   * masters. The owner is the handle: pass it to the code that re-enters. */
+  int reentrant;
 } redlock_acquire_opts;
 
 /* Creates a handle for `resource` (binary-safe, 1..REDLOCK_MAX_KEY bytes
@@ -292,6 +297,8 @@ REDLOCK_EXTERN int redlock_lock_adopt(redlock_lock_t *lock,
 REDLOCK_EXTERN int64_t redlock_lock_validity_ms(const redlock_lock_t *lock);
 /* 1 if acquired and the validity has not run out, else 0. */
 REDLOCK_EXTERN int redlock_lock_is_held(const redlock_lock_t *lock);
+/* Holds on a reentrant lock (0 when not held). */
+REDLOCK_EXTERN unsigned redlock_lock_holds(const redlock_lock_t *lock);
 /* The fencing token of the current acquisition (opts.fence); 0 if none. */
 REDLOCK_EXTERN uint64_t redlock_lock_fence(const redlock_lock_t *lock);
 /* 1 if the lock was lost while held (see on_lost), until the next acquire. */

@@ -295,6 +295,10 @@ struct redlock_lock_s {
   void *lost_arg;
   uv_timer_t wd_timer;          /* next extension, retry, or expiry */
   int handles_open;             /* timers not yet closed */
+  unsigned holds;               /* reentrant holds while HELD */
+  redlock_lock_cb defer_cb;     /* a call completed without a round */
+  void *defer_arg;
+  int defer_cb_set;
   /* Fencing (opts.fence): */
   int want_fence;
   int fence_phase;              /* 0 acquire round, 1 fence round */

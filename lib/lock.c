@@ -32,7 +32,7 @@
 
 #include "common.h"
 
-enum { TIMER_IDLE = 0, TIMER_RETRY, TIMER_DEFER };
+enum { TIMER_IDLE = 0, TIMER_RETRY, TIMER_DEFER, TIMER_LOCAL };
 
 static void lock_deliver(redlock_lock_t *l);
 
@@ -174,10 +174,37 @@ static void on_lock_timer(uv_timer_t *t) {
   redlock_lock_t *l = t->data;
   int mode = l->timer_mode;
   l->timer_mode = TIMER_IDLE;
-  if (mode == TIMER_RETRY)
+  if (mode == TIMER_RETRY) {
     lock_attempt(l);
-  else if (mode == TIMER_DEFER)
+  } else if (mode == TIMER_DEFER) {
     lock_deliver(l);
+  } else if (mode == TIMER_LOCAL) {
+    /* A reentrant hold taken or given back: nothing went on the wire. */
+    redlock_lock_cb cb = l->defer_cb;
+    void *arg = l->defer_arg;
+    redlock_result res;
+    l->defer_cb = NULL;
+    l->defer_cb_set = 0;
+    memset(&res, 0, sizeof(res));
+    res.attempts = 0;
+    res.n_nodes = l->client->n;
+    res.validity_ms = redlock_lock_validity_ms(l);
+    res.nodes = l->results;
+    if (cb != NULL)
+      cb(l, 0, &res, arg);
+    lock_unref(l);
+  }
+}
+
+/* Completes a call that needed no round, from the next loop turn. */
+static void lock_defer_local(redlock_lock_t *l, redlock_lock_cb cb,
+                             void *arg) {
+  l->defer_cb = cb;
+  l->defer_arg = arg;
+  l->defer_cb_set = 1;
+  l->refs++;
+  l->timer_mode = TIMER_LOCAL;
+  uv_timer_start(&l->timer, on_lock_timer, 0, 0);
 }
 
 static void lock_retry_or_fail(redlock_lock_t *l, int status,
@@ -238,6 +265,7 @@ static void lock_check(redlock_lock_t *l, redlock__ns now) {
       }
       if (st == REDLOCK__ROUND_REACHED && left > 0) {
         l->fence = l->want_fence ? l->fence_max : 0;
+        l->holds = 1;
         l->state = REDLOCK__LOCK_HELD;
         l->valid_until = deadline;
         l->result_validity_ms = left / (int64_t)REDLOCK__NS_PER_MS;
@@ -328,6 +356,16 @@ static void wd_stop(redlock_lock_t *l) {
     l->round++;   /* its late votes no longer count */
     lock_unref(l);
   }
+}
+
+/* A user operation takes the lock's single round: drop the watchdog's
+ * extension in flight, and look again soon if auto-extension is on. */
+static void wd_cancel_round(redlock_lock_t *l) {
+  if (!l->internal_op)
+    return;
+  wd_stop(l);
+  if (l->auto_extend)
+    wd_arm(l, wd_retry_ms(l));
 }
 
 static void wd_after_extend(redlock_lock_t *l, int status, int internal) {
@@ -535,7 +573,7 @@ static int lock_usable(const redlock_lock_t *l, const char *fn) {
     return redlock__fail(REDLOCK_EINVAL, "%s: lock was freed", fn);
   if (l->client->closing)
     return redlock__fail(REDLOCK_ECANCELED, "%s: client is closing", fn);
-  if (l->op != REDLOCK__OP_NONE)
+  if ((l->op != REDLOCK__OP_NONE && !l->internal_op) || l->defer_cb_set)
     return redlock__fail(REDLOCK_EBUSY,
                          "%s: another operation is in flight", fn);
   return 0;
@@ -613,7 +651,7 @@ int redlock_lock_free(redlock_lock_t *l) {
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_free: lock is NULL");
   if (l->user_freed)
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_free: double free");
-  if (l->op != REDLOCK__OP_NONE && !l->internal_op)
+  if ((l->op != REDLOCK__OP_NONE && !l->internal_op) || l->defer_cb_set)
     return redlock__fail(REDLOCK_EBUSY,
                          "redlock_lock_free: an operation is in flight");
   l->auto_extend = 0;
@@ -633,7 +671,7 @@ int redlock_lock_free(redlock_lock_t *l) {
 int redlock_lock_detach(redlock_lock_t *l) {
   if (l == NULL || l->user_freed)
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_detach: bad lock");
-  if (l->op != REDLOCK__OP_NONE && !l->internal_op)
+  if ((l->op != REDLOCK__OP_NONE && !l->internal_op) || l->defer_cb_set)
     return redlock__fail(REDLOCK_EBUSY,
                          "redlock_lock_detach: an operation is in flight");
   l->auto_extend = 0;
@@ -657,12 +695,18 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   if (cb == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_acquire: callback is NULL");
+  if (opts == NULL)
+    opts = &none;
+  if (redlock_lock_is_held(l) && opts->reentrant) {
+    /* Re-entered by its owner: one more hold, nothing on the wire. */
+    l->holds++;
+    lock_defer_local(l, cb, arg);
+    return 0;
+  }
   if (redlock_lock_is_held(l))
     return redlock__fail(REDLOCK_EBUSY,
                          "redlock_lock_acquire: already held by this handle;"
-                         " extend or release it");
-  if (opts == NULL)
-    opts = &none;
+                         " extend or release it (or acquire with reentrant)");
   l->max_retries = opts->retry_count == 0  ? c->retry_count
                    : opts->retry_count < 0 ? 0
                                            : (unsigned)opts->retry_count;
@@ -702,11 +746,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
 
 int redlock_lock_extend(redlock_lock_t *l, int64_t ttl_ms, redlock_lock_cb cb,
                         void *arg) {
-  int rc;
-  if (l != NULL && !l->user_freed && l->internal_op && cb != NULL &&
-      ttl_ms > 0 && ttl_ms <= REDLOCK_MAX_TTL_MS)
-    wd_stop(l);   /* the user's extension replaces the watchdog's */
-  rc = lock_usable(l, "redlock_lock_extend");
+  int rc = lock_usable(l, "redlock_lock_extend");
   if (rc != 0)
     return rc;
   if ((rc = check_ttl(ttl_ms, "redlock_lock_extend")) != 0)
@@ -719,23 +759,28 @@ int redlock_lock_extend(redlock_lock_t *l, int64_t ttl_ms, redlock_lock_cb cb,
                          "redlock_lock_extend: the lock is not held "
                          "(never acquired, released, lost or expired)");
   l->ttl_ms = ttl_ms;
+  wd_cancel_round(l);   /* the user's extension replaces the watchdog's */
   lock_start_round(l, REDLOCK__OP_EXTEND, REDLOCK__REQ_EXTEND, cb, arg);
   return 0;
 }
 
 int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
-  int rc;
-  if (l != NULL && !l->user_freed && l->internal_op)
-    wd_stop(l);   /* stop the extension first: it must not race */
-  rc = lock_usable(l, "redlock_lock_release");
+  int rc = lock_usable(l, "redlock_lock_release");
   if (rc != 0)
     return rc;
   if (l->state != REDLOCK__LOCK_HELD && l->state != REDLOCK__LOCK_LOST &&
       l->state != REDLOCK__LOCK_ADOPTED)
     return redlock__fail(REDLOCK_ENOTHELD,
                          "redlock_lock_release: the lock is not held");
+  if (l->state == REDLOCK__LOCK_HELD && l->holds > 1) {
+    /* Not the last hold of a reentrant lock: it stays held. */
+    l->holds--;
+    lock_defer_local(l, cb, arg);
+    return 0;
+  }
+  l->holds = 0;
   l->auto_extend = 0;
-  uv_timer_stop(&l->wd_timer);
+  wd_stop(l);   /* stop the extension first: it must not race the release */
   l->state = REDLOCK__LOCK_RELEASED;
   l->valid_until = 0;
   lock_start_round(l, REDLOCK__OP_RELEASE, REDLOCK__REQ_RELEASE, cb, arg);
@@ -749,6 +794,7 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   if (cb == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_inspect: callback is NULL");
+  wd_cancel_round(l);
   lock_start_round(l, REDLOCK__OP_INSPECT, REDLOCK__REQ_INSPECT, cb, arg);
   return 0;
 }
@@ -778,6 +824,21 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
 void redlock__lock_abort(redlock_lock_t *l) {
   l->auto_extend = 0;
   wd_stop(l);
+  if (l->defer_cb_set) {
+    redlock_lock_cb cb = l->defer_cb;
+    redlock_result res;
+    uv_timer_stop(&l->timer);
+    l->timer_mode = TIMER_IDLE;
+    l->defer_cb = NULL;
+    l->defer_cb_set = 0;
+    memset(&res, 0, sizeof(res));
+    res.status = REDLOCK_ECANCELED;
+    res.n_nodes = l->client->n;
+    res.nodes = l->results;
+    if (cb != NULL)
+      cb(l, REDLOCK_ECANCELED, &res, l->defer_arg);
+    lock_unref(l);
+  }
   if (l->op != REDLOCK__OP_NONE) {
     uv_timer_stop(&l->timer);
     l->timer_mode = TIMER_IDLE;
@@ -817,6 +878,10 @@ int redlock_lock_is_held(const redlock_lock_t *l) {
   if (l == NULL || l->state != REDLOCK__LOCK_HELD || l->valid_until == 0)
     return 0;
   return redlock__validity_left(l->valid_until, uv_hrtime()) > 0;
+}
+
+unsigned redlock_lock_holds(const redlock_lock_t *l) {
+  return l != NULL && l->state == REDLOCK__LOCK_HELD ? l->holds : 0;
 }
 
 uint64_t redlock_lock_fence(const redlock_lock_t *l) {
