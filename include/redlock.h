@@ -242,6 +242,15 @@ REDLOCK_EXTERN int redlock_lock_new(redlock_client_t *client,
                                     const void *resource, size_t len,
                                     redlock_lock_t **out);
 
+/* A handle for K resources (1..REDLOCK_MAX_RESOURCES) locked together:
+ * on each master all K keys are set only if none exists (one script), and
+ * extend and release act on all K. Fencing needs a single resource. */
+#define REDLOCK_MAX_RESOURCES 64
+REDLOCK_EXTERN int redlock_lock_new_multi(redlock_client_t *client,
+                                          const void *const *resources,
+                                          const size_t *lens, size_t k,
+                                          redlock_lock_t **out);
+
 /* Frees the handle. A lock still held is released in the background first.
  * Allowed inside the lock's own callback (the free is deferred). Errors:
  * EINVAL, EBUSY (an operation is in flight: its callback has not run). */

@@ -267,6 +267,9 @@ struct redlock_lock_s {
   void *data;
   char *key;                    /* prefix + resource, NUL-terminated */
   size_t keylen;
+  char **keys;                  /* all keys (multi-resource); keys[0]==key */
+  size_t *keylens;
+  unsigned nkeys;
   int64_t ttl_ms;
   char token[REDLOCK__TOKEN_MAX + 1];
   uint32_t round;               /* one per fan-out */

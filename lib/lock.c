@@ -587,52 +587,76 @@ static int check_ttl(int64_t ttl_ms, const char *fn) {
   return 0;
 }
 
-int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
-                     redlock_lock_t **out) {
+int redlock_lock_new_multi(redlock_client_t *c,
+                           const void *const *resources, const size_t *lens,
+                           size_t k, redlock_lock_t **out) {
   redlock_lock_t *l;
-  size_t keylen;
   size_t size;
+  size_t keybytes = 0;
+  size_t i;
   char *p;
   if (out == NULL)
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_new: out is NULL");
   *out = NULL;
-  if (c == NULL || resource == NULL)
+  if (c == NULL || resources == NULL || lens == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_new: client or resource is NULL");
-  if (len == 0)
-    return redlock__fail(REDLOCK_EINVAL, "redlock_lock_new: empty resource");
+  if (k == 0 || k > REDLOCK_MAX_RESOURCES)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_new_multi: %zu resources, want 1..%d",
+                         k, REDLOCK_MAX_RESOURCES);
   if (c->closing)
     return redlock__fail(REDLOCK_ECANCELED,
                          "redlock_lock_new: client is closing");
-  if (len > REDLOCK_MAX_KEY - c->key_prefix_len)
-    return redlock__fail(REDLOCK_EINVAL,
-                         "redlock_lock_new: key longer than %d bytes",
-                         REDLOCK_MAX_KEY);
-  keylen = c->key_prefix_len + len;
-  /* One block: handle, per-node results, per-node error text, key. */
+  for (i = 0; i < k; i++) {
+    if (resources[i] == NULL)
+      return redlock__fail(REDLOCK_EINVAL,
+                           "redlock_lock_new: resource %zu is NULL", i);
+    if (lens[i] == 0)
+      return redlock__fail(REDLOCK_EINVAL,
+                           "redlock_lock_new: empty resource");
+    if (lens[i] > REDLOCK_MAX_KEY - c->key_prefix_len)
+      return redlock__fail(REDLOCK_EINVAL,
+                           "redlock_lock_new: key longer than %d bytes",
+                           REDLOCK_MAX_KEY);
+    keybytes += c->key_prefix_len + lens[i] + 1;
+  }
+  /* One block: handle, per-node results, per-node error text, the key
+   * table, the keys, and "<first key>:fence". */
   size = sizeof(*l) + c->n * sizeof(redlock_node_result) +
-         c->n * REDLOCK__ERRSTR_LEN + keylen + 1 + keylen + 7;
+         c->n * REDLOCK__ERRSTR_LEN + k * (sizeof(char *) + sizeof(size_t)) +
+         keybytes + c->key_prefix_len + lens[0] + 7;
   l = redlock__calloc(1, size);
   if (l == NULL)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   p = (char *)(l + 1);
   l->results = (redlock_node_result *)p;
   p += c->n * sizeof(redlock_node_result);
+  l->keys = (char **)p;
+  p += k * sizeof(char *);
+  l->keylens = (size_t *)p;
+  p += k * sizeof(size_t);
   l->errbufs = p;
   p += c->n * REDLOCK__ERRSTR_LEN;
-  l->key = p;
-  if (c->key_prefix_len > 0)
-    memcpy(l->key, c->key_prefix, c->key_prefix_len);
-  memcpy(l->key + c->key_prefix_len, resource, len);
-  l->key[keylen] = '\0';
-  l->keylen = keylen;
-  l->fence_key = l->key + keylen + 1;   /* "<key>:fence" */
-  memcpy(l->fence_key, l->key, keylen);
-  memcpy(l->fence_key + keylen, ":fence", 7);
-  l->fence_keylen = keylen + 6;
-  for (unsigned i = 0; i < c->n; i++) {
-    l->results[i].server = c->nodes[i].uri.display;
-    l->results[i].errstr = errbuf(l, i);
+  for (i = 0; i < k; i++) {
+    l->keys[i] = p;
+    if (c->key_prefix_len > 0)
+      memcpy(p, c->key_prefix, c->key_prefix_len);
+    memcpy(p + c->key_prefix_len, resources[i], lens[i]);
+    l->keylens[i] = c->key_prefix_len + lens[i];
+    p[l->keylens[i]] = '\0';
+    p += l->keylens[i] + 1;
+  }
+  l->nkeys = (unsigned)k;
+  l->key = l->keys[0];
+  l->keylen = l->keylens[0];
+  l->fence_key = p;   /* "<key>:fence" */
+  memcpy(l->fence_key, l->key, l->keylen);
+  memcpy(l->fence_key + l->keylen, ":fence", 7);
+  l->fence_keylen = l->keylen + 6;
+  for (unsigned j = 0; j < c->n; j++) {
+    l->results[j].server = c->nodes[j].uri.display;
+    l->results[j].errstr = errbuf(l, j);
   }
   l->client = c;
   l->refs = 1;   /* the user's */
@@ -644,6 +668,11 @@ int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
   redlock__queue_insert_tail(&c->locks, &l->link);
   *out = l;
   return 0;
+}
+
+int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
+                     redlock_lock_t **out) {
+  return redlock_lock_new_multi(c, &resource, &len, 1, out);
 }
 
 int redlock_lock_free(redlock_lock_t *l) {
@@ -722,6 +751,10 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   else if (opts->wait_ms > 0)
     l->wait_deadline =
         uv_hrtime() + (redlock__ns)opts->wait_ms * REDLOCK__NS_PER_MS;
+  if (opts->fence && l->nkeys > 1)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_acquire: fencing needs a single "
+                         "resource");
   l->want_fence = opts->fence != 0;
   l->auto_extend = opts->auto_extend != 0;
   l->heal = opts->heal != 0;

@@ -60,6 +60,24 @@ static const char fence_script[] =
     "if c < tonumber(ARGV[2]) then redis.call('set',KEYS[2],ARGV[2]) end "
     "return 1 end return 0";
 
+/* Multi-resource locks: all K keys or none, on each master. */
+static const char multi_acquire_script[] =
+    "for i=1,#KEYS do if redis.call('exists',KEYS[i]) == 1 then "
+    "return 0 end end "
+    "for i=1,#KEYS do redis.call('set',KEYS[i],ARGV[1],'PX',ARGV[2]) end "
+    "return 1";
+static const char multi_release_script[] =
+    "local n = 0 for i=1,#KEYS do "
+    "if redis.call('get',KEYS[i]) == ARGV[1] then "
+    "n = n + redis.call('del',KEYS[i]) end end return n";
+static const char multi_extend_script[] =
+    "for i=1,#KEYS do local v = redis.call('get',KEYS[i]) "
+    "if v ~= ARGV[1] and not (v == false and ARGV[3] == '1') then "
+    "return 0 end end "
+    "for i=1,#KEYS do if redis.call('get',KEYS[i]) == ARGV[1] then "
+    "redis.call('pexpire',KEYS[i],ARGV[2]) else "
+    "redis.call('set',KEYS[i],ARGV[1],'PX',ARGV[2]) end end return 1";
+
 static void node_connect(redlock__node *n);
 static void node_schedule_reconnect(redlock__node *n);
 static void node_finish_close(redlock__node *n);
@@ -81,6 +99,37 @@ static int node_write(redlock__node *n, redlock__req *req) {
   const char *sha;
   int ttl_len = snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 
+  if (l->nkeys > 1 && req->kind != REDLOCK__REQ_INSPECT) {
+    /* EVAL script K key1..keyK token [ttl heal] */
+    const char *mv[REDLOCK_MAX_RESOURCES + 7];
+    size_t ml[REDLOCK_MAX_RESOURCES + 7];
+    char nk[16];
+    unsigned i;
+    int mc = 0;
+    snprintf(nk, sizeof(nk), "%u", l->nkeys);
+    mv[mc++] = "EVAL";
+    mv[mc++] = req->kind == REDLOCK__REQ_ACQUIRE   ? multi_acquire_script
+               : req->kind == REDLOCK__REQ_EXTEND ? multi_extend_script
+                                                   : multi_release_script;
+    mv[mc++] = nk;
+    for (i = 0; i < l->nkeys; i++)
+      mv[mc++] = l->keys[i];
+    mv[mc++] = req->token;
+    if (req->kind == REDLOCK__REQ_ACQUIRE ||
+        req->kind == REDLOCK__REQ_EXTEND) {
+      mv[mc++] = ttl;
+      mv[mc++] = req->heal ? "1" : "0";
+    }
+    for (int j = 0; j < mc; j++)
+      ml[j] = strlen(mv[j]);
+    for (i = 0; i < l->nkeys; i++)
+      ml[3 + i] = l->keylens[i];
+    if (redisAsyncCommandArgv(n->ac, on_req_reply, req, mc, mv, ml) !=
+        REDIS_OK)
+      return REDLOCK_EIO;
+    req->written = 1;
+    return 0;
+  }
   if (req->kind == REDLOCK__REQ_ACQUIRE_FENCED ||
       req->kind == REDLOCK__REQ_FENCE) {
     argv[0] = "EVAL";
@@ -200,9 +249,9 @@ int redlock__node_submit(redlock__node *n, redlock__req *req) {
   return 0;
 }
 
-static void node_abandon(redlock__node *n, const redlock__req *req,
-                         redlock__ns now) {
-  const redlock_lock_t *l = req->lock;
+static void node_abandon_key(redlock__node *n, const redlock__req *req,
+                             const char *key, size_t keylen,
+                             redlock__ns now) {
   redlock__abandoned *a;
   unsigned i;
   /* Reuse an expired slot first; the list is bounded. */
@@ -217,14 +266,23 @@ static void node_abandon(redlock__node *n, const redlock__req *req,
     redlock__free(n->abandoned[i].key);
   }
   a = &n->abandoned[i];
-  a->key = redlock__strndup(l->key, l->keylen);
+  a->key = redlock__strndup(key, keylen);
   if (a->key == NULL) {
     a->expires_ns = 0;
     return;
   }
-  a->keylen = l->keylen;
+  a->keylen = keylen;
   memcpy(a->token, req->token, sizeof(a->token));
   a->expires_ns = now + (redlock__ns)req->ttl_ms * REDLOCK__NS_PER_MS;
+}
+
+/* A SET that may have landed: remember every key of the lock. */
+static void node_abandon(redlock__node *n, const redlock__req *req,
+                         redlock__ns now) {
+  const redlock_lock_t *l = req->lock;
+  unsigned k;
+  for (k = 0; k < l->nkeys; k++)
+    node_abandon_key(n, req, l->keys[k], l->keylens[k], now);
 }
 
 void redlock__classify(int kind, const struct redisReply *r,
@@ -267,10 +325,13 @@ void redlock__classify(int kind, const struct redisReply *r,
     return;
   }
   if (kind == REDLOCK__REQ_ACQUIRE) {
-    if (r->type == REDIS_REPLY_STATUS && r->len == 2 &&
-        memcmp(r->str, "OK", 2) == 0) {
+    /* SET NX: OK or nil; the multi-resource script: 1 or 0. */
+    if ((r->type == REDIS_REPLY_STATUS && r->len == 2 &&
+         memcmp(r->str, "OK", 2) == 0) ||
+        (r->type == REDIS_REPLY_INTEGER && r->integer == 1)) {
       *vote = REDLOCK_VOTE_YES;
-    } else if (r->type == REDIS_REPLY_NIL) {
+    } else if (r->type == REDIS_REPLY_NIL ||
+               (r->type == REDIS_REPLY_INTEGER && r->integer == 0)) {
       *vote = REDLOCK_VOTE_NO;
     } else {
       return;
