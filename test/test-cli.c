@@ -164,6 +164,19 @@ int main(int argc, char **argv) {
     ASSERT_GT(strtoll(f2, NULL, 10), strtoll(f1, NULL, 10));
   }
 
+  /* --also: several resources at once; an overlapping one is refused. */
+  ASSERT_EQ(sh("%s acquire --ttl 30s --also cli-m2 cli-m1 > %s", cli, out),
+            0);
+  read_file(out, tok, sizeof(tok));
+  tok[strcspn(tok, "\n")] = '\0';
+  ASSERT_EQ(harness_get(&srv[0], "cli-m2", val, sizeof(val)), 1);
+  ASSERT_STR_EQ(val, tok);
+  ASSERT_EQ(sh("%s acquire --also cli-m3 cli-m2 2>/dev/null", cli), 75);
+  ASSERT_EQ(harness_get(&srv[0], "cli-m3", val, sizeof(val)), 0);
+  ASSERT_EQ(sh("%s release --also cli-m2 cli-m1 %s", cli, tok), 0);
+  ASSERT_EQ(harness_get(&srv[1], "cli-m1", val, sizeof(val)), 0);
+  ASSERT_EQ(harness_get(&srv[1], "cli-m2", val, sizeof(val)), 0);
+
   /* Two runs on one key serialize: their start/end lines never
    * interleave. */
   {

@@ -40,8 +40,10 @@ static const char usage_text[] =
     "        period (default 10s). CMD sees REDLOCK_KEY and REDLOCK_TOKEN;\n"
     "        with --fence also REDLOCK_FENCE, a number that strictly\n"
     "        increases across holders (masters need appendonly).\n"
-    "  acquire [--ttl D] [--wait D] KEY\n"
+    "  acquire [--ttl D] [--wait D] [--fence] KEY\n"
     "        acquire and print the token (for scripts; not extended)\n"
+    "  run, acquire, extend, release: --also KEY2 (repeatable) locks more\n"
+    "        resources together with KEY, all or none on each master\n"
     "  extend [--ttl D] KEY TOKEN    extend a lock held under TOKEN\n"
     "  release KEY TOKEN             release a lock held under TOKEN\n"
     "  status [--token TOKEN] KEY    per master: reachable, latency, held,\n"
@@ -99,9 +101,12 @@ static struct {
   int wait_given;
   int heal;
   int fence;
+  const char *also[REDLOCK_MAX_RESOURCES];
+  int n_also;
   int64_t grace_ms;
   const char *token;
-} opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 10000, NULL};
+} opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, {NULL}, 0, 10000,
+         NULL};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -539,7 +544,19 @@ static int make_client(void) {
     fprintf(stderr, "redlock: %s\n", redlock_last_error());
     return EXIT_FAIL;
   }
-  rc = redlock_lock_new(client, key, strlen(key), &lock);
+  {
+    const void *res[REDLOCK_MAX_RESOURCES];
+    size_t lens[REDLOCK_MAX_RESOURCES];
+    int k;
+    res[0] = key;
+    lens[0] = strlen(key);
+    for (k = 0; k < opt.n_also; k++) {
+      res[k + 1] = opt.also[k];
+      lens[k + 1] = strlen(opt.also[k]);
+    }
+    rc = redlock_lock_new_multi(client, res, lens, (size_t)opt.n_also + 1,
+                                &lock);
+  }
   if (rc != 0)
     usage_error("%s", redlock_last_error());
   free(copy);   /* the client copied the addresses */
@@ -633,6 +650,13 @@ int main(int argc, char **argv) {
                (is_flag(cmd, "run") || is_flag(cmd, "acquire"))) {
       opt.wait_ms = duration_arg(a, v);
       opt.wait_given = 1;
+    } else if (is_flag(a, "--also") && !is_flag(cmd, "status")) {
+      if (opt.n_also == REDLOCK_MAX_RESOURCES - 1)
+        usage_error("too many --also (at most %d)",
+                    REDLOCK_MAX_RESOURCES - 1);
+      if (*v == '\0')
+        usage_error("--also needs a non-empty KEY");
+      opt.also[opt.n_also++] = v;
     } else if (is_flag(a, "--grace") && is_flag(cmd, "run")) {
       opt.grace_ms = duration_arg(a, v);
     } else if (is_flag(a, "--token") && is_flag(cmd, "status")) {
