@@ -234,6 +234,12 @@ typedef struct redlock_acquire_opts {
    * EBUSY; each release removes one, and the last one releases on the
    * masters. The owner is the handle: pass it to the code that re-enters. */
   int reentrant;
+  /* Wake-up instead of polling: while waiting for a lock held by another
+   * owner, listen on its release channel (one subscriber connection per
+   * master, made on first use) and retry at once when it is released; the
+   * retry delay stays as the fallback. Releases by this library publish;
+   * other implementations' do not (then the delay applies). */
+  int wake;
 } redlock_acquire_opts;
 
 /* Creates a handle for `resource` (binary-safe, 1..REDLOCK_MAX_KEY bytes

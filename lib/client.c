@@ -71,6 +71,7 @@ static void client_free_memory(redlock_client_t *c) {
     redlock__queue_remove(q);
     redlock__free(REDLOCK__CONTAINER_OF(q, redlock__req, q));
   }
+  redlock__wake_free(c);
   redlock__free(c->nodes);
   redlock__free(c->key_prefix);
   redlock__free(c->username);
@@ -161,6 +162,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   redlock__queue_init(&c->locks);
   redlock__queue_init(&c->free_reqs);
+  redlock__queue_init(&c->wake_channels);
   rc = check_config(cfg, c);
   if (rc != 0)
     goto fail;
@@ -274,6 +276,7 @@ static void on_close_timer(uv_timer_t *t) {
     q = q->next;
     redlock__lock_abort(l);
   }
+  redlock__wake_close(c);
   for (i = 0; i < c->n; i++)
     redlock__node_close(&c->nodes[i]);
   redlock__client_maybe_finish(c);

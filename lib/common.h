@@ -195,6 +195,21 @@ void redlock__node_free(redlock__node *n);
 int64_t redlock__node_restart_age_ms(const redlock__node *n,
                                      redlock__ns now);
 
+/* ---- wake-up (wake.c) ------------------------------------------------------ */
+typedef struct redlock__sub {
+  redlock_client_t *client;
+  unsigned index;                 /* the node */
+  struct redisAsyncContext *ac;   /* subscriber connection, or NULL */
+} redlock__sub;
+
+/* An acquisition starts / stops waiting on key's release channel. */
+int redlock__wake_want(redlock_client_t *c, const char *key, size_t keylen);
+void redlock__wake_done(redlock_client_t *c, const char *key, size_t keylen);
+void redlock__wake_close(redlock_client_t *c);
+void redlock__wake_free(redlock_client_t *c);
+/* A release of key was published: retry its waiting acquisitions now. */
+void redlock__lock_wake(redlock_client_t *c, const char *key, size_t keylen);
+
 /* ---- client (client.c) --------------------------------------------------- */
 struct redlock_client_s {
   uv_loop_t *loop;
@@ -225,6 +240,8 @@ struct redlock_client_s {
   unsigned handles_open;       /* flusher + close timer */
   unsigned nodes_open;
   uv_timer_t close_timer;
+  redlock__sub *subs;          /* wake-up subscribers, lazily (n) */
+  redlock__queue wake_channels;
   redlock_close_cb close_cb;
   void *close_arg;
 };
@@ -299,6 +316,8 @@ struct redlock_lock_s {
   uv_timer_t wd_timer;          /* next extension, retry, or expiry */
   int handles_open;             /* timers not yet closed */
   unsigned holds;               /* reentrant holds while HELD */
+  int wake;                     /* opts.wake */
+  int wake_subscribed;          /* waiting on the release channel */
   redlock_lock_cb defer_cb;     /* a call completed without a round */
   void *defer_arg;
   int defer_cb_set;

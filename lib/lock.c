@@ -219,6 +219,11 @@ static void lock_retry_or_fail(redlock_lock_t *l, int status,
     l->status = status;
     l->timer_mode = TIMER_RETRY;
     uv_timer_start(&l->timer, on_lock_timer, (uint64_t)delay, 0);
+    /* Held by someone else: listen for its release (the timer stays as
+     * the fallback). */
+    if (l->wake && !l->wake_subscribed && status == REDLOCK_ETAKEN &&
+        redlock__wake_want(c, l->key, l->keylen) == 0)
+      l->wake_subscribed = 1;
     return;
   }
   l->state = REDLOCK__LOCK_FAILED;
@@ -530,6 +535,10 @@ static void lock_deliver(redlock_lock_t *l) {
   redlock_lock_cb cb = l->cb;
   void *arg = l->cb_arg;
   redlock_result res;
+  if (l->wake_subscribed) {
+    l->wake_subscribed = 0;
+    redlock__wake_done(l->client, l->key, l->keylen);
+  }
   l->cb = NULL;
   l->op = REDLOCK__OP_NONE;
   if (cb != NULL) {
@@ -756,6 +765,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
                          "redlock_lock_acquire: fencing needs a single "
                          "resource");
   l->want_fence = opts->fence != 0;
+  l->wake = opts->wake != 0;
   l->auto_extend = opts->auto_extend != 0;
   l->heal = opts->heal != 0;
   l->lost_cb = opts->on_lost;
@@ -852,6 +862,21 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
   l->valid_until = 0;
   l->lost = 0;
   return 0;
+}
+
+void redlock__lock_wake(redlock_client_t *c, const char *key,
+                        size_t keylen) {
+  redlock__queue *q;
+  for (q = c->locks.next; q != &c->locks;) {
+    redlock_lock_t *l = REDLOCK__CONTAINER_OF(q, redlock_lock_t, link);
+    q = q->next;
+    if (l->wake_subscribed && l->timer_mode == TIMER_RETRY &&
+        l->keylen == keylen && memcmp(l->key, key, keylen) == 0) {
+      uv_timer_stop(&l->timer);
+      l->timer_mode = TIMER_IDLE;
+      lock_attempt(l);
+    }
+  }
 }
 
 void redlock__lock_abort(redlock_lock_t *l) {

@@ -32,9 +32,13 @@
 
 #include "common.h"
 
+/* Release: compare-and-delete, and a message on the key's release channel
+ * for waiters (wake.c). */
 static const char release_script[] =
     "if redis.call('get',KEYS[1]) == ARGV[1] then "
-    "return redis.call('del',KEYS[1]) else return 0 end";
+    "local r = redis.call('del',KEYS[1]) "
+    "redis.call('publish','__redlock__:'..KEYS[1],'1') "
+    "return r else return 0 end";
 /* Extend: 1 when the key holds our token (ttl renewed); with heal
  * (ARGV[3] == "1") a missing key is set again and 2 is returned; 0 when
  * the key is someone else's (or missing without heal). */
@@ -69,7 +73,8 @@ static const char multi_acquire_script[] =
 static const char multi_release_script[] =
     "local n = 0 for i=1,#KEYS do "
     "if redis.call('get',KEYS[i]) == ARGV[1] then "
-    "n = n + redis.call('del',KEYS[i]) end end return n";
+    "n = n + redis.call('del',KEYS[i]) "
+    "redis.call('publish','__redlock__:'..KEYS[i],'1') end end return n";
 static const char multi_extend_script[] =
     "for i=1,#KEYS do local v = redis.call('get',KEYS[i]) "
     "if v ~= ARGV[1] and not (v == false and ARGV[3] == '1') then "
