@@ -165,6 +165,8 @@ static const char *cur_tag;
 static int cur_mode;     /* 0 latency/warmup, 1 throughput, 2 contention */
 static long latency_left;
 static long held_by = -1;
+static uint64_t last_release_ns;   /* contention: the previous release */
+static samples s_handoff;
 static unsigned long violations;
 static unsigned long failures;
 
@@ -228,6 +230,7 @@ static void on_hold_done(uv_timer_t *t) {
   worker *w = t->data;
   if (held_by == w->id)
     held_by = -1;
+  last_release_ns = uv_hrtime();
   do_release(w);
 }
 
@@ -255,6 +258,8 @@ static void acquired(worker *w, int status) {
       violations++;
     held_by = w->id;
     w->count++;
+    if (last_release_ns != 0)
+      push(&s_handoff, now - last_release_ns);
     push(&s_acq, now - w->t_start);
     uv_timer_start(&w->timer, on_hold_done, (uint64_t)opt.hold_ms, 0);
     return;
@@ -279,7 +284,8 @@ static void worker_cycle(worker *w) {
       .retry_count = opt.retry_count > 0 ? (int)opt.retry_count : -1,
       .retry_delay_ms = opt.retry_delay_ms > 0 ? (int)opt.retry_delay_ms : -1,
       .retry_jitter_ms =
-          opt.retry_jitter_ms > 0 ? (int)opt.retry_jitter_ms : -1};
+          opt.retry_jitter_ms > 0 ? (int)opt.retry_jitter_ms : -1,
+      .wake = getenv("BENCH_WAKE") != NULL};
   uint64_t now = uv_hrtime();
   int rc;
   if (w->stop)
@@ -722,7 +728,7 @@ int main(int argc, char **argv) {
     run_scale();
   } else if (strcmp(opt.scenario, "contention") == 0) {
     uint64_t el = run_workers(opt.workers, 2, "ct", opt.duration_s);
-    double sum = 0, sum2 = 0;
+    double sum = 0, sum2 = 0, h50, h99;
     unsigned long mn = (unsigned long)-1, mx = 0;
     char extra[512];
     long i;
@@ -735,15 +741,19 @@ int main(int argc, char **argv) {
       if (workers[i].count > mx)
         mx = workers[i].count;
     }
+    qsort(s_handoff.v, s_handoff.n, sizeof(*s_handoff.v), cmp_u64);
+    h50 = pct_us(&s_handoff, 50);
+    h99 = pct_us(&s_handoff, 99);
     snprintf(extra, sizeof(extra),
              "\"fairness_jain\":%.4f,\"per_worker_min\":%lu,"
              "\"per_worker_max\":%lu,\"failures\":%lu,\"violations\":%lu,"
              "\"hold_ms\":%ld,\"think_ms\":%ld,\"retry\":{\"count\":%ld,"
-             "\"delay_ms\":%ld,\"jitter_ms\":%ld},\"duration_s\":%.3f",
+             "\"delay_ms\":%ld,\"jitter_ms\":%ld},\"duration_s\":%.3f,"
+             "\"wake\":%s,\"handoff_p50_us\":%.1f,\"handoff_p99_us\":%.1f",
              sum2 > 0 ? sum * sum / ((double)opt.workers * sum2) : 0, mn, mx,
              failures, violations, opt.hold_ms, opt.think_ms,
              opt.retry_count, opt.retry_delay_ms, opt.retry_jitter_ms,
-             el / 1e9);
+             el / 1e9, getenv("BENCH_WAKE") ? "true" : "false", h50, h99);
     emit("contention", opt.workers, &s_acq,
          el ? s_acq.n * 1e9 / (double)el : 0, extra);
   } else {

@@ -872,9 +872,11 @@ void redlock__lock_wake(redlock_client_t *c, const char *key,
     q = q->next;
     if (l->wake_subscribed && l->timer_mode == TIMER_RETRY &&
         l->keylen == keylen && memcmp(l->key, key, keylen) == 0) {
-      uv_timer_stop(&l->timer);
-      l->timer_mode = TIMER_IDLE;
-      lock_attempt(l);
+      /* Retry now, spread over a few ms: every waiter heard the same
+       * message, and attempts that all start together split the votes. */
+      l->timer_mode = TIMER_RETRY;
+      uv_timer_start(&l->timer, on_lock_timer,
+                     redlock__prng_next(&c->prng) % 4, 0);
     }
   }
 }
