@@ -257,6 +257,18 @@ REDLOCK_EXTERN int redlock_lock_new_multi(redlock_client_t *client,
                                           const size_t *lens, size_t k,
                                           redlock_lock_t **out);
 
+/* A read-write lock on `resource`: many readers or one writer, each with
+ * its own expiry (server time), over the quorum as usual. `write` picks
+ * the side this handle takes. Expired readers are purged by every script;
+ * a writer that finds readers leaves an intent that keeps new readers out
+ * until it gets the lock (or the intent expires after its ttl), so a
+ * stream of readers cannot starve it. Kept in the hash "<key>:rw", apart
+ * from the plain lock on the same resource. Fencing, inspect and heal do
+ * not apply. Errors: as redlock_lock_new. */
+REDLOCK_EXTERN int redlock_rwlock_new(redlock_client_t *client,
+                                      const void *resource, size_t len,
+                                      int write, redlock_lock_t **out);
+
 /* Frees the handle. A lock still held is released in the background first.
  * Allowed inside the lock's own callback (the free is deferred). Errors:
  * EINVAL, EBUSY (an operation is in flight: its callback has not run). */

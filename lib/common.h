@@ -317,6 +317,7 @@ struct redlock_lock_s {
   int handles_open;             /* timers not yet closed */
   unsigned holds;               /* reentrant holds while HELD */
   int wake;                     /* opts.wake */
+  int rw;                       /* 0 plain, 1 reader, 2 writer */
   int wake_subscribed;          /* waiting on the release channel */
   redlock_lock_cb defer_cb;     /* a call completed without a round */
   void *defer_arg;

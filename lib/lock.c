@@ -684,6 +684,30 @@ int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
   return redlock_lock_new_multi(c, &resource, &len, 1, out);
 }
 
+int redlock_rwlock_new(redlock_client_t *c, const void *resource, size_t len,
+                       int write, redlock_lock_t **out) {
+  char *name;
+  const void *res;
+  size_t n;
+  int rc;
+  if (out != NULL)
+    *out = NULL;
+  if (resource == NULL || len == 0 || len > REDLOCK_MAX_KEY - 3)
+    return redlock_lock_new(c, resource, len, out);   /* its messages */
+  name = redlock__malloc(len + 3);
+  if (name == NULL)
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  memcpy(name, resource, len);
+  memcpy(name + len, ":rw", 3);
+  res = name;
+  n = len + 3;
+  rc = redlock_lock_new_multi(c, &res, &n, 1, out);
+  redlock__free(name);
+  if (rc == 0)
+    (*out)->rw = write ? 2 : 1;
+  return rc;
+}
+
 int redlock_lock_free(redlock_lock_t *l) {
   if (l == NULL)
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_free: lock is NULL");
@@ -760,10 +784,10 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   else if (opts->wait_ms > 0)
     l->wait_deadline =
         uv_hrtime() + (redlock__ns)opts->wait_ms * REDLOCK__NS_PER_MS;
-  if (opts->fence && l->nkeys > 1)
+  if (opts->fence && (l->nkeys > 1 || l->rw != 0))
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_acquire: fencing needs a single "
-                         "resource");
+                         "plain resource");
   l->want_fence = opts->fence != 0;
   l->wake = opts->wake != 0;
   l->auto_extend = opts->auto_extend != 0;
@@ -834,6 +858,9 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   int rc = lock_usable(l, "redlock_lock_inspect");
   if (rc != 0)
     return rc;
+  if (l->rw != 0)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_inspect: not for read-write locks");
   if (cb == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_inspect: callback is NULL");

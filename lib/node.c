@@ -83,6 +83,46 @@ static const char multi_extend_script[] =
     "redis.call('pexpire',KEYS[i],ARGV[2]) else "
     "redis.call('set',KEYS[i],ARGV[1],'PX',ARGV[2]) end end return 1";
 
+/* Read-write locks: one hash "<key>:rw" per resource. Fields "r:<token>"
+ * and "w:<token>" hold each owner's expiry in server ms; "ww" is a waiting
+ * writer's intent (readers stay out while it is fresh). Every script
+ * first purges expired fields, and keeps the hash's own ttl at the latest
+ * expiry. ARGV: token, ttl, "r" or "w". */
+#define RW_PRELUDE                                                          \
+  "local t = redis.call('time') "                                           \
+  "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
+  "local h = redis.call('hgetall', KEYS[1]) "                               \
+  "local readers, writer, ww, maxexp = 0, false, 0, 0 "                     \
+  "for i = 1, #h, 2 do local f, v = h[i], tonumber(h[i + 1]) "             \
+  "if v <= now then redis.call('hdel', KEYS[1], f) else "                   \
+  "if f == 'ww' then ww = v elseif string.sub(f, 1, 2) == 'w:' then "       \
+  "writer = f else readers = readers + 1 end "                             \
+  "if v > maxexp then maxexp = v end end end "                              \
+  "local me = ARGV[3] .. ':' .. ARGV[1] "                                   \
+  "local function keep(exp) if exp > maxexp then maxexp = exp end "         \
+  "redis.call('pexpire', KEYS[1], maxexp - now) end "
+static const char rw_acquire_script[] =
+    RW_PRELUDE
+    "local exp = now + tonumber(ARGV[2]) "
+    "if ARGV[3] == 'r' then "
+    "if writer or ww > now then return 0 end "
+    "else "
+    "if writer or readers > 0 then "
+    "redis.call('hset', KEYS[1], 'ww', exp) keep(exp) return 0 end "
+    "redis.call('hdel', KEYS[1], 'ww') end "
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1";
+static const char rw_extend_script[] =
+    RW_PRELUDE
+    "if redis.call('hexists', KEYS[1], me) == 0 then return 0 end "
+    "local exp = now + tonumber(ARGV[2]) "
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1";
+static const char rw_release_script[] =
+    RW_PRELUDE
+    "local n = redis.call('hdel', KEYS[1], me) "
+    "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
+    "end if n == 1 then "
+    "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return n";
+
 static void node_connect(redlock__node *n);
 static void node_schedule_reconnect(redlock__node *n);
 static void node_finish_close(redlock__node *n);
@@ -104,6 +144,27 @@ static int node_write(redlock__node *n, redlock__req *req) {
   const char *sha;
   int ttl_len = snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_ms);
 
+  if (l->rw != 0) {
+    const char *rv[7];
+    size_t rl[7];
+    rv[0] = "EVAL";
+    rv[1] = req->kind == REDLOCK__REQ_ACQUIRE  ? rw_acquire_script
+            : req->kind == REDLOCK__REQ_EXTEND ? rw_extend_script
+                                               : rw_release_script;
+    rv[2] = "1";
+    rv[3] = l->key;
+    rv[4] = req->token;
+    rv[5] = ttl;
+    rv[6] = l->rw == 2 ? "w" : "r";
+    for (int j = 0; j < 7; j++)
+      rl[j] = strlen(rv[j]);
+    rl[3] = l->keylen;
+    if (redisAsyncCommandArgv(n->ac, on_req_reply, req, 7, rv, rl) !=
+        REDIS_OK)
+      return REDLOCK_EIO;
+    req->written = 1;
+    return 0;
+  }
   if (l->nkeys > 1 && req->kind != REDLOCK__REQ_INSPECT) {
     /* EVAL script K key1..keyK token [ttl heal] */
     const char *mv[REDLOCK_MAX_RESOURCES + 7];
@@ -377,9 +438,10 @@ static void on_req_reply(redisAsyncContext *ac, void *reply, void *priv) {
       redlock__strlcpy(buf, n->errstr, sizeof(buf));
     }
     errstr = buf;
+    /* (read-write entries expire by themselves: not kept) */
     if ((req->kind == REDLOCK__REQ_ACQUIRE ||
          req->kind == REDLOCK__REQ_ACQUIRE_FENCED) &&
-        error != REDLOCK_ECANCELED)
+        error != REDLOCK_ECANCELED && req->lock->rw == 0)
       node_abandon(n, req, now);
   } else if (r->type == REDIS_REPLY_ERROR && !req->evalsha_fallback &&
              req->kind != REDLOCK__REQ_ACQUIRE &&

@@ -177,6 +177,22 @@ int main(int argc, char **argv) {
   ASSERT_EQ(harness_get(&srv[1], "cli-m1", val, sizeof(val)), 0);
   ASSERT_EQ(harness_get(&srv[1], "cli-m2", val, sizeof(val)), 0);
 
+  /* --read / --write: readers share, a writer is refused meanwhile. */
+  {
+    char t1[128], t2[128];
+    ASSERT_EQ(sh("%s acquire --read --ttl 30s cli-rw > %s", cli, out), 0);
+    read_file(out, t1, sizeof(t1));
+    t1[strcspn(t1, "\n")] = '\0';
+    ASSERT_EQ(sh("%s acquire --read --ttl 30s cli-rw > %s", cli, out), 0);
+    read_file(out, t2, sizeof(t2));
+    t2[strcspn(t2, "\n")] = '\0';
+    ASSERT_EQ(sh("%s acquire --write cli-rw 2>/dev/null", cli), 75);
+    ASSERT_EQ(sh("%s release --read cli-rw %s", cli, t1), 0);
+    ASSERT_EQ(sh("%s release --read cli-rw %s", cli, t2), 0);
+    ASSERT_EQ(sh("%s run --write --wake --wait 5s cli-rw -- true", cli), 0);
+    ASSERT_EQ(sh("%s acquire --read --also x cli-rw 2>/dev/null", cli), 64);
+  }
+
   /* Two runs on one key serialize: their start/end lines never
    * interleave. */
   {

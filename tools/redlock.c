@@ -43,7 +43,11 @@ static const char usage_text[] =
     "  acquire [--ttl D] [--wait D] [--fence] KEY\n"
     "        acquire and print the token (for scripts; not extended)\n"
     "  run, acquire, extend, release: --also KEY2 (repeatable) locks more\n"
-    "        resources together with KEY, all or none on each master\n"
+    "        resources together with KEY, all or none on each master;\n"
+    "        --read / --write take KEY's read-write lock instead (many\n"
+    "        readers or one writer; a waiting writer keeps new readers out)\n"
+    "  run, acquire: --wake waits for the holder's release message instead\n"
+    "        of polling (the retry delay stays as the fallback)\n"
     "  extend [--ttl D] KEY TOKEN    extend a lock held under TOKEN\n"
     "  release KEY TOKEN             release a lock held under TOKEN\n"
     "  status [--token TOKEN] KEY    per master: reachable, latency, held,\n"
@@ -101,12 +105,14 @@ static struct {
   int wait_given;
   int heal;
   int fence;
+  int rw;   /* 0 plain, 1 --read, 2 --write */
+  int wake;
   const char *also[REDLOCK_MAX_RESOURCES];
   int n_also;
   int64_t grace_ms;
   const char *token;
-} opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, {NULL}, 0, 10000,
-         NULL};
+} opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0, {NULL}, 0,
+         10000, NULL};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -544,7 +550,11 @@ static int make_client(void) {
     fprintf(stderr, "redlock: %s\n", redlock_last_error());
     return EXIT_FAIL;
   }
-  {
+  if (opt.rw != 0 && (opt.n_also > 0 || opt.fence))
+    usage_error("--read/--write do not combine with --also or --fence");
+  if (opt.rw != 0) {
+    rc = redlock_rwlock_new(client, key, strlen(key), opt.rw == 2, &lock);
+  } else {
     const void *res[REDLOCK_MAX_RESOURCES];
     size_t lens[REDLOCK_MAX_RESOURCES];
     int k;
@@ -635,6 +645,16 @@ int main(int argc, char **argv) {
       opt.fence = 1;
       continue;
     }
+    if ((is_flag(a, "--read") || is_flag(a, "--write")) &&
+        !is_flag(cmd, "status")) {
+      opt.rw = is_flag(a, "--read") ? 1 : 2;
+      continue;
+    }
+    if (is_flag(a, "--wake") &&
+        (is_flag(cmd, "run") || is_flag(cmd, "acquire"))) {
+      opt.wake = 1;
+      continue;
+    }
     if (is_flag(a, "--json")) {
       opt.json = 1;
       continue;
@@ -705,6 +725,7 @@ int main(int argc, char **argv) {
     ao.auto_extend = 1;
     ao.heal = opt.heal;
     ao.fence = opt.fence;
+    ao.wake = opt.wake;
     ao.on_lost = on_lost;
     uv_signal_init(&loop, &sig_int);
     uv_signal_init(&loop, &sig_term);
@@ -716,6 +737,7 @@ int main(int argc, char **argv) {
     rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_run_acquired, NULL);
   } else if (is_flag(cmd, "acquire")) {
     ao.fence = opt.fence;
+    ao.wake = opt.wake;
     rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_acquire_cmd, NULL);
   } else if (is_flag(cmd, "extend")) {
     rc = redlock_lock_adopt(lock, opt.token);
