@@ -219,9 +219,10 @@ static void lock_retry_or_fail(redlock_lock_t *l, int status,
     l->status = status;
     l->timer_mode = TIMER_RETRY;
     uv_timer_start(&l->timer, on_lock_timer, (uint64_t)delay, 0);
-    /* Held by someone else: listen for its release (the timer stays as
-     * the fallback). */
-    if (l->wake && !l->wake_subscribed && status == REDLOCK_ETAKEN &&
+    /* Held by someone else (a master said no; with errors the round may
+     * end as ENOQUORUM first): listen for its release, the timer stays
+     * as the fallback. */
+    if (l->wake && !l->wake_subscribed && l->no > 0 &&
         redlock__wake_want(c, l->key, l->keylen) == 0)
       l->wake_subscribed = 1;
     return;

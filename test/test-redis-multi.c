@@ -89,6 +89,19 @@ int main(void) {
   for (i = 0; i < N; i++)
     ASSERT_EQ(harness_dbsize(&srv[i]), 0);
 
+  /* With two of five masters hung, all-or-nothing still holds. */
+  harness_pause(&srv[0]);
+  harness_pause(&srv[1]);
+  ASSERT_EQ(tu_acquire(&loop, m, 10000, &once, &op), 0);
+  ASSERT_EQ(op.yes, 3);
+  ASSERT_EQ(tu_acquire(&loop, o, 10000, &once, &op), REDLOCK_ETAKEN);
+  tu_run_for(&loop, 20);
+  for (i = 2; i < N; i++)
+    ASSERT_EQ(harness_get(&srv[i], "md", val, sizeof(val)), 0);
+  ASSERT_EQ(tu_release(&loop, m, &op), 0);
+  harness_resume(&srv[0]);
+  harness_resume(&srv[1]);
+
   ASSERT_EQ(redlock_lock_free(m), 0);
   ASSERT_EQ(redlock_lock_free(o), 0);
   ASSERT_EQ(redlock_lock_free(single), 0);

@@ -66,6 +66,18 @@ int main(void) {
   for (i = 0; i < N; i++)
     ASSERT_EQ(harness_dbsize(&srv[i]), 0);
 
+  /* One of three masters hung: readers still share, a writer is still
+   * excluded (decided by the other two). */
+  harness_pause(&srv[2]);
+  ASSERT_EQ(tu_acquire(&loop, r1, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, r2, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, w2, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(tu_release(&loop, r1, &op), 0);
+  ASSERT_EQ(tu_release(&loop, r2, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, w2, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_release(&loop, w2, &op), 0);
+  harness_resume(&srv[2]);
+
   ASSERT_EQ(redlock_client_close(c, NULL, NULL), 0);   /* frees handles */
   harness_loop_close(&loop, 10000);
   harness_stop_all();
