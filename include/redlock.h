@@ -370,6 +370,19 @@ REDLOCK_EXTERN int redlock_sync_acquire(redlock_sync_t *s,
                                         int64_t ttl_ms,
                                         const redlock_acquire_opts *opts,
                                         redlock_sync_lock_t **out);
+/* The same for K resources together (redlock_lock_new_multi) and for one
+ * side of a read-write lock (redlock_rwlock_new). */
+REDLOCK_EXTERN int redlock_sync_acquire_multi(redlock_sync_t *s,
+                                              const void *const *resources,
+                                              const size_t *lens, size_t k,
+                                              int64_t ttl_ms,
+                                              const redlock_acquire_opts *opts,
+                                              redlock_sync_lock_t **out);
+REDLOCK_EXTERN int redlock_sync_acquire_rw(redlock_sync_t *s,
+                                           const void *resource, size_t len,
+                                           int write, int64_t ttl_ms,
+                                           const redlock_acquire_opts *opts,
+                                           redlock_sync_lock_t **out);
 /* Extends a held lock (see redlock_lock_extend). */
 REDLOCK_EXTERN int redlock_sync_extend(redlock_sync_lock_t *lock,
                                        int64_t ttl_ms);

@@ -43,6 +43,10 @@ typedef struct sync_call {
   size_t len;
   int64_t ttl_ms;
   const redlock_acquire_opts *opts;
+  const void *const *resources;   /* multi: k > 1 */
+  const size_t *lens;
+  size_t k;
+  int rw;                         /* 0 plain, 1 read, 2 write */
   redlock_sync_lock_t *slock;
   char *buf;
   size_t buflen;
@@ -112,7 +116,14 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
     call_done(call, REDLOCK_ENOMEM);
     return;
   }
-  rc = redlock_lock_new(s->client, call->resource, call->len, &sl->lock);
+  if (call->rw != 0)
+    rc = redlock_rwlock_new(s->client, call->resource, call->len,
+                            call->rw == 2, &sl->lock);
+  else if (call->k > 0)
+    rc = redlock_lock_new_multi(s->client, call->resources, call->lens,
+                                call->k, &sl->lock);
+  else
+    rc = redlock_lock_new(s->client, call->resource, call->len, &sl->lock);
   if (rc != 0) {
     redlock__free(sl);
     call_done(call, rc);
@@ -319,6 +330,63 @@ int redlock_sync_close(redlock_sync_t *s) {
   uv_mutex_destroy(&s->mutex);
   redlock__free(s);
   return 0;
+}
+
+static int sync_acquire(redlock_sync_t *s, sync_call *call,
+                        redlock_sync_lock_t **out) {
+  int rc;
+  call->kind = CALL_ACQUIRE;
+  rc = sync_post(s, call);
+  if (rc == 0)
+    *out = call->slock;
+  return rc;
+}
+
+int redlock_sync_acquire_multi(redlock_sync_t *s,
+                               const void *const *resources,
+                               const size_t *lens, size_t k, int64_t ttl_ms,
+                               const redlock_acquire_opts *opts,
+                               redlock_sync_lock_t **out) {
+  sync_call call;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_acquire: out NULL");
+  *out = NULL;
+  if (s == NULL || resources == NULL || lens == NULL || k == 0)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire_multi: bad arguments");
+  if (ttl_ms <= 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
+    return redlock__fail(REDLOCK_EINVAL, "ttl %lld ms out of range 1..%d",
+                         (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
+  memset(&call, 0, sizeof(call));
+  call.resources = resources;
+  call.lens = lens;
+  call.k = k;
+  call.ttl_ms = ttl_ms;
+  call.opts = opts;
+  return sync_acquire(s, &call, out);
+}
+
+int redlock_sync_acquire_rw(redlock_sync_t *s, const void *resource,
+                            size_t len, int write, int64_t ttl_ms,
+                            const redlock_acquire_opts *opts,
+                            redlock_sync_lock_t **out) {
+  sync_call call;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_acquire: out NULL");
+  *out = NULL;
+  if (s == NULL || resource == NULL || len == 0)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire_rw: bad arguments");
+  if (ttl_ms <= 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
+    return redlock__fail(REDLOCK_EINVAL, "ttl %lld ms out of range 1..%d",
+                         (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
+  memset(&call, 0, sizeof(call));
+  call.resource = resource;
+  call.len = len;
+  call.rw = write ? 2 : 1;
+  call.ttl_ms = ttl_ms;
+  call.opts = opts;
+  return sync_acquire(s, &call, out);
 }
 
 int redlock_sync_acquire(redlock_sync_t *s, const void *resource, size_t len,

@@ -123,6 +123,29 @@ int main(void) {
   ASSERT_EQ(redlock_sync_extend(a, 10000), 0);
   ASSERT_GT(redlock_sync_validity_ms(a), 5000);
 
+  /* Multi-resource and read-write locks through the blocking API. */
+  {
+    const void *res[2] = {"s-m1", "s-m2"};
+    const size_t lens[2] = {4, 4};
+    redlock_sync_lock_t *m, *r1, *r2, *w;
+    ASSERT_EQ(redlock_sync_acquire_multi(shared, res, lens, 2, 10000, NULL,
+                                         &m), 0);
+    ASSERT_EQ(redlock_sync_acquire(shared, "s-m2", 4, 10000, &ae, &w),
+              REDLOCK_ETAKEN);
+    ASSERT_EQ(redlock_sync_release(m), 0);
+    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, 0, 10000, &ae, &r1),
+              0);
+    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, 0, 10000, &ae, &r2),
+              0);
+    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, 1, 10000, &ae, &w),
+              REDLOCK_ETAKEN);
+    ASSERT_EQ(redlock_sync_release(r1), 0);
+    ASSERT_EQ(redlock_sync_release(r2), 0);
+    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, 1, 10000, &ae, &w),
+              0);
+    ASSERT_EQ(redlock_sync_release(w), 0);
+  }
+
   /* Close with locks held: they are released. */
   ASSERT_EQ(redlock_sync_acquire(shared, "held2", 5, 60000, NULL, &b), 0);
   ASSERT_EQ(redlock_sync_close(shared), 0);
