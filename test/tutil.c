@@ -136,12 +136,21 @@ static void on_client_closed(redlock_client_t *c, void *arg) {
   *(volatile int *)arg = 1;
 }
 
-void tu_close(uv_loop_t *loop, redlock_client_t *c) {
+void tu_close_client(uv_loop_t *loop, redlock_client_t *c) {
   volatile int closed = 0;
   ASSERT_EQ(redlock_client_close(c, on_client_closed, (void *)&closed), 0);
   if (harness_run_until(loop, &closed, 10000) != 0)
     TEST_FAIL("client close did not complete within 10 s");
+}
+
+void tu_close(uv_loop_t *loop, redlock_client_t *c) {
+  tu_close_client(loop, c);
   harness_loop_close(loop, 5000);
+}
+
+int tu_slow(void) {
+  const char *s = getenv("REDLOCK_TEST_SLOW");
+  return s != NULL && *s != '\0' && strcmp(s, "0") != 0;
 }
 
 static void on_run_for(uv_timer_t *t) {

@@ -47,6 +47,13 @@ void tu_wait_up(uv_loop_t *loop, redlock_client_t *c, unsigned want,
 /* Closes the client, waits for its close callback, then checks that the
  * loop has no handle left and closes it. */
 void tu_close(uv_loop_t *loop, redlock_client_t *c);
+/* Closes the client and waits (bounded, 10 s) for its close callback, but
+ * leaves the loop open: for tests with several clients on one loop. */
+void tu_close_client(uv_loop_t *loop, redlock_client_t *c);
+
+/* 1 when the test runs slowly (under valgrind: REDLOCK_TEST_SLOW is set),
+ * for widening timing margins. */
+int tu_slow(void);
 
 /* Runs the loop for about ms milliseconds (a timer): used only to let
  * background work happen when a test asserts that something does NOT

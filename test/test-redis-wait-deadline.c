@@ -1,0 +1,112 @@
+/* What redlock.h promises about opts.wait_ms ("overall deadline for all
+ * attempts, from the call"; the callback gets "ETIMEDOUT (wait
+ * deadline)"). N = 3; another client holds the key.
+ *  a) A wait deadline that passes while the key is still taken ends the
+ *     acquire with REDLOCK_ETIMEDOUT (not ETAKEN), at about the deadline,
+ *     and the result still carries the last attempt's votes (a majority
+ *     said no). Many retries are allowed so that only the deadline ends it.
+ *  b) wait_ms means "keep trying until then": with the default retry count
+ *     (3) and a 100 ms retry delay, an acquire with wait_ms = 3000 on a key
+ *     whose holder's ttl (1500 ms) runs out after ~1.5 s must succeed; the
+ *     retry count applies only when no deadline is given (today it gives up
+ *     after 4 attempts, ~400 ms, with ETAKEN).
+ * Both cases run, then both are checked, so one run shows both. */
+#include "tutil.h"
+
+#define N 3
+
+int main(void) {
+  harness_server srv[N];
+  uv_loop_t loop;
+  redlock_client_t *ca;
+  redlock_client_t *cb;
+  redlock_lock_t *a;
+  redlock_lock_t *holder;
+  int slow = tu_slow();
+  int64_t w_a = slow ? 2000 : 1000;
+  int64_t w_b = slow ? 6000 : 3000;
+  int64_t hold_ttl = 1500;
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_acquire_opts until_a = {.wait_ms = (int)w_a,
+                                  .retry_count = 100000,
+                                  .retry_delay_ms = 100,
+                                  .retry_jitter_ms = 20};
+  /* retry_count 0: the client's default (3). */
+  redlock_acquire_opts until_b = {.wait_ms = (int)w_b,
+                                  .retry_delay_ms = 100,
+                                  .retry_jitter_ms = 20};
+  const char *key_a = "wait-deadline-a";
+  const char *key_b = "wait-deadline-b";
+  tu_op op_a;
+  tu_op op_b;
+  tu_op op;
+  uint64_t t_a;
+  uint64_t t_hold;
+  int64_t el_a;
+  int64_t el_b;
+  char tok[80];
+  int holding_b;
+
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  ca = tu_client(&loop, srv, N, NULL, N);
+  cb = tu_client(&loop, srv, N, NULL, N);
+
+  /* ---- a) the deadline passes: ETIMEDOUT -------------------------------- */
+  ASSERT_EQ(redlock_lock_new(cb, key_a, strlen(key_a), &holder), 0);
+  ASSERT_EQ(redlock_lock_new(ca, key_a, strlen(key_a), &a), 0);
+  ASSERT_EQ(tu_acquire(&loop, holder, 60000, &once, &op), 0);
+  t_a = harness_now_ms();
+  (void)tu_acquire(&loop, a, 10000, &until_a, &op_a);
+  el_a = (int64_t)(op_a.cb_ms - t_a);
+  fprintf(stderr, "a) wait_ms %" PRId64 " on a taken key: %s after %" PRId64
+          " ms, %u attempts, last attempt yes %u no %u err %u\n", w_a,
+          redlock_err_name(op_a.status), el_a, op_a.attempts, op_a.yes,
+          op_a.no, op_a.err);
+  ASSERT_EQ(redlock_lock_is_held(a), 0);
+  ASSERT_EQ(tu_release(&loop, holder, &op), 0);
+  ASSERT_EQ(redlock_lock_free(holder), 0);
+  ASSERT_EQ(redlock_lock_free(a), 0);
+
+  /* ---- b) keeps trying until the deadline: succeeds --------------------- */
+  ASSERT_EQ(redlock_lock_new(cb, key_b, strlen(key_b), &holder), 0);
+  ASSERT_EQ(redlock_lock_new(ca, key_b, strlen(key_b), &a), 0);
+  ASSERT_EQ(tu_acquire(&loop, holder, hold_ttl, &once, &op), 0);
+  t_hold = harness_now_ms();
+  (void)tu_acquire(&loop, a, 10000, &until_b, &op_b);
+  el_b = (int64_t)(op_b.cb_ms - t_hold);
+  snprintf(tok, sizeof(tok), "%s", redlock_lock_token(a));
+  holding_b = tu_count_holding(srv, N, key_b, tok);
+  fprintf(stderr, "b) wait_ms %" PRId64 ", holder's ttl %" PRId64 " ms: %s "
+          "after %" PRId64 " ms, %u attempts\n", w_b, hold_ttl,
+          redlock_err_name(op_b.status), el_b, op_b.attempts);
+
+  /* a) */
+  ASSERT_EQ(op_a.status, REDLOCK_ETIMEDOUT);
+  ASSERT_GT(op_a.attempts, 1);
+  /* The last attempt's votes: a blocking majority said no (the round may
+   * be decided before the last master answers). */
+  ASSERT_GE(op_a.no, N - N / 2);
+  ASSERT_EQ(op_a.yes, 0);
+  ASSERT_EQ(op_a.n_nodes, N);
+  ASSERT_LE(op_a.validity_ms, 0);
+  ASSERT_GE(el_a, w_a - 200);     /* it kept trying until about then */
+  ASSERT_LE(el_a, w_a + (slow ? 3000 : 1000));
+
+  /* b) */
+  ASSERT_EQ(op_b.status, 0);
+  ASSERT_GT(op_b.attempts, 4);    /* beyond the retry count */
+  ASSERT_GE(el_b, hold_ttl - 100);   /* only once the holder's key expired */
+  ASSERT_LT(el_b, w_b + 1000);
+  ASSERT(redlock_lock_is_held(a));
+  ASSERT_GE(holding_b, 2);
+
+  ASSERT_EQ(tu_release(&loop, a, &op), 0);
+  ASSERT_EQ(redlock_lock_free(a), 0);
+  ASSERT_EQ(redlock_lock_free(holder), 0);
+  tu_close_client(&loop, cb);
+  tu_close(&loop, ca);
+  harness_stop_all();
+  return 0;
+}
