@@ -1,49 +1,55 @@
 /* raw.c: the benchmark's raw mode, the lower bound the library is measured
  * against in the same process: plain SET key token NX PX ttl fanned out
- * to N masters on hiredis, decided at quorum; release = EVALSHA
- * compare-and-delete at quorum. No retries, no validity, no deadlines, no
- * per-node bookkeeping: only the protocol work every Redlock must do. It
- * uses the library's own hiredis/libuv adapter (lib/uvadapter.c), so the
- * ratio library/raw isolates what the Redlock logic costs. */
+ * to N masters, decided at quorum; release = EVALSHA compare-and-delete at
+ * quorum. No retries, no validity, no deadlines, no per-node bookkeeping:
+ * only the protocol work every Redlock must do. It uses the library's own
+ * connection layer (lib/conn.c: our sockets, hiredis's RESP reader), so
+ * the ratio library/raw isolates what the Redlock logic costs. */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis.h>
-#include <async.h>
-
-#include "common.h"
+#include "conn.h"
 #include "raw.h"
 
 static const char release_lua[] =
     "if redis.call('get',KEYS[1]) == ARGV[1] then "
     "return redis.call('del',KEYS[1]) else return 0 end";
 
+#define RING 65536   /* ops in flight per connection */
+
+typedef struct raw_op raw_op;
+
+typedef struct raw_conn {
+  redlock__conn conn;
+  struct raw_client *c;
+  raw_op **ring;     /* FIFO of ops waiting for a reply */
+  size_t head, tail;
+  int loaded;
+} raw_conn;
+
 struct raw_client {
   uv_loop_t *loop;
   redlock__flusher flusher;
   size_t n;
   unsigned quorum;
-  redisAsyncContext *ac[64];
-  int ready;                  /* contexts whose SCRIPT LOAD answered */
+  raw_conn conns[64];
+  int ready;                  /* connections whose SCRIPT LOAD answered */
   char sha[41];
-  int closing;
 };
 
-typedef struct raw_op {
+struct raw_op {
   raw_cb cb;
   void *arg;
   unsigned yes, no, replies, n, quorum;
   int decided;
-} raw_op;
+};
 
-static void op_reply(redisAsyncContext *ac, void *reply, void *priv) {
-  raw_op *op = priv;
-  redisReply *r = reply;
+static void op_reply(raw_op *op, const redlock__reply *r) {
   int yes = r != NULL &&
-            ((r->type == REDIS_REPLY_STATUS && r->len == 2) ||
-             (r->type == REDIS_REPLY_INTEGER && r->integer == 1));
-  (void)ac;
+            ((r->type == REDLOCK__R_STATUS && r->len == 2) ||
+             (r->type == REDLOCK__R_INTEGER && r->integer == 1));
   op->replies++;
   if (yes)
     op->yes++;
@@ -62,6 +68,35 @@ static void op_reply(redisAsyncContext *ac, void *reply, void *priv) {
     free(op);   /* late replies are consumed first */
 }
 
+static void on_connected(redlock__conn *conn) {
+  (void)conn;
+}
+
+static void on_reply(redlock__conn *conn, const redlock__reply *r) {
+  raw_conn *rc = conn->data;
+  if (!rc->loaded) {
+    if (r->type == REDLOCK__R_STRING && r->len == 40) {
+      memcpy(rc->c->sha, r->str, 41);
+      rc->c->ready++;
+    }
+    rc->loaded = 1;
+    return;
+  }
+  if (rc->head == rc->tail)
+    return;
+  op_reply(rc->ring[rc->head++ % RING], r);
+}
+
+static void on_failed(redlock__conn *conn, int err, const char *msg) {
+  raw_conn *rc = conn->data;
+  (void)err;
+  fprintf(stderr, "raw: connection failed: %s\n", msg);
+  while (rc->head != rc->tail)
+    op_reply(rc->ring[rc->head++ % RING], NULL);
+}
+
+static const redlock__conn_cbs raw_cbs = {on_connected, on_reply, on_failed};
+
 static raw_op *op_new(raw_client *c, raw_cb cb, void *arg) {
   raw_op *op = calloc(1, sizeof(*op));
   if (op == NULL)
@@ -73,19 +108,29 @@ static raw_op *op_new(raw_client *c, raw_cb cb, void *arg) {
   return op;
 }
 
+static int fanout(raw_client *c, raw_op *op, int argc, const char **argv,
+                  const size_t *len) {
+  size_t i;
+  for (i = 0; i < c->n; i++) {
+    raw_conn *rc = &c->conns[i];
+    if (rc->tail - rc->head == RING ||
+        redlock__conn_send(&rc->conn, argc, argv, len) != 0)
+      return -1;
+    rc->ring[rc->tail++ % RING] = op;
+  }
+  return 0;
+}
+
 int raw_acquire(raw_client *c, const char *key, size_t keylen,
                 const char *token, int64_t ttl_ms, raw_cb cb, void *arg) {
   raw_op *op = op_new(c, cb, arg);
   char ttl[24];
   const char *argv[6] = {"SET", key, token, "NX", "PX", ttl};
   size_t len[6] = {3, keylen, strlen(token), 2, 2, 0};
-  size_t i;
   if (op == NULL)
     return -1;
-  len[5] = (size_t)snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
-  for (i = 0; i < c->n; i++)
-    redisAsyncCommandArgv(c->ac[i], op_reply, op, 6, argv, len);
-  return 0;
+  len[5] = redlock__fmt_i64(ttl, ttl_ms);
+  return fanout(c, op, 6, argv, len);
 }
 
 int raw_release(raw_client *c, const char *key, size_t keylen,
@@ -93,22 +138,9 @@ int raw_release(raw_client *c, const char *key, size_t keylen,
   raw_op *op = op_new(c, cb, arg);
   const char *argv[5] = {"EVALSHA", c->sha, "1", key, token};
   size_t len[5] = {7, 40, 1, keylen, strlen(token)};
-  size_t i;
   if (op == NULL)
     return -1;
-  for (i = 0; i < c->n; i++)
-    redisAsyncCommandArgv(c->ac[i], op_reply, op, 5, argv, len);
-  return 0;
-}
-
-static void on_loaded(redisAsyncContext *ac, void *reply, void *priv) {
-  raw_client *c = priv;
-  redisReply *r = reply;
-  (void)ac;
-  if (r != NULL && r->type == REDIS_REPLY_STRING && r->len == 40) {
-    memcpy(c->sha, r->str, 41);
-    c->ready++;
-  }
+  return fanout(c, op, 5, argv, len);
 }
 
 int raw_client_new(uv_loop_t *loop, const char *const *servers, size_t n,
@@ -125,23 +157,34 @@ int raw_client_new(uv_loop_t *loop, const char *const *servers, size_t n,
   c->quorum = (unsigned)(n / 2 + 1);
   redlock__flusher_init(loop, &c->flusher);
   for (i = 0; i < n; i++) {
+    raw_conn *rc = &c->conns[i];
+    struct sockaddr_in sa;
     char host[64];
+    char err[160];
     int port = 6379;
     const char *colon = strrchr(servers[i], ':');
     size_t hl = colon ? (size_t)(colon - servers[i]) : strlen(servers[i]);
+    const char *argv[3] = {"SCRIPT", "LOAD", release_lua};
+    size_t len[3] = {6, 4, sizeof(release_lua) - 1};
     if (hl >= sizeof(host))
       return -1;
     memcpy(host, servers[i], hl);
     host[hl] = '\0';
     if (colon)
       port = atoi(colon + 1);
-    c->ac[i] = redisAsyncConnect(host, port);
-    if (c->ac[i] == NULL || c->ac[i]->err ||
-        redlock__uv_attach(c->ac[i], loop, &c->flusher) != 0) {
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    rc->c = c;
+    rc->ring = calloc(RING, sizeof(*rc->ring));
+    redlock__conn_init(&rc->conn, loop, &c->flusher, &raw_cbs, rc);
+    if (rc->ring == NULL || inet_pton(AF_INET, host, &sa.sin_addr) != 1 ||
+        redlock__conn_open(&rc->conn, (struct sockaddr *)&sa, NULL, err,
+                           sizeof(err)) != 0) {
       fprintf(stderr, "raw: cannot connect to %s\n", servers[i]);
       return -1;
     }
-    redisAsyncCommand(c->ac[i], on_loaded, c, "SCRIPT LOAD %s", release_lua);
+    redlock__conn_send(&rc->conn, 3, argv, len);
   }
   *out = c;
   return 0;
@@ -157,8 +200,10 @@ static void on_flusher_closed(uv_handle_t *h) {
 
 void raw_client_close(raw_client *c) {
   size_t i;
-  for (i = 0; i < c->n; i++)
-    redisAsyncFree(c->ac[i]);
+  for (i = 0; i < c->n; i++) {
+    redlock__conn_free(&c->conns[i].conn);
+    free(c->conns[i].ring);
+  }
   c->flusher.prepare.data = c;
   redlock__flusher_close(&c->flusher, on_flusher_closed);
 }

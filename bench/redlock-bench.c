@@ -17,6 +17,7 @@
  *              hold_ms, release, think think_ms; fairness and violations
  * One client (one connection per master) is shared by all workers. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,6 +644,7 @@ int main(int argc, char **argv) {
   int closed = 0;
   int rc;
 
+  signal(SIGPIPE, SIG_IGN);   /* a closed pipe is an error, not death */
   parse(argc, argv);
   if (strcmp(opt.scenario, "scale") == 0 || getenv("BENCH_COUNT_ALLOCS"))
     redlock_replace_allocator(count_malloc, count_realloc, count_calloc,

@@ -16,6 +16,11 @@
  *  - A client and its locks belong to one loop and one thread.
  *  - What keeps the loop alive: an open client (its connections and
  *    reconnect timers). Close the client to let uv_run() return.
+ *  - Signals: the library's sockets send with MSG_NOSIGNAL, so no SIGPIPE
+ *    ever reaches the process from them; nothing needs to be ignored.
+ *  - Time: validity and ages are measured on CLOCK_BOOTTIME (it keeps
+ *    counting while the machine is suspended, as the masters' ttls do),
+ *    never on the wall clock.
  */
 #ifndef REDLOCK_H
 #define REDLOCK_H
@@ -124,11 +129,22 @@ typedef struct redlock_client_config {
   /* Credentials for masters whose URI has none (AUTH [user] password). */
   const char *username;
   const char *password;
-  /* Restart guard: a master that restarted less than this long ago (its
-   * uptime, or a changed run_id) may have lost keys, so its yes votes for
-   * an acquisition do not count until the window has passed (the spec's
-   * "delayed restart", enforced by the client). 0 = the largest ttl this
-   * client has used (the current acquisition's included); negative = off. */
+  /* Restart guard: a master that restarted may have lost keys, so its yes
+   * votes for an acquisition do not count until it is older than the
+   * longest ttl a lock it lost could have (the spec's "delayed restart",
+   * enforced by the client). Its age comes from INFO (uptime, counted as
+   * at most uptime - 1 s: Redis reports whole wall-clock seconds) and from
+   * its run_id as seen by this client across reconnects; a master whose
+   * INFO cannot be read counts as restarted when connected.
+   *  0 (default): the window is the longest ttl any client of the
+   *    deployment has used: every client records its ttls on the masters
+   *    ("<prefix>__redlock__:maxttl", never expires, only raised) and a
+   *    client reads that record from the masters whenever one of them
+   *    shows a new instance. N = 1 can only use this client's own ttls.
+   *  > 0: a fixed deployment-wide window; acquire and extend refuse longer
+   *    ttls (EINVAL). Every client should use the same value.
+   *  < 0: off (masters that cannot lose keys: appendfsync always). Such a
+   *    client still records its ttls, best effort, for the others. */
   int restart_guard_ms;
 } redlock_client_config;
 
@@ -200,8 +216,10 @@ typedef void (*redlock_lock_cb)(redlock_lock_t *lock, int status,
 typedef void (*redlock_lost_cb)(redlock_lock_t *lock, int reason, void *arg);
 
 typedef struct redlock_acquire_opts {
-  /* Overall deadline for all attempts, from the call. 0 = none (bounded
-   * by the retry count); negative = one attempt only. */
+  /* Overall deadline, from the call: keep trying until then (the retry
+   * count does not apply); the callback gets ETIMEDOUT when it passes
+   * (the result shows the last attempt's votes). 0 = no deadline: up to
+   * the retry count; negative = one attempt only. */
   int wait_ms;
   /* Override the client's retry policy for this call (same meanings). */
   int retry_count;
@@ -220,7 +238,8 @@ typedef struct redlock_acquire_opts {
    * REDLOCK_ENOTHELD at once when a majority answers that the key is gone
    * or someone else's, REDLOCK_EEXPIRED when the validity ran out with no
    * successful extension. Never after release, free or close. May be
-   * NULL (then poll redlock_lock_is_lost). */
+   * NULL (then poll redlock_lock_is_lost). In the blocking API `lock` is
+   * the caller's redlock_sync_lock_t (cast it back). */
   redlock_lost_cb on_lost;
   void *lost_arg;
   /* Fencing token (opt-in, one extra round trip): each acquisition gets a
@@ -230,9 +249,12 @@ typedef struct redlock_acquire_opts {
    * appendfsync always, or a restarted master can hand out an old number. */
   int fence;
   /* Reentrancy: acquiring a handle that already holds its lock adds a
-   * hold (no round trip; the callback gets 0) instead of failing with
-   * EBUSY; each release removes one, and the last one releases on the
-   * masters. The owner is the handle: pass it to the code that re-enters. */
+   * hold instead of failing with EBUSY; each release removes one, and the
+   * last one releases on the masters. No round trip, unless the new ttl
+   * is longer than the lock's: then the lock is extended to it first (one
+   * extend round; on failure no hold is added and the callback gets the
+   * extend's status). The owner is the handle: pass it to the code that
+   * re-enters. */
   int reentrant;
   /* Wake-up instead of polling: while waiting for a lock held by another
    * owner, listen on its release channel (one subscriber connection per
@@ -261,10 +283,11 @@ REDLOCK_EXTERN int redlock_lock_new_multi(redlock_client_t *client,
  * its own expiry (server time), over the quorum as usual. `write` picks
  * the side this handle takes. Expired readers are purged by every script;
  * a writer that finds readers leaves an intent that keeps new readers out
- * until it gets the lock (or the intent expires after its ttl), so a
- * stream of readers cannot starve it. Kept in the hash "<key>:rw", apart
- * from the plain lock on the same resource. Fencing, inspect and heal do
- * not apply. Errors: as redlock_lock_new. */
+ * while it waits (until it gets the lock, gives up - the intent is then
+ * withdrawn - or the intent expires after its ttl), so a stream of
+ * readers cannot starve it. Kept in the hash "<key>:rw", apart from the
+ * plain lock on the same resource. Fencing, inspect and heal do not
+ * apply. Errors: as redlock_lock_new. */
 REDLOCK_EXTERN int redlock_rwlock_new(redlock_client_t *client,
                                       const void *resource, size_t len,
                                       int write, redlock_lock_t **out);
@@ -282,8 +305,10 @@ REDLOCK_EXTERN int redlock_lock_detach(redlock_lock_t *lock);
 /* Acquires the lock for `ttl_ms` (1..REDLOCK_MAX_TTL_MS). `opts` may be
  * NULL. The callback gets 0 (held; see redlock_lock_validity_ms) or
  * ETAKEN, ENOQUORUM, EEXPIRED, ETIMEDOUT (wait deadline), ECANCELED. A
- * failed attempt is released on every master before the next one.
- * Errors from the call: EINVAL, EBUSY (held or operation in flight). */
+ * failed attempt is released on every master before the next one. An
+ * auto-extension still running on this handle (a lock that was just lost)
+ * is stopped first. Errors from the call: EINVAL, EBUSY (held or operation
+ * in flight). */
 REDLOCK_EXTERN int redlock_lock_acquire(redlock_lock_t *lock, int64_t ttl_ms,
                                         const redlock_acquire_opts *opts,
                                         redlock_lock_cb cb, void *arg);
@@ -291,8 +316,13 @@ REDLOCK_EXTERN int redlock_lock_acquire(redlock_lock_t *lock, int64_t ttl_ms,
 /* Extends a held lock to `ttl_ms` from now, only where the key still holds
  * our token. Success renews the validity. The callback gets 0, ENOTHELD
  * (a majority says the key is gone or someone else's: the lock is lost),
- * ENOQUORUM, EEXPIRED, ECANCELED. After ENOQUORUM or EEXPIRED the old
- * validity still applies. Errors from the call: EINVAL, ENOTHELD, EBUSY. */
+ * EEXPIRED (the ttl ran out during the round: lost), ENOQUORUM,
+ * ECANCELED. From the moment the call is made the validity is at most
+ * the call's time + ttl_ms - drift (the new ttl may reach some masters
+ * even if the extend fails), so after an extend to a SHORTER ttl that
+ * does not succeed the lock is valid at most that long. An auto-extension
+ * in flight is superseded. Errors from the call: EINVAL, ENOTHELD (not
+ * held), ELOST (the lock was lost: see on_lost), EBUSY. */
 REDLOCK_EXTERN int redlock_lock_extend(redlock_lock_t *lock, int64_t ttl_ms,
                                        redlock_lock_cb cb, void *arg);
 
@@ -309,7 +339,8 @@ REDLOCK_EXTERN int redlock_lock_release(redlock_lock_t *lock,
  * changing anything; waits for every master (bounded by the command
  * timeout). Per master: vote YES if the key exists (holder, pttl_ms), NO
  * if it is free, ERR if unreachable. The callback gets 0 when a quorum
- * answered, else ENOQUORUM. Errors: EINVAL, EBUSY. */
+ * answered, else ENOQUORUM. An auto-extension keeps running meanwhile.
+ * Errors: EINVAL, EBUSY. */
 REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock_t *lock,
                                         redlock_lock_cb cb, void *arg);
 
@@ -383,7 +414,8 @@ REDLOCK_EXTERN int redlock_sync_acquire_rw(redlock_sync_t *s,
                                            int write, int64_t ttl_ms,
                                            const redlock_acquire_opts *opts,
                                            redlock_sync_lock_t **out);
-/* Extends a held lock (see redlock_lock_extend). */
+/* Extends a held lock (see redlock_lock_extend): ELOST once an
+ * auto-extended lock was lost. */
 REDLOCK_EXTERN int redlock_sync_extend(redlock_sync_lock_t *lock,
                                        int64_t ttl_ms);
 /* Releases the lock and frees the handle (in every case: the handle must
@@ -393,6 +425,10 @@ REDLOCK_EXTERN int redlock_sync_release(redlock_sync_lock_t *lock);
 REDLOCK_EXTERN int64_t redlock_sync_validity_ms(redlock_sync_lock_t *lock);
 /* 1 if an auto-extended lock was lost. */
 REDLOCK_EXTERN int redlock_sync_is_lost(redlock_sync_lock_t *lock);
+/* The fencing token of the acquisition (opts.fence); 0 if none. */
+REDLOCK_EXTERN uint64_t redlock_sync_fence(redlock_sync_lock_t *lock);
+/* Holds on a reentrant lock (0 when not held). */
+REDLOCK_EXTERN unsigned redlock_sync_holds(redlock_sync_lock_t *lock);
 /* Copies the token (NUL-terminated hex) into buf. 0, or EINVAL if len is
  * too small. */
 REDLOCK_EXTERN int redlock_sync_token(redlock_sync_lock_t *lock, char *buf,

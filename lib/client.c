@@ -1,11 +1,15 @@
 /* client.c: client life cycle.
  *
- * Owns: validating and copying the configuration, the nodes array, the
- * request pool, the write flusher, and the asynchronous close:
+ * Owns: validating and copying the configuration, the nodes and what they
+ * share (node env: timeouts, credentials, scripts, the request pool), the
+ * write flusher, the restart guard and the wake-up subscribers, and the
+ * asynchronous close:
  *
- *   close() --timer 0--> abort every lock (ECANCELED, release what is held)
- *           --> close every node (drain, bounded by deadlines)
- *           --> all nodes CLOSED and all lock handles freed
+ *   close() --timer 0--> every member (lock handle) aborts: ECANCELED,
+ *           releases what it holds or half-acquired
+ *           --> guard, wake-up and every node close (nodes drain what is
+ *               in flight, bounded by the deadlines)
+ *           --> all nodes CLOSED, all members freed, subscribers closed
  *           --> close flusher + close timer --> user close cb --> free
  *
  * Does not own: lock state machines (lock.c), connections (node.c). */
@@ -14,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "client.h"
+#include "scripts.h"
+#include "uri.h"
 
 #define DEF_DRIFT_FACTOR 0.01
 #define DEF_CONNECT_TIMEOUT_MS 250
@@ -25,6 +31,7 @@
 #define DEF_RECONNECT_MIN_MS 20
 #define DEF_RECONNECT_MAX_MS 2000
 #define MAX_TIMEOUT_MS 3600000        /* one hour: anything above is a typo */
+#define MAXTTL_SUFFIX "__redlock__:maxttl"
 
 void redlock__assert_fail(const char *expr, const char *file, int line) {
   fprintf(stderr, "redlock: assertion failed: %s (%s:%d)\n", expr, file,
@@ -66,14 +73,18 @@ static void client_free_memory(redlock_client_t *c) {
   if (c->nodes != NULL)
     for (i = 0; i < c->n; i++)
       redlock__node_free(&c->nodes[i]);
-  while (!redlock__queue_empty(&c->free_reqs)) {
-    redlock__queue *q = c->free_reqs.next;
+  while (!redlock__queue_empty(&c->free_rounds)) {
+    redlock__queue *q = c->free_rounds.next;
     redlock__queue_remove(q);
-    redlock__free(REDLOCK__CONTAINER_OF(q, redlock__req, q));
+    redlock__free(q);   /* the link is a round's first member */
   }
-  redlock__wake_free(c);
+  redlock__node_env_free(&c->env);
+  redlock__wake_free(&c->wake);
+  redlock__guard_free(&c->guard);
+  redlock__free(c->idle);
   redlock__free(c->nodes);
   redlock__free(c->key_prefix);
+  redlock__free(c->maxttl_key);
   redlock__free(c->username);
   redlock__free(c->password);
   redlock__free(c);
@@ -111,7 +122,7 @@ static int check_config(const redlock_client_config *cfg,
   c->drift_factor =
       cfg->drift_factor == 0 ? DEF_DRIFT_FACTOR : cfg->drift_factor;
   if ((rc = pick_ms("connect_timeout_ms", cfg->connect_timeout_ms,
-                    DEF_CONNECT_TIMEOUT_MS, 0, &c->connect_timeout_ms)) ||
+                    DEF_CONNECT_TIMEOUT_MS, 0, &c->env.connect_timeout_ms)) ||
       (rc = pick_ms("command_timeout_ms", cfg->command_timeout_ms,
                     DEF_COMMAND_TIMEOUT_MS, 0, &c->command_timeout_ms)) ||
       (rc = pick_ms("retry_delay_ms", cfg->retry_delay_ms,
@@ -119,17 +130,18 @@ static int check_config(const redlock_client_config *cfg,
       (rc = pick_ms("retry_jitter_ms", cfg->retry_jitter_ms,
                     DEF_RETRY_JITTER_MS, 1, &c->retry_jitter_ms)) ||
       (rc = pick_ms("reconnect_min_ms", cfg->reconnect_min_ms,
-                    DEF_RECONNECT_MIN_MS, 0, &c->reconnect_min_ms)) ||
+                    DEF_RECONNECT_MIN_MS, 0, &c->env.reconnect_min_ms)) ||
       (rc = pick_ms("reconnect_max_ms", cfg->reconnect_max_ms,
-                    DEF_RECONNECT_MAX_MS, 0, &c->reconnect_max_ms)))
+                    DEF_RECONNECT_MAX_MS, 0, &c->env.reconnect_max_ms)))
     return rc;
+  c->env.command_timeout_ms = c->command_timeout_ms;
   c->restart_guard_ms =
       cfg->restart_guard_ms < 0 ? -1 : (int64_t)cfg->restart_guard_ms;
-  if (c->reconnect_min_ms > c->reconnect_max_ms)
+  if (c->env.reconnect_min_ms > c->env.reconnect_max_ms)
     return redlock__fail(REDLOCK_EINVAL,
                          "reconnect_min_ms %lld > reconnect_max_ms %lld",
-                         (long long)c->reconnect_min_ms,
-                         (long long)c->reconnect_max_ms);
+                         (long long)c->env.reconnect_min_ms,
+                         (long long)c->env.reconnect_max_ms);
   if (cfg->retry_count < 0)
     c->retry_count = 0;
   else
@@ -141,6 +153,27 @@ static int check_config(const redlock_client_config *cfg,
   if (cfg->username != NULL && cfg->password == NULL)
     return redlock__fail(REDLOCK_EINVAL, "username given without password");
   return 0;
+}
+
+/* ---- node events ------------------------------------------------------------ */
+
+static void client_maybe_finish(redlock_client_t *c);
+
+static void on_node_state(redlock__node *n, redlock__node_event ev,
+                          void *arg) {
+  redlock_client_t *c = arg;
+  switch (ev) {
+    case REDLOCK__NODE_EV_UP:
+      redlock__guard_node_up(&c->guard, n->index);
+      return;
+    case REDLOCK__NODE_EV_DOWN:
+      redlock__guard_node_down(&c->guard, n->index);
+      return;
+    case REDLOCK__NODE_EV_CLOSED:
+      c->nodes_open--;
+      client_maybe_finish(c);
+      return;
+  }
 }
 
 int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
@@ -157,12 +190,14 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   if (loop == NULL || cfg == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_client_new: loop or config is NULL");
+  redlock__scripts_init();
   c = redlock__calloc(1, sizeof(*c));
   if (c == NULL)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-  redlock__queue_init(&c->locks);
-  redlock__queue_init(&c->free_reqs);
-  redlock__queue_init(&c->wake_channels);
+  redlock__queue_init(&c->members);
+  redlock__queue_init(&c->free_rounds);
+  redlock__queue_init(&c->env.free_reqs);
+  redlock__wake_init(&c->wake, &c->env, NULL, 0);
   rc = check_config(cfg, c);
   if (rc != 0)
     goto fail;
@@ -186,20 +221,50 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       copy_str(cfg->password, &c->password))
     goto nomem;
   c->key_prefix_len = c->key_prefix ? strlen(c->key_prefix) : 0;
+  c->maxttl_keylen = c->key_prefix_len + sizeof(MAXTTL_SUFFIX) - 1;
+  c->maxttl_key = redlock__malloc(c->maxttl_keylen + 1);
   c->nodes = redlock__calloc(c->n, sizeof(*c->nodes));
-  if (c->nodes == NULL)
+  c->idle = redlock__calloc(c->n, sizeof(*c->idle));
+  if (c->maxttl_key == NULL || c->nodes == NULL || c->idle == NULL)
+    goto nomem;
+  memcpy(c->maxttl_key, c->key_prefix ? c->key_prefix : "",
+         c->key_prefix_len);
+  memcpy(c->maxttl_key + c->key_prefix_len, MAXTTL_SUFFIX,
+         sizeof(MAXTTL_SUFFIX));
+  if (redlock__guard_init(&c->guard, c->nodes, c->n, c->quorum,
+                          c->restart_guard_ms, c->maxttl_key,
+                          c->maxttl_keylen) != 0)
     goto nomem;
   if (uv_random(NULL, NULL, &c->prng, sizeof(c->prng), 0, NULL) != 0)
-    c->prng = uv_hrtime();
+    c->prng = redlock__now_ns();
 
   /* From here nothing fails. */
   c->loop = loop;
+  c->env.loop = loop;
+  c->env.flusher = &c->flusher;
+  c->env.username = c->username;
+  c->env.password = c->password;
+  c->env.n_scripts =
+      redlock__scripts_all(&c->env.scripts, &c->env.script_lens);
+  c->env.maxttl_key = c->maxttl_key;
+  c->env.maxttl_keylen = c->maxttl_keylen;
+  c->env.prng = &c->prng;
+  c->env.on_state = on_node_state;
+  c->env.arg = c;
   redlock__flusher_init(loop, &c->flusher);
+  c->flusher.prepare.data = c;
   uv_timer_init(loop, &c->close_timer);
   c->close_timer.data = c;
   c->handles_open = 2;
-  for (i = 0; i < c->n; i++)
-    redlock__node_init(c, &c->nodes[i], (unsigned)i, &uris[i]);
+  c->wake.nodes = c->nodes;
+  c->wake.n = c->n;
+  for (i = 0; i < c->n; i++) {
+    redlock__node_init(&c->nodes[i], &c->env, (unsigned)i, &uris[i]);
+    c->idle[i].server = c->nodes[i].uri.display;
+    c->idle[i].errstr = "";
+    c->idle[i].holder = "";
+    c->idle[i].pttl_ms = -2;
+  }
   redlock__free(uris);
   for (i = 0; i < c->n; i++)
     redlock__node_start(&c->nodes[i]);
@@ -220,22 +285,17 @@ fail:
   return rc;
 }
 
-/* ---- request pool ------------------------------------------------------- */
+/* ---- members ---------------------------------------------------------------- */
 
-redlock__req *redlock__req_get(redlock_client_t *c) {
-  redlock__queue *q;
-  if (redlock__queue_empty(&c->free_reqs))
-    return redlock__calloc(1, sizeof(redlock__req));
-  q = c->free_reqs.next;
-  redlock__queue_remove(q);
-  return REDLOCK__CONTAINER_OF(q, redlock__req, q);
+void redlock__client_join(redlock_client_t *c, redlock__member *m) {
+  redlock__queue_insert_tail(&c->members, &m->link);
 }
 
-void redlock__req_put(redlock_client_t *c, redlock__req *req) {
-  redlock__queue_insert_tail(&c->free_reqs, &req->q);
+void redlock__client_leave(redlock_client_t *c) {
+  client_maybe_finish(c);
 }
 
-/* ---- close -------------------------------------------------------------- */
+/* ---- close -------------------------------------------------------------------- */
 
 static void on_client_handle_closed(uv_handle_t *h) {
   redlock_client_t *c = h->data;
@@ -248,38 +308,39 @@ static void on_client_handle_closed(uv_handle_t *h) {
   }
 }
 
-void redlock__client_maybe_finish(redlock_client_t *c) {
-  if (c->close_started != 1 || c->nodes_open != 0 ||
-      !redlock__queue_empty(&c->locks))
+static void client_maybe_finish(redlock_client_t *c) {
+  if (c->close_stage != 1 || c->nodes_open != 0 || !c->wake_closed ||
+      !redlock__queue_empty(&c->members))
     return;
-  c->close_started = 2;   /* the final close runs once */
-  c->flusher.prepare.data = c;
+  c->close_stage = 2;   /* the final close runs once */
   redlock__flusher_close(&c->flusher, on_client_handle_closed);
   uv_close((uv_handle_t *)&c->close_timer, on_client_handle_closed);
 }
 
-void redlock__client_node_closed(redlock_client_t *c) {
-  c->nodes_open--;
-  redlock__client_maybe_finish(c);
+static void on_wake_closed(void *arg) {
+  redlock_client_t *c = arg;
+  c->wake_closed = 1;
+  client_maybe_finish(c);
 }
 
 static void on_close_timer(uv_timer_t *t) {
   redlock_client_t *c = t->data;
   redlock__queue *q;
   unsigned i;
-  c->close_started = 1;
+  c->close_stage = 1;
   c->nodes_open = c->n;
-  /* Abort every lock. Memory is freed only in uv close callbacks, so the
-   * list stays walkable while callbacks run. */
-  for (q = c->locks.next; q != &c->locks;) {
-    redlock_lock_t *l = REDLOCK__CONTAINER_OF(q, redlock_lock_t, link);
+  /* Abort every member. Memory is freed only in uv close callbacks, so
+   * the list stays walkable while callbacks run. */
+  for (q = c->members.next; q != &c->members;) {
+    redlock__member *m = REDLOCK__CONTAINER_OF(q, redlock__member, link);
     q = q->next;
-    redlock__lock_abort(l);
+    m->abort(m);
   }
-  redlock__wake_close(c);
+  redlock__guard_close(&c->guard);
+  redlock__wake_close(&c->wake, on_wake_closed, c);
   for (i = 0; i < c->n; i++)
     redlock__node_close(&c->nodes[i]);
-  redlock__client_maybe_finish(c);
+  client_maybe_finish(c);
 }
 
 int redlock_client_close(redlock_client_t *c, redlock_close_cb cb,
@@ -295,7 +356,7 @@ int redlock_client_close(redlock_client_t *c, redlock_close_cb cb,
   return 0;
 }
 
-/* ---- getters -------------------------------------------------------------- */
+/* ---- getters -------------------------------------------------------------------- */
 
 size_t redlock_client_n_servers(const redlock_client_t *c) {
   return c != NULL ? c->n : 0;

@@ -4,6 +4,7 @@
 #ifndef REDLOCK_PURE_H
 #define REDLOCK_PURE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Monotonic time in nanoseconds (uv_hrtime). */
@@ -56,5 +57,32 @@ redlock__round_state redlock__round_decide(unsigned n, unsigned quorum,
                                            unsigned err);
 /* Default quorum for n nodes: n/2 + 1. */
 unsigned redlock__quorum_default(unsigned n);
+
+/* ---- sha1.c ----------------------------------------------------------------
+ * SHA-1 of data as 40 lowercase hex characters and a NUL (the name Redis
+ * gives a script for EVALSHA). */
+void redlock__sha1_hex(const void *data, size_t len, char out[41]);
+
+/* ---- guard math (quorum.c) ---------------------------------------------------
+ * Redis reports uptime_in_seconds as whole WALL-CLOCK seconds: the server
+ * started at wall time s0 and now is s, uptime = floor(s) - floor(s0), so
+ * the true age is more than uptime - 1 s and less than uptime + 1 s. The
+ * latest the server can have started, seen at monotonic time `now`, is
+ * therefore now - (uptime - 1 s): a lower bound of the age, never an upper
+ * one. Returns that start time (saturating at 0; an uptime of 0 or 1 gives
+ * `now`: the server may have started just now). */
+redlock__ns redlock__start_bound(redlock__ns now, int64_t uptime_s);
+/* Age in ms at `now` of a server whose latest possible start is `start`:
+ * 0 when start >= now. */
+int64_t redlock__age_ms(redlock__ns start, redlock__ns now);
+/* Restart guard, safe read of the deployment's longest ttl (DESIGN 4.1):
+ * a read of n masters, `answered` of them answered, `unsure` of the n
+ * have not been seen continuously by this client since before the read
+ * (new, restarted, or of unknown identity). The largest value read covers
+ * every lock still valid that lost keys on a restarted master when the
+ * answers must include a master that holds that lock's record: answered
+ * == n, or answered >= n - quorum + 1 + unsure. */
+int redlock__guard_read_valid(unsigned n, unsigned quorum,
+                              unsigned answered, unsigned unsure);
 
 #endif

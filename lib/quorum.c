@@ -31,3 +31,24 @@ redlock__round_state redlock__round_decide(unsigned n, unsigned quorum,
   }
   return REDLOCK__ROUND_PENDING;
 }
+
+redlock__ns redlock__start_bound(redlock__ns now, int64_t uptime_s) {
+  redlock__ns age;
+  if (uptime_s <= 1)
+    return now;
+  age = (redlock__ns)(uptime_s - 1) * 1000 * REDLOCK__NS_PER_MS;
+  return age < now ? now - age : 0;
+}
+
+int64_t redlock__age_ms(redlock__ns start, redlock__ns now) {
+  if (start >= now)
+    return 0;
+  return (int64_t)((now - start) / REDLOCK__NS_PER_MS);
+}
+
+int redlock__guard_read_valid(unsigned n, unsigned quorum,
+                              unsigned answered, unsigned unsure) {
+  if (answered >= n)
+    return 1;
+  return answered >= n - quorum + 1 + unsure;
+}

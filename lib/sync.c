@@ -11,8 +11,6 @@
  * are calls too. Shutdown: a CLOSE call closes the client (which releases
  * held locks and cancels what is in flight), then the async handle; the
  * loop then runs out of handles and the thread returns. */
-#include <pthread.h>
-#include <signal.h>
 #include <string.h>
 
 #include "common.h"
@@ -24,13 +22,20 @@ typedef enum {
   CALL_VALIDITY,
   CALL_IS_LOST,
   CALL_TOKEN,
+  CALL_HOLDS,
+  CALL_FENCE,
   CALL_CLOSE
 } call_kind;
 
 struct redlock_sync_lock_s {
   redlock_sync_t *sync;
-  redlock_lock_t *lock;
+  redlock_lock_t *lock;       /* NULL once released (loop thread) */
   redlock__queue link;        /* sync->locks */
+  unsigned refs;              /* owner + calls in flight (sync->mutex) */
+  struct sync_call *active;   /* its extend/release in flight (loop) */
+  redlock__queue deferred;    /* calls waiting for it, in order (loop) */
+  redlock_lost_cb lost_cb;    /* the caller's on_lost */
+  void *lost_arg;
 };
 
 typedef struct sync_call {
@@ -48,10 +53,12 @@ typedef struct sync_call {
   size_t k;
   int rw;                         /* 0 plain, 1 read, 2 write */
   redlock_sync_lock_t *slock;
+  redlock_sync_lock_t *held;      /* referenced while the call is queued */
   char *buf;
   size_t buflen;
   /* outputs */
   int64_t value;
+  char msg[256];                  /* the loop thread's error message */
 } sync_call;
 
 struct redlock_sync_s {
@@ -70,47 +77,110 @@ struct redlock_sync_s {
   const redlock_client_config *cfg;   /* during start only */
 };
 
+static void slock_unref(redlock_sync_t *s, redlock_sync_lock_t *sl) {
+  int gone;
+  uv_mutex_lock(&s->mutex);
+  gone = --sl->refs == 0;
+  uv_mutex_unlock(&s->mutex);
+  if (gone) {
+    redlock__queue_remove(&sl->link);
+    redlock__free(sl);
+  }
+}
+
+/* Answers a call. A failure carries the loop thread's message for the
+ * caller's redlock_last_error(). The call struct lives on the caller's
+ * stack: nothing touches it after the semaphore is posted. */
 static void call_done(sync_call *call, int status) {
+  redlock_sync_lock_t *held = call->held;
+  redlock_sync_t *s = held != NULL ? held->sync : NULL;
   call->status = status;
+  if (status != 0 && call->msg[0] == '\0')
+    redlock__strlcpy(call->msg, redlock_strerror(status), sizeof(call->msg));
   uv_sem_post(&call->done);
+  if (held != NULL)
+    slock_unref(s, held);
+}
+
+/* A public call failed on the loop thread: keep its message. */
+static void call_failed(sync_call *call, int rc) {
+  redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
+  call_done(call, rc);
+}
+
+static void run_call(redlock_sync_t *s, sync_call *call);
+
+/* Calls on one handle from many threads are serialized: an extend or
+ * release waits for the one in flight (never EBUSY), then they run in the
+ * order they came. */
+static void run_deferred(redlock_sync_lock_t *sl) {
+  redlock_sync_t *s = sl->sync;
+  uv_mutex_lock(&s->mutex);
+  sl->refs++;   /* alive through the calls below */
+  uv_mutex_unlock(&s->mutex);
+  while (sl->active == NULL && !redlock__queue_empty(&sl->deferred)) {
+    sync_call *call =
+        REDLOCK__CONTAINER_OF(sl->deferred.next, sync_call, link);
+    redlock__queue_remove(&call->link);
+    run_call(s, call);
+  }
+  slock_unref(s, sl);
 }
 
 static void on_op_done(redlock_lock_t *lock, int status,
                        const redlock_result *res, void *arg) {
   sync_call *call = arg;
+  redlock_sync_lock_t *sl = call->slock;
   (void)lock;
   (void)res;
+  sl->active = NULL;
   call_done(call, status);
+  run_deferred(sl);
 }
 
-static void slock_free(redlock_sync_lock_t *sl) {
-  redlock__queue_remove(&sl->link);
-  redlock__free(sl);
+/* The handle's lock is gone: drop the owner's reference. */
+static void slock_release(redlock_sync_lock_t *sl) {
+  sl->lock = NULL;
+  slock_unref(sl->sync, sl);
+}
+
+static void on_sync_lost(redlock_lock_t *lock, int reason, void *arg) {
+  redlock_sync_lock_t *sl = arg;
+  (void)lock;
+  /* The caller's handle, as the header promises. */
+  if (sl->lost_cb != NULL)
+    sl->lost_cb((redlock_lock_t *)sl, reason, sl->lost_arg);
 }
 
 static void on_release_done(redlock_lock_t *lock, int status,
                             const redlock_result *res, void *arg) {
   sync_call *call = arg;
+  redlock_sync_lock_t *sl = call->slock;
   (void)res;
   redlock_lock_free(lock);
-  slock_free(call->slock);
+  sl->lock = NULL;
+  sl->active = NULL;
   call_done(call, status);
+  run_deferred(sl);   /* they find the handle released */
+  slock_unref(sl->sync, sl);   /* the owner's */
 }
 
 static void on_acquire_done(redlock_lock_t *lock, int status,
                             const redlock_result *res, void *arg) {
   sync_call *call = arg;
+  redlock_sync_lock_t *sl = call->slock;
   (void)res;
   if (status != 0) {
     redlock_lock_free(lock);
-    slock_free(call->slock);
     call->slock = NULL;
+    slock_release(sl);
   }
   call_done(call, status);
 }
 
 static void start_acquire(redlock_sync_t *s, sync_call *call) {
   redlock_sync_lock_t *sl = redlock__calloc(1, sizeof(*sl));
+  redlock_acquire_opts opts;
   int rc;
   if (sl == NULL) {
     call_done(call, REDLOCK_ENOMEM);
@@ -126,18 +196,31 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
     rc = redlock_lock_new(s->client, call->resource, call->len, &sl->lock);
   if (rc != 0) {
     redlock__free(sl);
-    call_done(call, rc);
+    call_failed(call, rc);
     return;
   }
   sl->sync = s;
+  sl->refs = 1;   /* the caller's, until release */
+  redlock__queue_init(&sl->deferred);
   redlock__queue_insert_tail(&s->locks, &sl->link);
   call->slock = sl;
-  rc = redlock_lock_acquire(sl->lock, call->ttl_ms, call->opts,
-                            on_acquire_done, call);
+  if (call->opts != NULL)
+    opts = *call->opts;
+  else
+    memset(&opts, 0, sizeof(opts));
+  sl->lost_cb = opts.on_lost;
+  sl->lost_arg = opts.lost_arg;
+  if (opts.on_lost != NULL) {
+    opts.on_lost = on_sync_lost;
+    opts.lost_arg = sl;
+  }
+  rc = redlock_lock_acquire(sl->lock, call->ttl_ms, &opts, on_acquire_done,
+                            call);
   if (rc != 0) {
+    redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
     redlock_lock_free(sl->lock);
-    slock_free(sl);
     call->slock = NULL;
+    slock_release(sl);
     call_done(call, rc);
   }
 }
@@ -146,35 +229,64 @@ static void on_client_closed(redlock_client_t *c, void *arg) {
   redlock_sync_t *s = arg;
   (void)c;
   /* The client freed every lock handle; free our wrappers. */
-  while (!redlock__queue_empty(&s->locks))
-    slock_free(REDLOCK__CONTAINER_OF(s->locks.next, redlock_sync_lock_t,
-                                     link));
+  while (!redlock__queue_empty(&s->locks)) {
+    redlock_sync_lock_t *sl = REDLOCK__CONTAINER_OF(
+        s->locks.next, redlock_sync_lock_t, link);
+    redlock__queue_remove(&sl->link);
+    redlock__free(sl);
+  }
   s->client = NULL;
   uv_close((uv_handle_t *)&s->async, NULL);
 }
 
 static void run_call(redlock_sync_t *s, sync_call *call) {
-  redlock_lock_t *l = call->slock != NULL ? call->slock->lock : NULL;
+  redlock_lock_t *l = NULL;
   int rc;
+  if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE) {
+    l = call->slock->lock;
+    if (l == NULL) {
+      /* Released by a call that ran before this one. */
+      redlock__strlcpy(call->msg, "the lock handle was released",
+                       sizeof(call->msg));
+      call_done(call, REDLOCK_EINVAL);
+      return;
+    }
+  }
   switch (call->kind) {
     case CALL_ACQUIRE:
       start_acquire(s, call);
       return;
     case CALL_EXTEND:
+      if (call->slock->active != NULL) {
+        redlock__queue_insert_tail(&call->slock->deferred, &call->link);
+        return;
+      }
       rc = redlock_lock_extend(l, call->ttl_ms, on_op_done, call);
       if (rc != 0)
-        call_done(call, rc);
+        call_failed(call, rc);
+      else
+        call->slock->active = call;
       return;
-    case CALL_RELEASE:
-      rc = redlock_lock_release(l, on_release_done, call);
-      if (rc != 0) {
-        /* Not held (lost, expired): free the handle all the same. */
-        rc = redlock_lock_free(l);
-        if (rc == 0)
-          slock_free(call->slock);
-        call_done(call, rc == 0 ? REDLOCK_ENOTHELD : rc);
+    case CALL_RELEASE: {
+      redlock_sync_lock_t *sl = call->slock;
+      if (sl->active != NULL) {
+        redlock__queue_insert_tail(&sl->deferred, &call->link);
+        return;
       }
+      rc = redlock_lock_release(l, on_release_done, call);
+      if (rc == 0) {
+        sl->active = call;
+        return;
+      }
+      /* Not held (lost, expired): free the handle all the same. */
+      redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
+      redlock_lock_free(l);
+      sl->lock = NULL;
+      call_done(call, REDLOCK_ENOTHELD);
+      run_deferred(sl);
+      slock_unref(s, sl);   /* the owner's */
       return;
+    }
     case CALL_VALIDITY:
       call->value = redlock_lock_validity_ms(l);
       call_done(call, 0);
@@ -183,8 +295,18 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       call->value = redlock_lock_is_lost(l);
       call_done(call, 0);
       return;
+    case CALL_HOLDS:
+      call->value = redlock_lock_holds(l);
+      call_done(call, 0);
+      return;
+    case CALL_FENCE:
+      call->value = (int64_t)redlock_lock_fence(l);
+      call_done(call, 0);
+      return;
     case CALL_TOKEN:
       if (strlen(redlock_lock_token(l)) + 1 > call->buflen) {
+        redlock__strlcpy(call->msg, "token buffer too small",
+                         sizeof(call->msg));
         call_done(call, REDLOCK_EINVAL);
         return;
       }
@@ -222,13 +344,7 @@ static void on_async(uv_async_t *h) {
 
 static void loop_thread(void *arg) {
   redlock_sync_t *s = arg;
-  sigset_t set;
   int rc;
-  /* hiredis writes with write(): a closed peer must not kill the
-   * process with SIGPIPE. Blocked on this thread only. */
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
   s->loop_thread_id = uv_thread_self();
   rc = redlock_client_new(&s->loop, s->cfg, &s->client);
   s->start_status = rc;
@@ -252,14 +368,21 @@ static int sync_post(redlock_sync_t *s, sync_call *call) {
                          "blocking call from the redlock loop thread");
   if (uv_sem_init(&call->done, 0) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "cannot create a semaphore");
+  call->msg[0] = '\0';
   uv_mutex_lock(&s->mutex);
+  if (call->slock != NULL) {
+    /* The handle stays allocated while this call is queued, even if a
+     * release queued before it frees its lock. */
+    call->held = call->slock;
+    call->slock->refs++;
+  }
   redlock__queue_insert_tail(&s->calls, &call->link);
   uv_mutex_unlock(&s->mutex);
   uv_async_send(&s->async);
   uv_sem_wait(&call->done);
   uv_sem_destroy(&call->done);
-  if (call->status != 0 && call->status != REDLOCK_EINVAL)
-    redlock__fail(call->status, "%s", redlock_strerror(call->status));
+  if (call->status != 0)
+    redlock__fail(call->status, "%s", call->msg);
   return call->status;
 }
 
@@ -462,4 +585,14 @@ int redlock_sync_token(redlock_sync_lock_t *sl, char *buf, size_t len) {
   if (sync_post(sl->sync, &call) != 0)
     return redlock__fail(call.status, "token buffer too small");
   return 0;
+}
+
+uint64_t redlock_sync_fence(redlock_sync_lock_t *sl) {
+  sync_call call;
+  return lock_call(sl, CALL_FENCE, 0, &call) == 0 ? (uint64_t)call.value : 0;
+}
+
+unsigned redlock_sync_holds(redlock_sync_lock_t *sl) {
+  sync_call call;
+  return lock_call(sl, CALL_HOLDS, 0, &call) == 0 ? (unsigned)call.value : 0;
 }

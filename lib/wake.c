@@ -1,188 +1,347 @@
 /* wake.c: wake-up instead of polling.
  *
- * Owns: one subscriber connection per master, created lazily when the
- * first waiter needs it, and the client's table of channels with the
- * number of waiting acquisitions on each. Does not own: the waiting
- * locks (lock.c decides when to wait and what a wake-up does).
+ * Owns: one subscriber connection per master (conn.c, the same layer as
+ * the lock connections), made when the first waiter needs it, and the
+ * client's table of release channels with their waiters. Does not own:
+ * the waiting locks (lock.c decides when to wait and what a wake-up does).
  *
  * Every release script publishes on "__redlock__:<key>" when it deleted
- * the key. An acquisition with opts.wake that has to wait for a retry
- * subscribes to its key's channel on every master; a message retries it at
- * once. The retry timer stays armed as the fallback: a lost message, a
- * master without a subscriber connection, or a release by another
- * implementation (which does not publish) only costs the polling delay.
- * Subscriber connections are best effort: an error drops the connection
- * and the next waiter makes a new one. */
+ * the key. An acquisition with opts.wake that has to wait subscribes to
+ * the channel of each of its keys on every master; a message runs its
+ * waiter's callback. Its retry timer stays armed as the fallback: a lost
+ * message or a release by another implementation (which does not publish)
+ * only costs the polling delay.
+ *
+ * A subscriber connection has a connect deadline (the client's connect
+ * timeout, until the first SUBSCRIBE is confirmed), and is made again with
+ * backoff whenever it fails or is killed while channels are wanted; every
+ * wanted channel is subscribed again on the new connection. */
+#include <stdio.h>
 #include <string.h>
 
-#include <hiredis.h>
-#include <async.h>
-
-#include "common.h"
+#include "wake.h"
 
 #define CHANNEL_PREFIX "__redlock__:"
 #define CHANNEL_PREFIX_LEN 12
 
-typedef struct wake_channel {
-  redlock__queue link;      /* client->wake_channels */
-  unsigned refs;            /* waiting acquisitions */
+enum { SUB_IDLE = 0, SUB_CONNECTING, SUB_READY, SUB_BACKOFF, SUB_CLOSED };
+
+typedef struct redlock__wake_channel {
+  redlock__queue link;      /* wake->channels */
+  redlock__queue waiters;
   size_t len;
   char name[];              /* CHANNEL_PREFIX + key, NUL-terminated */
-} wake_channel;
+} redlock__wake_channel;
 
-static void on_sub_message(redisAsyncContext *ac, void *reply, void *priv) {
-  redlock__sub *sub = priv;
-  redisReply *r = reply;
-  redisReply *ch;
-  (void)ac;
-  if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 3)
+static void sub_connect(redlock__sub *s);
+
+static void channel_cmd(redlock__sub *s, const char *verb,
+                        const redlock__wake_channel *ch) {
+  const char *argv[2];
+  size_t lens[2];
+  argv[0] = verb;
+  lens[0] = strlen(verb);
+  argv[1] = ch->name;
+  lens[1] = ch->len;
+  (void)redlock__conn_send(&s->conn, 2, argv, lens);
+}
+
+static int have_channels(const redlock__wake *w) {
+  return !redlock__queue_empty(&w->channels);
+}
+
+/* ---- one subscriber ------------------------------------------------------------ */
+
+static void on_sub_timer(uv_timer_t *t);
+
+static void sub_backoff(redlock__sub *s) {
+  redlock__node_env *env = s->w->env;
+  int64_t base = env->reconnect_min_ms;
+  unsigned shift = s->failures > 0 ? s->failures - 1 : 0;
+  int64_t delay;
+  redlock__conn_close(&s->conn);
+  if (s->w->closing || !have_channels(s->w)) {
+    s->state = SUB_IDLE;
+    uv_timer_stop(&s->timer);
     return;
-  if (r->element[0]->type != REDIS_REPLY_STRING ||
-      strcmp(r->element[0]->str, "message") != 0)
-    return;
-  ch = r->element[1];
-  if (ch->type != REDIS_REPLY_STRING || ch->len < CHANNEL_PREFIX_LEN)
-    return;
-  redlock__lock_wake(sub->client, ch->str + CHANNEL_PREFIX_LEN,
-                     ch->len - CHANNEL_PREFIX_LEN);
+  }
+  if (shift > 20)
+    shift = 20;
+  base <<= shift;
+  if (base > env->reconnect_max_ms)
+    base = env->reconnect_max_ms;
+  delay = base / 2 + (int64_t)(redlock__prng_next(env->prng) %
+                               (uint64_t)(base / 2 + 1));
+  s->state = SUB_BACKOFF;
+  uv_timer_start(&s->timer, on_sub_timer, (uint64_t)delay, 0);
 }
 
-static void sub_subscribe(redlock__sub *sub, const wake_channel *w,
-                          int on) {
-  if (sub->ac == NULL)
-    return;
-  redisAsyncCommand(sub->ac, on ? on_sub_message : NULL, on ? sub : NULL,
-                    on ? "SUBSCRIBE %b" : "UNSUBSCRIBE %b", w->name,
-                    w->len);
+static void on_sub_timer(uv_timer_t *t) {
+  redlock__sub *s = t->data;
+  if (s->state == SUB_CONNECTING) {
+    s->failures++;   /* connect deadline */
+    sub_backoff(s);
+  } else if (s->state == SUB_BACKOFF) {
+    s->state = SUB_IDLE;
+    sub_connect(s);
+  }
 }
 
-static void on_sub_connect(const redisAsyncContext *ac, int status) {
-  redlock__sub *sub = ac->data;
-  if (status != REDIS_OK && sub->ac == ac)
-    sub->ac = NULL;   /* hiredis frees it */
-}
-
-static void on_sub_disconnect(const redisAsyncContext *ac, int status) {
-  redlock__sub *sub = ac->data;
-  (void)status;
-  if (sub->ac == ac)
-    sub->ac = NULL;
-}
-
-static void on_sub_auth(redisAsyncContext *ac, void *reply, void *priv) {
-  (void)ac;
-  (void)reply;
-  (void)priv;
-}
-
-/* Connects a subscriber to the node's address and subscribes every
- * channel that has waiters. Best effort. */
-static void sub_connect(redlock_client_t *c, redlock__sub *sub) {
-  redlock__node *n = &c->nodes[sub->index];
-  const char *user = n->uri.username ? n->uri.username : c->username;
-  const char *pass = n->uri.password ? n->uri.password : c->password;
-  redisAsyncContext *ac;
+static void dispatch(redlock__wake *w, const char *key, size_t keylen) {
   redlock__queue *q;
-  if (sub->ac != NULL || c->closing || n->state != REDLOCK__NODE_UP)
-    return;
-  ac = n->uri.path ? redisAsyncConnectUnix(n->uri.path)
-                   : redisAsyncConnect(n->ip, n->uri.port);
-  if (ac == NULL)
-    return;
-  if (ac->err != 0 || redlock__uv_attach(ac, c->loop, &c->flusher) != 0) {
-    redisAsyncFree(ac);
+  for (q = w->channels.next; q != &w->channels; q = q->next) {
+    redlock__wake_channel *ch =
+        REDLOCK__CONTAINER_OF(q, redlock__wake_channel, link);
+    redlock__queue *p;
+    if (ch->len != keylen + CHANNEL_PREFIX_LEN ||
+        memcmp(ch->name + CHANNEL_PREFIX_LEN, key, keylen) != 0)
+      continue;
+    w->dispatching++;
+    for (p = ch->waiters.next; p != &ch->waiters;) {
+      redlock__wake_waiter *wt =
+          REDLOCK__CONTAINER_OF(p, redlock__wake_waiter, link);
+      p = p->next;
+      wt->cb(wt);
+    }
+    w->dispatching--;
     return;
   }
-  ac->data = sub;
-  sub->ac = ac;
-  redisAsyncSetConnectCallback(ac, on_sub_connect);
-  redisAsyncSetDisconnectCallback(ac, on_sub_disconnect);
-  if (pass != NULL) {
-    if (user != NULL)
-      redisAsyncCommand(ac, on_sub_auth, NULL, "AUTH %s %s", user, pass);
-    else
-      redisAsyncCommand(ac, on_sub_auth, NULL, "AUTH %s", pass);
-  }
-  for (q = c->wake_channels.next; q != &c->wake_channels; q = q->next)
-    sub_subscribe(sub, REDLOCK__CONTAINER_OF(q, wake_channel, link), 1);
 }
 
-static wake_channel *find_channel(redlock_client_t *c, const char *key,
-                                  size_t keylen) {
+/* Every waiter retries: after a reconnect, messages may have been lost. */
+static void wake_all(redlock__wake *w) {
   redlock__queue *q;
-  for (q = c->wake_channels.next; q != &c->wake_channels; q = q->next) {
-    wake_channel *w = REDLOCK__CONTAINER_OF(q, wake_channel, link);
-    if (w->len == keylen + CHANNEL_PREFIX_LEN &&
-        memcmp(w->name + CHANNEL_PREFIX_LEN, key, keylen) == 0)
-      return w;
-  }
-  return NULL;
-}
-
-int redlock__wake_want(redlock_client_t *c, const char *key, size_t keylen) {
-  wake_channel *w = find_channel(c, key, keylen);
-  unsigned i;
-  if (w != NULL) {
-    w->refs++;
-    return 0;
-  }
-  if (c->subs == NULL) {
-    c->subs = redlock__calloc(c->n, sizeof(*c->subs));
-    if (c->subs == NULL)
-      return REDLOCK_ENOMEM;
-    for (i = 0; i < c->n; i++) {
-      c->subs[i].client = c;
-      c->subs[i].index = i;
+  w->dispatching++;
+  for (q = w->channels.next; q != &w->channels; q = q->next) {
+    redlock__wake_channel *ch =
+        REDLOCK__CONTAINER_OF(q, redlock__wake_channel, link);
+    redlock__queue *p;
+    for (p = ch->waiters.next; p != &ch->waiters;) {
+      redlock__wake_waiter *wt =
+          REDLOCK__CONTAINER_OF(p, redlock__wake_waiter, link);
+      p = p->next;
+      wt->cb(wt);
     }
   }
-  w = redlock__malloc(sizeof(*w) + CHANNEL_PREFIX_LEN + keylen + 1);
-  if (w == NULL)
+  w->dispatching--;
+}
+
+static void on_sub_connected(redlock__conn *c) {
+  (void)c;   /* AUTH and SUBSCRIBE were queued at open */
+}
+
+static void on_sub_reply(redlock__conn *c, const redlock__reply *r) {
+  redlock__sub *s = c->data;
+  const redlock__reply *kind;
+  if (r->type == REDLOCK__R_ERROR) {
+    /* AUTH refused, or SUBSCRIBE not allowed: try again later. */
+    s->failures++;
+    sub_backoff(s);
+    return;
+  }
+  if (r->type != REDLOCK__R_ARRAY || r->elements < 3)
+    return;   /* +OK of AUTH */
+  kind = r->element[0];
+  if (kind == NULL || kind->type != REDLOCK__R_STRING)
+    return;
+  if (strcmp(kind->str, "subscribe") == 0 && s->state == SUB_CONNECTING) {
+    s->state = SUB_READY;
+    s->failures = 0;
+    uv_timer_stop(&s->timer);
+    if (s->ever_ready)
+      wake_all(s->w);   /* a release may have gone by while we were away */
+    s->ever_ready = 1;
+    return;
+  }
+  if (strcmp(kind->str, "message") == 0 && r->element[1] != NULL &&
+      r->element[1]->type == REDLOCK__R_STRING &&
+      r->element[1]->len >= CHANNEL_PREFIX_LEN)
+    dispatch(s->w, r->element[1]->str + CHANNEL_PREFIX_LEN,
+             r->element[1]->len - CHANNEL_PREFIX_LEN);
+}
+
+static void on_sub_failed(redlock__conn *c, int err, const char *msg) {
+  redlock__sub *s = c->data;
+  (void)err;
+  (void)msg;
+  s->failures++;
+  sub_backoff(s);
+}
+
+static const redlock__conn_cbs sub_cbs = {on_sub_connected, on_sub_reply,
+                                          on_sub_failed};
+
+/* Connects to the master's address and subscribes every wanted channel. */
+static void sub_connect(redlock__sub *s) {
+  redlock__wake *w = s->w;
+  redlock__node *n = &w->nodes[s->idx];
+  redlock__node_env *env = w->env;
+  const char *user = n->uri.username ? n->uri.username : env->username;
+  const char *pass = n->uri.password ? n->uri.password : env->password;
+  char err[160];
+  redlock__queue *q;
+  if (s->state != SUB_IDLE || w->closing || !have_channels(w))
+    return;
+  if (n->uri.path == NULL && n->addr.ss_family == 0) {
+    /* Not resolved yet: look again after a backoff. */
+    s->failures++;
+    sub_backoff(s);
+    return;
+  }
+  if (redlock__conn_open(&s->conn,
+                         n->uri.path ? NULL
+                                     : (const struct sockaddr *)&n->addr,
+                         n->uri.path, err, sizeof(err)) != 0) {
+    s->failures++;
+    sub_backoff(s);
+    return;
+  }
+  s->state = SUB_CONNECTING;
+  if (pass != NULL) {
+    const char *argv[3];
+    size_t lens[3];
+    int argc = 0;
+    argv[argc] = "AUTH";
+    lens[argc++] = 4;
+    if (user != NULL) {
+      argv[argc] = user;
+      lens[argc++] = strlen(user);
+    }
+    argv[argc] = pass;
+    lens[argc++] = strlen(pass);
+    (void)redlock__conn_send(&s->conn, argc, argv, lens);
+  }
+  for (q = w->channels.next; q != &w->channels; q = q->next)
+    channel_cmd(s, "SUBSCRIBE",
+                REDLOCK__CONTAINER_OF(q, redlock__wake_channel, link));
+  uv_timer_start(&s->timer, on_sub_timer, (uint64_t)env->connect_timeout_ms,
+                 0);
+}
+
+/* ---- channels ---------------------------------------------------------------- */
+
+void redlock__wake_init(redlock__wake *w, redlock__node_env *env,
+                        redlock__node *nodes, unsigned n) {
+  memset(w, 0, sizeof(*w));
+  w->env = env;
+  w->nodes = nodes;
+  w->n = n;
+  redlock__queue_init(&w->channels);
+}
+
+static int subs_create(redlock__wake *w) {
+  unsigned i;
+  w->subs = redlock__calloc(w->n, sizeof(*w->subs));
+  if (w->subs == NULL)
     return REDLOCK_ENOMEM;
-  w->refs = 1;
-  w->len = CHANNEL_PREFIX_LEN + keylen;
-  memcpy(w->name, CHANNEL_PREFIX, CHANNEL_PREFIX_LEN);
-  memcpy(w->name + CHANNEL_PREFIX_LEN, key, keylen);
-  w->name[w->len] = '\0';
-  redlock__queue_insert_tail(&c->wake_channels, &w->link);
-  for (i = 0; i < c->n; i++) {
-    if (c->subs[i].ac == NULL)
-      sub_connect(c, &c->subs[i]);   /* subscribes everything */
-    else
-      sub_subscribe(&c->subs[i], w, 1);
+  for (i = 0; i < w->n; i++) {
+    redlock__sub *s = &w->subs[i];
+    s->w = w;
+    s->idx = i;
+    redlock__conn_init(&s->conn, w->env->loop, w->env->flusher, &sub_cbs,
+                       s);
+    uv_timer_init(w->env->loop, &s->timer);
+    s->timer.data = s;
+    w->handles_open++;
   }
   return 0;
 }
 
-void redlock__wake_done(redlock_client_t *c, const char *key,
-                        size_t keylen) {
-  wake_channel *w = find_channel(c, key, keylen);
-  unsigned i;
-  if (w == NULL || --w->refs > 0)
-    return;
-  for (i = 0; c->subs != NULL && i < c->n; i++)
-    sub_subscribe(&c->subs[i], w, 0);
-  redlock__queue_remove(&w->link);
-  redlock__free(w);
+static redlock__wake_channel *find_channel(redlock__wake *w, const char *key,
+                                           size_t keylen) {
+  redlock__queue *q;
+  for (q = w->channels.next; q != &w->channels; q = q->next) {
+    redlock__wake_channel *ch =
+        REDLOCK__CONTAINER_OF(q, redlock__wake_channel, link);
+    if (ch->len == keylen + CHANNEL_PREFIX_LEN &&
+        memcmp(ch->name + CHANNEL_PREFIX_LEN, key, keylen) == 0)
+      return ch;
+  }
+  return NULL;
 }
 
-/* From the client's close timer: not inside a hiredis callback. */
-void redlock__wake_close(redlock_client_t *c) {
+int redlock__wake_add(redlock__wake *w, redlock__wake_waiter *wt,
+                      const char *key, size_t keylen) {
+  redlock__wake_channel *ch;
   unsigned i;
-  for (i = 0; c->subs != NULL && i < c->n; i++) {
-    redisAsyncContext *ac = c->subs[i].ac;
-    if (ac != NULL) {
-      c->subs[i].ac = NULL;
-      redisAsyncFree(ac);
+  if (w->closing)
+    return REDLOCK_ECANCELED;
+  if (w->subs == NULL && subs_create(w) != 0)
+    return REDLOCK_ENOMEM;
+  ch = find_channel(w, key, keylen);
+  if (ch == NULL) {
+    ch = redlock__malloc(sizeof(*ch) + CHANNEL_PREFIX_LEN + keylen + 1);
+    if (ch == NULL)
+      return REDLOCK_ENOMEM;
+    redlock__queue_init(&ch->waiters);
+    ch->len = CHANNEL_PREFIX_LEN + keylen;
+    memcpy(ch->name, CHANNEL_PREFIX, CHANNEL_PREFIX_LEN);
+    memcpy(ch->name + CHANNEL_PREFIX_LEN, key, keylen);
+    ch->name[ch->len] = '\0';
+    redlock__queue_insert_tail(&w->channels, &ch->link);
+    for (i = 0; i < w->n; i++) {
+      redlock__sub *s = &w->subs[i];
+      if (s->state == SUB_CONNECTING || s->state == SUB_READY)
+        channel_cmd(s, "SUBSCRIBE", ch);
+      else if (s->state == SUB_IDLE)
+        sub_connect(s);   /* subscribes every channel */
     }
   }
+  wt->ch = ch;
+  redlock__queue_insert_tail(&ch->waiters, &wt->link);
+  return 0;
 }
 
-void redlock__wake_free(redlock_client_t *c) {
-  while (!redlock__queue_empty(&c->wake_channels)) {
-    redlock__queue *q = c->wake_channels.next;
-    redlock__queue_remove(q);
-    redlock__free(REDLOCK__CONTAINER_OF(q, wake_channel, link));
+void redlock__wake_remove(redlock__wake *w, redlock__wake_waiter *wt) {
+  redlock__wake_channel *ch = wt->ch;
+  unsigned i;
+  if (ch == NULL)
+    return;
+  redlock__queue_remove(&wt->link);
+  wt->ch = NULL;
+  if (!redlock__queue_empty(&ch->waiters) || w->dispatching)
+    return;   /* (an empty channel seen while dispatching stays: cheap) */
+  for (i = 0; w->subs != NULL && i < w->n; i++)
+    if (w->subs[i].state == SUB_CONNECTING || w->subs[i].state == SUB_READY)
+      channel_cmd(&w->subs[i], "UNSUBSCRIBE", ch);
+  redlock__queue_remove(&ch->link);
+  redlock__free(ch);
+}
+
+static void on_sub_timer_closed(uv_handle_t *h) {
+  redlock__sub *s = h->data;
+  redlock__wake *w = s->w;
+  if (--w->handles_open == 0 && w->on_closed != NULL)
+    w->on_closed(w->arg);
+}
+
+void redlock__wake_close(redlock__wake *w, void (*on_closed)(void *),
+                         void *arg) {
+  unsigned i;
+  w->closing = 1;
+  w->on_closed = on_closed;
+  w->arg = arg;
+  if (w->subs == NULL || w->handles_open == 0) {
+    on_closed(arg);
+    return;
   }
-  redlock__free(c->subs);
-  c->subs = NULL;
+  for (i = 0; i < w->n; i++) {
+    redlock__sub *s = &w->subs[i];
+    redlock__conn_close(&s->conn);
+    s->state = SUB_CLOSED;
+    uv_close((uv_handle_t *)&s->timer, on_sub_timer_closed);
+  }
+}
+
+void redlock__wake_free(redlock__wake *w) {
+  unsigned i;
+  while (!redlock__queue_empty(&w->channels)) {
+    redlock__queue *q = w->channels.next;
+    redlock__queue_remove(q);
+    redlock__free(REDLOCK__CONTAINER_OF(q, redlock__wake_channel, link));
+  }
+  for (i = 0; w->subs != NULL && i < w->n; i++)
+    redlock__conn_free(&w->subs[i].conn);
+  redlock__free(w->subs);
+  w->subs = NULL;
 }

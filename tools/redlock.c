@@ -119,6 +119,7 @@ static redlock_client_t *client;
 static redlock_lock_t *lock;
 static const char *key;
 static int exit_code = EXIT_FAIL;
+static int finishing;          /* the exit code is decided */
 
 static void usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn));
@@ -257,12 +258,15 @@ static void on_client_closed(redlock_client_t *c, void *arg) {
   client = NULL;
 }
 
+/* Ends the run with `code` (the first call decides; closing the client
+ * cancels what is in flight, whose callbacks then come back here). */
 static void finish(int code) {
+  if (finishing)
+    return;
+  finishing = 1;
   exit_code = code;
-  if (lock != NULL) {
-    redlock_lock_free(lock);   /* releases in the background if held */
-    lock = NULL;
-  }
+  if (lock != NULL && redlock_lock_free(lock) == 0)
+    lock = NULL;   /* released in the background if held */
   if (client != NULL)
     redlock_client_close(client, on_client_closed, NULL);
 }
@@ -377,10 +381,16 @@ static uv_process_t child;
 static int child_running;
 static uv_signal_t sig_int, sig_term, sig_hup;
 static uv_timer_t grace_timer;
+static int signals_open;
 static int lost;
 static char **child_argv;
 
+/* Once: a signal while waiting and the acquisition's callback both end
+ * the run. */
 static void close_signals(void) {
+  if (!signals_open)
+    return;
+  signals_open = 0;
   uv_close((uv_handle_t *)&sig_int, NULL);
   uv_close((uv_handle_t *)&sig_term, NULL);
   uv_close((uv_handle_t *)&sig_hup, NULL);
@@ -494,8 +504,10 @@ static void on_run_acquired(redlock_lock_t *l, int status,
   (void)l;
   (void)arg;
   if (status != 0) {
-    report_result("run", status, r);
     close_signals();
+    if (finishing)
+      return;   /* a signal ended the wait: its exit code stands */
+    report_result("run", status, r);
     finish(status == REDLOCK_ECANCELED ? EXIT_FAIL : EXIT_NOT_ACQUIRED);
     return;
   }
@@ -582,6 +594,12 @@ int main(int argc, char **argv) {
   int i = 1;
   int rc;
   redlock_acquire_opts ao;
+
+  /* A closed pipe (stdout to `head`, a master's socket) must be an error
+   * to handle, never a signal that kills us while a child runs under our
+   * lock. (The library sends with MSG_NOSIGNAL; libuv resets the child's
+   * signal dispositions before exec.) */
+  signal(SIGPIPE, SIG_IGN);
 
   /* Global options. */
   for (; i < argc && argv[i][0] == '-'; i++) {
@@ -731,6 +749,7 @@ int main(int argc, char **argv) {
     uv_signal_init(&loop, &sig_term);
     uv_signal_init(&loop, &sig_hup);
     uv_timer_init(&loop, &grace_timer);
+    signals_open = 1;
     uv_signal_start(&sig_int, on_signal, SIGINT);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
     uv_signal_start(&sig_hup, on_signal, SIGHUP);

@@ -1,13 +1,14 @@
-/* libFuzzer target: reply classification. The input is fed to hiredis's
- * RESP reader; every complete reply is classified as the answer to each
- * kind of request. No crash, no leak; a vote is always one of the four. */
+/* libFuzzer target: the RESP reader (hiredis's parser building our reply
+ * objects in an arena, lib/reply.c) and reply classification. The input
+ * is fed in two pieces (a reply split across reads); every complete reply
+ * is classified as the answer to each command. No crash, no leak; a vote
+ * is always one of the four. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis.h>
-
-#include "common.h"
+#include "reply.h"
+#include "scripts.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -33,37 +34,45 @@ static int lengths_small(const uint8_t *d, size_t n) {
   return 1;
 }
 
+static void classify_all(const redlock__reply *r) {
+  int cmd;
+  for (cmd = 0; cmd < REDLOCK__N_CMDS; cmd++) {
+    redlock__vote v;
+    redlock__classify((redlock__cmd)cmd, r, &v);
+    if (v.vote != REDLOCK_VOTE_YES && v.vote != REDLOCK_VOTE_NO &&
+        v.vote != REDLOCK_VOTE_ERR)
+      abort();
+    if ((v.vote == REDLOCK_VOTE_ERR) != (v.error != 0) || v.errstr == NULL)
+      abort();
+    (void)strlen(v.errstr);
+    if (v.holder_len > 0 && memchr(v.holder, '\0', v.holder_len + 1) == NULL)
+      abort();
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  redisReader *rd;
-  void *reply = NULL;
-  int guard = 0;
+  redlock__reader rd;
+  size_t half = size / 2;
+  int pass;
   if (!lengths_small(data, size))
     return 0;
-  rd = redisReaderCreate();
-  if (rd == NULL)
+  if (redlock__reader_init(&rd) != 0)
     return 0;
-  redisReaderFeed(rd, (const char *)data, size);
-  while (guard++ < 64 && redisReaderGetReply(rd, &reply) == REDIS_OK &&
-         reply != NULL) {
-    int kind;
-    for (kind = REDLOCK__REQ_ACQUIRE; kind <= REDLOCK__REQ_FENCE; kind++) {
-      redlock_vote_t vote;
-      int error;
-      const char *errstr;
-      int64_t pttl = -2;
-      char buf[80];
-      redlock__classify(kind, reply, &vote, &error, &errstr, &pttl, buf,
-                        sizeof(buf));
-      if (vote != REDLOCK_VOTE_YES && vote != REDLOCK_VOTE_NO &&
-          vote != REDLOCK_VOTE_ERR)
-        abort();
-      if ((vote == REDLOCK_VOTE_ERR) != (error != 0) || errstr == NULL)
-        abort();
-      (void)strlen(errstr);
+  for (pass = 0; pass < 2; pass++) {
+    const char *p = (const char *)data + (pass ? half : 0);
+    size_t n = pass ? size - half : half;
+    int guard = 0;
+    if (redlock__reader_feed(&rd, p, n) != 0)
+      break;
+    while (guard++ < 64) {
+      const redlock__reply *r;
+      const char *msg;
+      int rc = redlock__reader_next(&rd, &r, &msg);
+      if (rc <= 0)
+        break;
+      classify_all(r);
     }
-    freeReplyObject(reply);
-    reply = NULL;
   }
-  redisReaderFree(rd);
+  redlock__reader_free(&rd);
   return 0;
 }

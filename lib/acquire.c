@@ -1,0 +1,341 @@
+/* acquire.c: acquisition (the Redlock spec's steps 1-5), retries, fencing
+ * and wake-up.
+ *
+ * Owns: the attempts of one redlock_lock_acquire() call: recording a new
+ * longest ttl for the restart guard, the SET round, the fencing round, the
+ * release of a failed attempt on every master, the retry policy and the
+ * wait deadline, and listening for releases while waiting. Does not own:
+ * the quorum round (round.c) or delivering the callback (lock.c).
+ *
+ *   attempt: [raise the ttl record, restart guard] -> SET round
+ *     1. read the validity clock (round start);
+ *     2. send SET key token NX PX ttl (or the kind's script) to all N
+ *        masters in the same loop turn, each bounded by the command
+ *        timeout (node.c);
+ *     3. decide as soon as yes >= quorum or yes + unanswered < quorum;
+ *        YES votes of masters inside the restart guard's window do not
+ *        count (guard.c);
+ *     4. validity = ttl - elapsed - (ttl * drift_factor + 2 ms), from the
+ *        SET round's start; held only if validity > 0;
+ *        [fencing: a second round raises the counter to T on the masters
+ *        that said YES; it needs a quorum too]
+ *     5. on failure release on every master but those that said NO (the
+ *        release queues behind the SET on the same connection; a master
+ *        that is down gets it after its next handshake), then retry after
+ *        a random delay with a fresh token.
+ *   Retries: with a wait deadline (opts.wait_ms > 0), until the next
+ *   attempt would start after it (then ETIMEDOUT); without one, up to the
+ *   retry count. */
+#include <string.h>
+
+#include "lock.h"
+
+/* ---- waiting for a release ---------------------------------------------------- */
+
+static void on_wake(redlock__wake_waiter *w) {
+  redlock_lock_t *l = w->owner;
+  redlock_client_t *c = l->client;
+  if (l->timer_mode != REDLOCK__TIMER_RETRY)
+    return;
+  /* Retry now, spread over a few ms: every waiter heard the same message,
+   * and attempts that all start together split the votes. */
+  uv_timer_start(&l->timer, redlock__lock_on_timer,
+                 redlock__prng_next(&c->prng) % 4, 0);
+}
+
+static void acquire_wait(redlock_lock_t *l) {
+  redlock_client_t *c = l->client;
+  unsigned k;
+  if (l->waiting)
+    return;
+  if (l->waiters == NULL) {
+    l->waiters = redlock__calloc(l->nkeys, sizeof(*l->waiters));
+    if (l->waiters == NULL)
+      return;   /* the retry timer still runs */
+  }
+  for (k = 0; k < l->nkeys; k++) {
+    l->waiters[k].cb = on_wake;
+    l->waiters[k].owner = l;
+    if (redlock__wake_add(&c->wake, &l->waiters[k], l->keys[k],
+                          l->keylens[k]) != 0)
+      break;
+  }
+  l->waiting = 1;
+}
+
+void redlock__acquire_unwait(redlock_lock_t *l) {
+  unsigned k;
+  if (!l->waiting)
+    return;
+  for (k = 0; k < l->nkeys; k++)
+    redlock__wake_remove(&l->client->wake, &l->waiters[k]);
+  l->waiting = 0;
+}
+
+/* ---- attempts ---------------------------------------------------------------- */
+
+static redlock__cmd set_cmd(const redlock_lock_t *l) {
+  switch (l->kind) {
+    case REDLOCK__KIND_PLAIN:
+      return l->want_fence ? REDLOCK__CMD_FENCED_ACQUIRE
+                           : REDLOCK__CMD_SET_NX;
+    case REDLOCK__KIND_MULTI:
+      return REDLOCK__CMD_MULTI_ACQUIRE;
+    case REDLOCK__KIND_READ:
+    case REDLOCK__KIND_WRITE:
+      return REDLOCK__CMD_RW_ACQUIRE;
+  }
+  return REDLOCK__CMD_SET_NX;
+}
+
+/* Ends the acquisition with `status` (no more attempts). */
+static void acquire_fail(redlock_lock_t *l, int status) {
+  if (l->kind == REDLOCK__KIND_WRITE) {
+    /* A writer that gives up withdraws its intent: readers it kept out
+     * may come in (lock_cleanup sends the withdrawal while ACQUIRING). */
+    redlock__lock_cleanup(l, l->round);
+  }
+  redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
+  redlock__lock_complete(l, status);
+}
+
+/* Step 5: after a failed attempt, another one or the end. */
+static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
+  redlock_client_t *c = l->client;
+  int64_t delay = redlock__retry_delay_ms(
+      l->retry_delay_ms, l->retry_jitter_ms, redlock__prng_next(&c->prng));
+  redlock__ns next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
+  int allowed;
+  if (l->wait_deadline != 0)
+    allowed = next < l->wait_deadline;
+  else
+    allowed = l->attempts <= l->max_retries;
+  if (c->closing || !allowed) {
+    if (l->wait_deadline != 0 && !c->closing)
+      status = REDLOCK_ETIMEDOUT;   /* the wait deadline ended it */
+    acquire_fail(l, status);
+    return;
+  }
+  /* Held by someone else (a master said no): listen for its release; the
+   * timer stays as the fallback. */
+  if (l->wake && l->round != NULL && l->round->no > 0)
+    acquire_wait(l);
+  redlock__lock_drop_round(l);
+  l->timer_mode = REDLOCK__TIMER_RETRY;
+  uv_timer_start(&l->timer, redlock__lock_on_timer, (uint64_t)delay, 0);
+}
+
+static void grant(redlock_lock_t *l, redlock__ns deadline, int64_t left) {
+  redlock__lock_set_state(l, REDLOCK__LOCK_HELD);
+  l->valid_until = deadline;
+  l->holds = 1;
+  l->lost = 0;
+  l->result_validity_ms = left / (int64_t)REDLOCK__NS_PER_MS;
+  if (l->auto_extend)
+    redlock__wd_arm_renewal(l);
+  redlock__lock_complete(l, 0);
+}
+
+static void on_fence_decided(redlock__round *r, redlock__round_state st,
+                             redlock__ns now) {
+  redlock_lock_t *l = r->lock;
+  redlock__ns deadline =
+      redlock__lock_deadline(l, l->acquire_start, l->ttl_ms);
+  int64_t left = redlock__validity_left(deadline, now);
+  if (st == REDLOCK__ROUND_REACHED && left > 0) {
+    l->fence = (uint64_t)r->ttl_ms;
+    grant(l, deadline, left);
+    return;
+  }
+  /* The first round's votes are gone: release on every master. */
+  redlock__lock_cleanup(l, NULL);
+  retry_or_fail(l, st == REDLOCK__ROUND_REACHED ? REDLOCK_EEXPIRED
+                                                : REDLOCK_ENOQUORUM,
+                now);
+}
+
+static void on_set_decided(redlock__round *r, redlock__round_state st,
+                           redlock__ns now) {
+  redlock_lock_t *l = r->lock;
+  redlock__ns deadline =
+      redlock__lock_deadline(l, l->acquire_start, l->ttl_ms);
+  int64_t left = redlock__validity_left(deadline, now);
+  if (st == REDLOCK__ROUND_REACHED && left > 0) {
+    if (l->want_fence) {
+      /* Fencing, second round: raise the counter to T where we hold the
+       * key; a quorum of them makes T visible to any later holder. The
+       * validity still counts from the first round. */
+      redlock__round *first = r;
+      l->round = NULL;
+      l->phase = REDLOCK__PHASE_FENCE;
+      if (redlock__lock_round(l, REDLOCK__CMD_FENCE, first->value_max,
+                              on_fence_decided, first) == NULL) {
+        l->round = first;
+        redlock__lock_cleanup(l, NULL);
+        acquire_fail(l, REDLOCK_ENOMEM);
+        return;
+      }
+      redlock__round_detach(first);
+      return;
+    }
+    grant(l, deadline, left);
+    return;
+  }
+  redlock__lock_cleanup(l, r);
+  retry_or_fail(l, st == REDLOCK__ROUND_REACHED   ? REDLOCK_EEXPIRED
+                   : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ETAKEN
+                                                  : REDLOCK_ENOQUORUM,
+                now);
+}
+
+static void attempt_set(redlock_lock_t *l) {
+  int rc = redlock__token_new(l->token);
+  if (rc != 0) {
+    acquire_fail(l, rc);
+    return;
+  }
+  l->fence = 0;
+  l->phase = REDLOCK__PHASE_SET;
+  l->acquire_start = redlock__now_ns();
+  if (redlock__lock_round(l, set_cmd(l), l->ttl_ms, on_set_decided, NULL) ==
+      NULL)
+    acquire_fail(l, REDLOCK_ENOMEM);
+}
+
+static void on_raise_decided(redlock__round *r, redlock__round_state st,
+                             redlock__ns now) {
+  redlock_lock_t *l = r->lock;
+  if (st == REDLOCK__ROUND_REACHED) {
+    redlock__lock_drop_round(l);
+    attempt_set(l);
+    return;
+  }
+  retry_or_fail(l, REDLOCK_ENOQUORUM, now);
+}
+
+void redlock__acquire_attempt(redlock_lock_t *l) {
+  redlock__guard *g = &l->client->guard;
+  redlock__lock_drop_round(l);
+  l->attempts++;
+  if (redlock__guard_needs_raise(g, l->ttl_ms)) {
+    if (g->mode_ms != 0) {
+      redlock__guard_raise_async(g, l->ttl_ms);   /* best effort */
+      attempt_set(l);
+      return;
+    }
+    /* Record the ttl for the restart guard first (guard.c): a quorum
+     * holds it before any SET of this ttl can land. */
+    l->phase = REDLOCK__PHASE_RAISE;
+    if (redlock__lock_round(l, REDLOCK__CMD_MAXTTL_RAISE, l->ttl_ms,
+                            on_raise_decided, NULL) == NULL)
+      acquire_fail(l, REDLOCK_ENOMEM);
+    return;
+  }
+  attempt_set(l);
+}
+
+void redlock__acquire_abort(redlock_lock_t *l) {
+  redlock__acquire_unwait(l);
+  if (l->state == REDLOCK__LOCK_ACQUIRING) {
+    /* Half-acquired or between attempts: release whatever this token may
+     * have set (and a writer's intent). */
+    redlock__lock_cleanup(l, NULL);
+    redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
+  }
+}
+
+/* ---- the public call ------------------------------------------------------------ */
+
+int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
+                         const redlock_acquire_opts *opts, redlock_lock_cb cb,
+                         void *arg) {
+  static const redlock_acquire_opts none;
+  redlock_client_t *c;
+  int rc = redlock__lock_usable(l, "redlock_lock_acquire");
+  if (rc != 0)
+    return rc;
+  c = l->client;
+  if ((rc = redlock__check_ttl(l, ttl_ms, "redlock_lock_acquire")) != 0)
+    return rc;
+  if (cb == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_acquire: callback is NULL");
+  if (opts == NULL)
+    opts = &none;
+  if (opts->fence && l->kind != REDLOCK__KIND_PLAIN)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_acquire: fencing needs a single "
+                         "plain resource");
+  if (redlock_lock_is_held(l)) {
+    if (!opts->reentrant)
+      return redlock__fail(REDLOCK_EBUSY,
+                           "redlock_lock_acquire: already held by this "
+                           "handle; extend or release it (or acquire with "
+                           "reentrant)");
+    /* Re-entered by its owner: one more hold. A longer ttl than the
+     * lock's is applied with an extend round; otherwise nothing goes on
+     * the wire. */
+    l->op = REDLOCK__OP_ACQUIRE;
+    l->cb = cb;
+    l->cb_arg = arg;
+    l->attempts = 0;
+    redlock__lock_ref(l);
+    c->in_api++;
+    if (ttl_ms > l->ttl_ms) {
+      l->attempts = 1;
+      redlock__lock_reenter_extend(l, ttl_ms);
+    } else {
+      l->holds++;
+      l->result_validity_ms = redlock_lock_validity_ms(l);
+      redlock__lock_complete(l, 0);
+    }
+    c->in_api--;
+    return 0;
+  }
+  /* Any auto-extension still running (a lock that just ran out, its
+   * extension hung) stops here: one owner of the slot. */
+  l->auto_extend = 0;
+  redlock__wd_stop(l);
+  l->max_retries = opts->retry_count == 0  ? c->retry_count
+                   : opts->retry_count < 0 ? 0
+                                           : (unsigned)opts->retry_count;
+  l->retry_delay_ms = opts->retry_delay_ms == 0  ? c->retry_delay_ms
+                      : opts->retry_delay_ms < 0 ? 0
+                                                 : opts->retry_delay_ms;
+  l->retry_jitter_ms = opts->retry_jitter_ms == 0  ? c->retry_jitter_ms
+                       : opts->retry_jitter_ms < 0 ? 0
+                                                   : opts->retry_jitter_ms;
+  l->wait_deadline = 0;
+  if (opts->wait_ms < 0)
+    l->max_retries = 0;
+  else if (opts->wait_ms > 0)
+    l->wait_deadline = redlock__now_ns() +
+                       (redlock__ns)opts->wait_ms * REDLOCK__NS_PER_MS;
+  l->want_fence = opts->fence != 0;
+  l->wake = opts->wake != 0;
+  l->auto_extend = opts->auto_extend != 0;
+  l->heal = opts->heal != 0;
+  l->lost_cb = opts->on_lost;
+  l->lost_arg = opts->lost_arg;
+  l->lost = 0;
+  l->fence = 0;
+  l->holds = 0;
+  l->op = REDLOCK__OP_ACQUIRE;
+  l->cb = cb;
+  l->cb_arg = arg;
+  l->result_validity_ms = 0;
+  l->result_elapsed_us = 0;
+  redlock__lock_ref(l);   /* the operation's */
+  l->slot = REDLOCK__SLOT_USER;
+  l->ttl_ms = ttl_ms;
+  l->op_ttl_ms = ttl_ms;
+  l->attempts = 0;
+  redlock__lock_set_state(l, REDLOCK__LOCK_ACQUIRING);
+  redlock__guard_used(&c->guard, ttl_ms);
+  if (l->kind == REDLOCK__KIND_WRITE && redlock__token_new(l->intent) != 0)
+    memcpy(l->intent, "0", 2);
+  c->in_api++;
+  redlock__acquire_attempt(l);
+  c->in_api--;
+  return 0;
+}

@@ -1,0 +1,61 @@
+/* client.h: the client (see client.c). */
+#ifndef REDLOCK_CLIENT_H
+#define REDLOCK_CLIENT_H
+
+#include <uv.h>
+
+#include "common.h"
+#include "conn.h"
+#include "guard.h"
+#include "node.h"
+#include "wake.h"
+
+/* Something that lives as long as the client and must be told when it
+ * closes (a lock handle). */
+typedef struct redlock__member {
+  redlock__queue link;                       /* client->members */
+  void (*abort)(struct redlock__member *m);  /* the client is closing */
+} redlock__member;
+
+struct redlock_client_s {
+  uv_loop_t *loop;
+  unsigned n;
+  unsigned quorum;
+  double drift_factor;
+  int64_t command_timeout_ms;
+  unsigned retry_count;
+  int64_t retry_delay_ms;
+  int64_t retry_jitter_ms;
+  int64_t restart_guard_ms;    /* -1 off, 0 auto, > 0 fixed */
+  char *key_prefix;
+  size_t key_prefix_len;
+  char *username;
+  char *password;
+  char *maxttl_key;            /* prefix + "__redlock__:maxttl" */
+  size_t maxttl_keylen;
+  redlock__node_env env;
+  redlock__node *nodes;
+  redlock__flusher flusher;
+  redlock__guard guard;
+  redlock__wake wake;
+  redlock__queue members;      /* every live lock handle */
+  redlock__queue free_rounds;  /* pooled rounds (lock.c); link first */
+  redlock_node_result *idle;   /* n results for calls without a round */
+  uint64_t prng;
+  unsigned in_api;             /* > 0 inside a public call */
+  int closing;
+  int close_stage;             /* 1: closing down, 2: final handles */
+  int wake_closed;
+  unsigned nodes_open;
+  unsigned handles_open;       /* flusher + close timer */
+  uv_timer_t close_timer;
+  redlock_close_cb close_cb;
+  void *close_arg;
+};
+
+/* A member joins; one left the list and its memory is gone (the close
+ * may finish). */
+void redlock__client_join(redlock_client_t *c, redlock__member *m);
+void redlock__client_leave(redlock_client_t *c);
+
+#endif

@@ -1,0 +1,351 @@
+/* conn.c: one connection to a Redis server (see conn.h).
+ *
+ * Owns: the socket, its uv_poll_t, the output buffer, the RESP reader, and
+ * the flusher that writes every connection with new output once per loop
+ * turn. Does not own: what is sent or what replies mean (node.c), timers
+ * and deadlines (node.c).
+ *
+ * Lifetime: the uv_poll_t lives in a small separate block (redlock__sock)
+ * because uv_close() completes on a later loop turn; the block's close
+ * callback only frees the block and never touches the connection. Closing
+ * detaches the block, stops polling (libuv removes the fd from epoll at
+ * once, inside uv_close) and closes the fd: from then on nothing of this
+ * connection can run, and the owner may reuse or free it.
+ *
+ * Re-entrancy: every callback may close the connection (and even open it
+ * again). After each callback we compare the generation counter and stop
+ * touching the connection if it changed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "conn.h"
+
+#define READ_CHUNK 16384   /* bytes per recv() */
+
+typedef struct redlock__sock {
+  uv_poll_t poll;
+  redlock__conn *conn;    /* NULL once the connection let go of it */
+} redlock__sock;
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+static void conn_arm(redlock__conn *c) {
+  int events = UV_READABLE | (c->want_write ? UV_WRITABLE : 0);
+  if (c->sock == NULL || events == c->armed)
+    return;
+  c->armed = events;
+  uv_poll_start(&c->sock->poll, events, on_poll);
+}
+
+static void on_sock_closed(uv_handle_t *h) {
+  redlock__free(h->data);
+}
+
+void redlock__conn_close(redlock__conn *c) {
+  if (c->sock != NULL) {
+    redlock__sock *s = c->sock;
+    s->conn = NULL;
+    c->sock = NULL;
+    uv_close((uv_handle_t *)&s->poll, on_sock_closed);
+  }
+  if (c->fd >= 0) {
+    close(c->fd);
+    c->fd = -1;
+  }
+  if (c->dirty) {
+    redlock__queue_remove(&c->dirty_link);
+    c->dirty = 0;
+  }
+  c->state = REDLOCK__CONN_CLOSED;
+  c->armed = 0;
+  c->want_write = 0;
+  c->gen++;
+  redlock__buf_reset(&c->out);
+  if (c->reader.rd != NULL)
+    redlock__reader_free(&c->reader);
+}
+
+static void conn_fail(redlock__conn *c, int err, const char *msg) {
+  char why[160];
+  redlock__strlcpy(why, msg, sizeof(why));
+  redlock__conn_close(c);
+  c->cbs->failed(c, err, why);
+}
+
+static void conn_fail_errno(redlock__conn *c, int e, const char *what) {
+  char why[160];
+  snprintf(why, sizeof(why), "%s: %s", what, strerror(e));
+  conn_fail(c, REDLOCK_EIO, why);
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+static void on_prepare(uv_prepare_t *h);
+
+static void conn_mark_dirty(redlock__conn *c) {
+  redlock__flusher *fl = c->fl;
+  if (c->dirty || c->want_write || c->state != REDLOCK__CONN_OPEN)
+    return;   /* already on its way, or it goes out once connected */
+  c->dirty = 1;
+  redlock__queue_insert_tail(&fl->dirty, &c->dirty_link);
+  if (!fl->active) {
+    fl->active = 1;
+    uv_prepare_start(&fl->prepare, on_prepare);
+  }
+}
+
+/* Writes what is pending. Returns 0, or -1 when the connection failed
+ * (closed and reported). */
+static int conn_write(redlock__conn *c) {
+  while (redlock__buf_pending(&c->out) > 0) {
+    ssize_t n = send(c->fd, c->out.data + c->out.off,
+                     redlock__buf_pending(&c->out),
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        break;
+      conn_fail_errno(c, errno, "write");
+      return -1;
+    }
+    redlock__buf_consume(&c->out, (size_t)n);
+  }
+  c->want_write = redlock__buf_pending(&c->out) > 0;
+  conn_arm(c);
+  return 0;
+}
+
+static void on_prepare(uv_prepare_t *h) {
+  redlock__flusher *fl = REDLOCK__CONTAINER_OF(h, redlock__flusher, prepare);
+  while (!redlock__queue_empty(&fl->dirty)) {
+    redlock__conn *c =
+        REDLOCK__CONTAINER_OF(fl->dirty.next, redlock__conn, dirty_link);
+    redlock__queue_remove(&c->dirty_link);
+    c->dirty = 0;
+    if (c->state == REDLOCK__CONN_OPEN)
+      conn_write(c);
+  }
+  uv_prepare_stop(h);
+  fl->active = 0;
+}
+
+int redlock__conn_send(redlock__conn *c, int argc, const char *const *argv,
+                       const size_t *lens) {
+  if (redlock__resp_cmd(&c->out, argc, argv, lens) != 0)
+    return REDLOCK_ENOMEM;
+  conn_mark_dirty(c);
+  return 0;
+}
+
+int redlock__conn_send_raw(redlock__conn *c, const char *p, size_t n) {
+  if (redlock__buf_append(&c->out, p, n) != 0)
+    return REDLOCK_ENOMEM;
+  conn_mark_dirty(c);
+  return 0;
+}
+
+/* ---- input ----------------------------------------------------------------- */
+
+/* Reads what the socket has and delivers every complete reply. Returns 0,
+ * or -1 when the connection was closed (by a failure or a callback). */
+static int conn_read(redlock__conn *c) {
+  char buf[READ_CHUNK];
+  unsigned gen = c->gen;
+  for (;;) {
+    ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+    int rc;
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return 0;
+      conn_fail_errno(c, errno, "read");
+      return -1;
+    }
+    if (n == 0) {
+      conn_fail(c, REDLOCK_EIO, "connection closed by the server");
+      return -1;
+    }
+    if (redlock__reader_feed(&c->reader, buf, (size_t)n) != 0) {
+      conn_fail(c, REDLOCK_ENOMEM, "out of memory");
+      return -1;
+    }
+    for (;;) {
+      const redlock__reply *r;
+      const char *msg = "";
+      rc = redlock__reader_next(&c->reader, &r, &msg);
+      if (rc == 0)
+        break;
+      if (rc < 0) {
+        char why[160];
+        snprintf(why, sizeof(why), "protocol error: %s", msg);
+        conn_fail(c, rc, why);
+        return -1;
+      }
+      c->cbs->reply(c, r);
+      if (c->gen != gen)
+        return -1;
+    }
+    if ((size_t)n < sizeof(buf))
+      return 0;
+  }
+}
+
+/* ---- connect --------------------------------------------------------------- */
+
+static void conn_check_connected(redlock__conn *c) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+    err = errno;
+  if (err == EINPROGRESS || err == EALREADY)
+    return;
+  if (err != 0) {
+    conn_fail_errno(c, err, "connect");
+    return;
+  }
+  c->state = REDLOCK__CONN_OPEN;
+  c->want_write = 0;
+  c->cbs->connected(c);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  redlock__sock *s = h->data;
+  redlock__conn *c = s->conn;
+  unsigned gen;
+  if (c == NULL)
+    return;
+  gen = c->gen;
+  if (status < 0) {
+    /* libuv stopped the handle (POLLERR). The socket tells why. */
+    int err = 0;
+    socklen_t len = sizeof(err);
+    c->armed = 0;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
+        err == 0)
+      err = ECONNRESET;
+    conn_fail_errno(c, err,
+                    c->state == REDLOCK__CONN_CONNECTING ? "connect" : "read");
+    return;
+  }
+  if (c->state == REDLOCK__CONN_CONNECTING) {
+    if (events & (UV_WRITABLE | UV_READABLE))
+      conn_check_connected(c);
+    if (c->gen != gen || c->state != REDLOCK__CONN_OPEN)
+      return;
+    /* What was queued while connecting goes out now. */
+    if (conn_write(c) != 0)
+      return;
+    return;
+  }
+  if ((events & UV_READABLE) && conn_read(c) != 0)
+    return;
+  if (c->gen == gen && (events & UV_WRITABLE))
+    conn_write(c);
+}
+
+void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
+                        redlock__flusher *fl, const redlock__conn_cbs *cbs,
+                        void *data) {
+  memset(c, 0, sizeof(*c));
+  c->loop = loop;
+  c->fl = fl;
+  c->cbs = cbs;
+  c->data = data;
+  c->fd = -1;
+  redlock__queue_init(&c->dirty_link);
+}
+
+int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
+                       const char *path, char *err, size_t errlen) {
+  struct sockaddr_un un;
+  socklen_t salen;
+  int fd;
+  int rc;
+  redlock__sock *s;
+  REDLOCK__ASSERT(c->state == REDLOCK__CONN_CLOSED);
+  if (sa == NULL) {
+    size_t plen = strlen(path);
+    if (plen >= sizeof(un.sun_path)) {
+      snprintf(err, errlen, "unix socket path too long");
+      return REDLOCK_EIO;
+    }
+    memset(&un, 0, sizeof(un));
+    un.sun_family = AF_UNIX;
+    memcpy(un.sun_path, path, plen + 1);
+    sa = (const struct sockaddr *)&un;
+    salen = sizeof(un);
+  } else {
+    salen = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                      : sizeof(struct sockaddr_in);
+  }
+  if (redlock__reader_init(&c->reader) != 0) {
+    snprintf(err, errlen, "out of memory");
+    return REDLOCK_ENOMEM;
+  }
+  s = redlock__calloc(1, sizeof(*s));
+  if (s == NULL) {
+    redlock__reader_free(&c->reader);
+    snprintf(err, errlen, "out of memory");
+    return REDLOCK_ENOMEM;
+  }
+  fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(err, errlen, "socket: %s", strerror(errno));
+    goto fail;
+  }
+  if (sa->sa_family != AF_UNIX) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  do
+    rc = connect(fd, sa, salen);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno != EINPROGRESS) {
+    snprintf(err, errlen, "connect: %s", strerror(errno));
+    close(fd);
+    goto fail;
+  }
+  if (uv_poll_init_socket(c->loop, &s->poll, fd) != 0) {
+    snprintf(err, errlen, "cannot watch the socket");
+    close(fd);
+    goto fail;
+  }
+  s->poll.data = s;
+  s->conn = c;
+  c->sock = s;
+  c->fd = fd;
+  c->state = REDLOCK__CONN_CONNECTING;
+  /* Connected or not, the outcome is reported from the poll callback
+   * (POLLOUT), never from inside this call. */
+  c->want_write = 1;
+  conn_arm(c);
+  return 0;
+
+fail:
+  redlock__free(s);
+  redlock__reader_free(&c->reader);
+  return REDLOCK_EIO;
+}
+
+void redlock__conn_free(redlock__conn *c) {
+  redlock__conn_close(c);
+  redlock__buf_free(&c->out);
+}
+
+int redlock__flusher_init(uv_loop_t *loop, redlock__flusher *fl) {
+  redlock__queue_init(&fl->dirty);
+  fl->active = 0;
+  return uv_prepare_init(loop, &fl->prepare) == 0 ? 0 : REDLOCK_EIO;
+}
+
+void redlock__flusher_close(redlock__flusher *fl, uv_close_cb cb) {
+  uv_close((uv_handle_t *)&fl->prepare, cb);
+}

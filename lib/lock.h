@@ -1,0 +1,214 @@
+/* lock.h: lock handles and their rounds (lock.c, round.c, acquire.c,
+ * watchdog.c). See lock.c for the state machine and its invariants. */
+#ifndef REDLOCK_LOCK_H
+#define REDLOCK_LOCK_H
+
+#include <uv.h>
+
+#include "client.h"
+#include "common.h"
+#include "scripts.h"
+
+#define REDLOCK__ERRSTR_LEN 80   /* per-master text in a result */
+
+typedef struct redlock__round redlock__round;
+
+/* Called once when a round is decided (early, or when every master
+ * answered for an `all` round). st: REACHED, BLOCKED or FAILED. */
+typedef void (*redlock__round_fn)(redlock__round *r,
+                                  redlock__round_state st, redlock__ns now);
+
+/* One fan-out of one command to every master (DESIGN 4.2). Pooled per
+ * client; attached to a lock while the lock waits for its decision, then
+ * detached: late replies are consumed by the round alone, which goes back
+ * to the pool after the last one. */
+struct redlock__round {
+  redlock__queue link;          /* FIRST member: the client's pool */
+  redlock__guard_waiter gw;     /* PENDING guard verdicts */
+  redlock_client_t *client;
+  redlock_lock_t *lock;         /* NULL once detached */
+  redlock__round_fn decide;
+  redlock__cmd cmd;
+  uint8_t all;                  /* decide when every master answered */
+  uint8_t guarded;              /* YES votes pass the restart guard */
+  uint8_t decided;
+  uint8_t waiting_guard;
+  uint8_t redeliver;            /* releases: REDLOCK__REQ_REDELIVER */
+  unsigned yes, no, err;
+  unsigned refs;                /* requests in flight */
+  redlock__ns start;
+  int64_t ttl_ms;               /* the ttl (or fence value) sent */
+  int64_t value_max;            /* largest value of a YES (fence counter) */
+  redlock_node_result *res;     /* n entries */
+  char *buf;                    /* n * REDLOCK__ERRSTR_LEN */
+  uint8_t *pend;                /* n: a YES waiting for the guard */
+};
+
+typedef enum {
+  REDLOCK__KIND_PLAIN = 0,
+  REDLOCK__KIND_MULTI,
+  REDLOCK__KIND_READ,
+  REDLOCK__KIND_WRITE
+} redlock__kind;
+
+/* The handle's state (one enum, changed only by redlock__lock_set_state):
+ *
+ *   IDLE --acquire--> ACQUIRING --granted--> HELD --release--> IDLE
+ *     ^                 |  ^ retry              |  \--lost--> LOST
+ *     +-----failed------+  +--+                 |              |
+ *   IDLE/LOST --adopt--> ADOPTED --extend ok--> HELD           |
+ *   LOST/ADOPTED --release--> IDLE   LOST --acquire--> ACQUIRING */
+typedef enum {
+  REDLOCK__LOCK_IDLE = 0,
+  REDLOCK__LOCK_ACQUIRING,
+  REDLOCK__LOCK_HELD,
+  REDLOCK__LOCK_ADOPTED,
+  REDLOCK__LOCK_LOST
+} redlock__lock_state;
+
+/* The user's operation in flight (at most one). */
+typedef enum {
+  REDLOCK__OP_NONE = 0,
+  REDLOCK__OP_ACQUIRE,
+  REDLOCK__OP_EXTEND,
+  REDLOCK__OP_RELEASE,
+  REDLOCK__OP_INSPECT
+} redlock__op;
+
+/* Who owns the main round (lock->round): one owner at a time. */
+typedef enum {
+  REDLOCK__SLOT_FREE = 0,
+  REDLOCK__SLOT_USER,
+  REDLOCK__SLOT_WATCHDOG
+} redlock__slot;
+
+/* What the main round is doing. */
+typedef enum {
+  REDLOCK__PHASE_NONE = 0,
+  REDLOCK__PHASE_RAISE,         /* recording the ttl (restart guard) */
+  REDLOCK__PHASE_SET,           /* acquisition round */
+  REDLOCK__PHASE_FENCE,         /* fencing, second round */
+  REDLOCK__PHASE_EXTEND,
+  REDLOCK__PHASE_RELEASE
+} redlock__phase;
+
+enum { REDLOCK__TIMER_IDLE = 0, REDLOCK__TIMER_RETRY,
+       REDLOCK__TIMER_DELIVER, REDLOCK__TIMER_INSPECT };
+
+struct redlock_lock_s {
+  redlock__member member;       /* client->members: aborted at close */
+  redlock_client_t *client;
+  redlock__lock_state state;
+  redlock__op op;
+  redlock__slot slot;
+  redlock__phase phase;
+  redlock__round *round;        /* the main round, owned by `slot` */
+  redlock__round *iround;       /* redlock_lock_inspect's own round */
+  redlock_lock_cb cb;           /* the user's operation */
+  void *cb_arg;
+  redlock_lock_cb icb;          /* inspect */
+  void *icb_arg;
+  void *data;
+  redlock__kind kind;
+  char *key;                    /* prefix + resource (+ ":rw") */
+  size_t keylen;
+  char **keys;                  /* all keys; keys[0] == key */
+  size_t *keylens;
+  unsigned nkeys;
+  char *fence_key;              /* key + ":fence" */
+  size_t fence_keylen;
+  int64_t ttl_ms;               /* the held lock's ttl (watchdog) */
+  int64_t op_ttl_ms;            /* the ttl of the operation in flight */
+  char token[REDLOCK__TOKEN_MAX + 1];
+  char intent[REDLOCK__TOKEN_HEX + 1];   /* a waiting writer's id */
+  redlock__ns valid_until;      /* 0 when not held */
+  redlock__ns wait_deadline;    /* 0 = none */
+  redlock__ns acquire_start;    /* validity counts from the SET round */
+  unsigned attempts;
+  unsigned max_retries;
+  int64_t retry_delay_ms;
+  int64_t retry_jitter_ms;
+  unsigned holds;               /* reentrant holds while HELD */
+  unsigned pending_holds;       /* a re-entry waiting for its extend */
+  uint64_t fence;               /* the current acquisition's token */
+  /* Options of the current acquisition. */
+  uint8_t auto_extend;
+  uint8_t heal;
+  uint8_t wake;
+  uint8_t want_fence;
+  uint8_t lost;                 /* lost while held, until re-acquired */
+  uint8_t user_freed;
+  uint8_t timer_mode;
+  uint8_t waiting;              /* subscribed to the release channels */
+  redlock_lost_cb lost_cb;
+  void *lost_arg;
+  /* The outcome being delivered. */
+  int status;
+  uint64_t result_elapsed_us;
+  int64_t result_validity_ms;
+  uv_timer_t timer;             /* retry delay; deferred callback */
+  uv_timer_t wd_timer;          /* the watchdog */
+  unsigned refs;                /* user + operation + attached rounds */
+  int handles_open;
+  redlock__wake_waiter *waiters;   /* nkeys, made on first wait */
+};
+
+/* ---- lock.c ------------------------------------------------------------------- */
+void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s);
+/* The handle's timer (retry delay, deferred callback). */
+void redlock__lock_on_timer(uv_timer_t *t);
+void redlock__lock_ref(redlock_lock_t *l);
+void redlock__lock_unref(redlock_lock_t *l);
+/* Ends the user's operation with l->status: the callback runs now, or on
+ * the next loop turn when inside a public call. Detaches the round. */
+void redlock__lock_complete(redlock_lock_t *l, int status);
+/* Sends a release of the current token to every master (no answer
+ * awaited; sent again after a reconnect if it fails): a failed attempt,
+ * a freed handle, a closing client. skip_no: not where the round said
+ * NO (the key is someone else's there). */
+void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r);
+/* Validity deadline of a round of `ttl_ms` that started at `start`. */
+redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
+                                   redlock__ns start, int64_t ttl_ms);
+/* Starts the main round of `cmd` for the slot owner. The round may decide
+ * inside this call (every master down). */
+redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
+                                    int64_t ttl_ms, redlock__round_fn fn,
+                                    const redlock__round *only_yes);
+/* Lets go of the main round (its late replies are only consumed). */
+void redlock__lock_drop_round(redlock_lock_t *l);
+/* Checks of a public call: 0 or an error with a message. */
+int redlock__lock_usable(const redlock_lock_t *l, const char *fn);
+int redlock__check_ttl(const redlock_lock_t *l, int64_t ttl_ms,
+                       const char *fn);
+/* A re-entrant acquire with a longer ttl: one extend round, delivered as
+ * the acquire's outcome (one more hold on success). */
+void redlock__lock_reenter_extend(redlock_lock_t *l, int64_t ttl_ms);
+
+/* ---- round.c ------------------------------------------------------------------ */
+redlock__round *redlock__round_get(redlock_client_t *c);
+/* Sends cmd to every master (only where only_yes voted YES, if given). */
+void redlock__round_send(redlock__round *r, const redlock__round *only_yes);
+void redlock__round_detach(redlock__round *r);
+/* Encodes the command of `cmd` for lock l (EVALSHA, or EVAL). */
+int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
+                       int64_t ttl_ms, int eval, const char **argv,
+                       size_t *lens, char nums[3][24]);
+
+/* ---- acquire.c ---------------------------------------------------------------- */
+/* The next attempt (first, or from the retry timer). */
+void redlock__acquire_attempt(redlock_lock_t *l);
+/* A waiting acquisition stops listening for releases. */
+void redlock__acquire_unwait(redlock_lock_t *l);
+/* Client close: an acquisition in flight or between attempts ends. */
+void redlock__acquire_abort(redlock_lock_t *l);
+
+/* ---- watchdog.c --------------------------------------------------------------- */
+/* Arms the next renewal (after a grant or a successful extension). */
+void redlock__wd_arm_renewal(redlock_lock_t *l);
+/* Stops the watchdog: its timer, and its round if it owns the slot. */
+void redlock__wd_stop(redlock_lock_t *l);
+/* The user's extend ended with status: keep the watchdog in step. */
+void redlock__wd_after_user_extend(redlock_lock_t *l, int status);
+
+#endif

@@ -1,0 +1,141 @@
+/* node.h: one Redis master (see node.c for the invariants).
+ *
+ * The layer above hands a node a command (argv) and a reply callback; the
+ * node hands back a typed reply, or an error. It knows nothing of locks.
+ * It tells its owner about state changes through env->on_state. */
+#ifndef REDLOCK_NODE_H
+#define REDLOCK_NODE_H
+
+#include <uv.h>
+
+#include "common.h"
+#include "conn.h"
+#include "uri.h"
+
+typedef struct redlock__node redlock__node;
+typedef struct redlock__req redlock__req;
+
+/* A reply (error == 0, r != NULL) or a failure (r == NULL, error is
+ * REDLOCK_ETIMEDOUT, EIO, ECANCELED..., errstr says why). */
+typedef void (*redlock__req_cb)(redlock__req *req, const redlock__reply *r,
+                                int error, const char *errstr);
+
+/* Flags of a request. */
+#define REDLOCK__REQ_REDELIVER 1   /* a release: if this attempt fails by a
+                                      connection error or deadline, send it
+                                      again after the next handshake */
+
+#define REDLOCK__REQ_INLINE 192    /* bytes of command kept inline */
+
+struct redlock__req {
+  redlock__queue q;
+  redlock__req_cb cb;       /* NULL: nobody waits for the reply */
+  void *owner;              /* the caller's */
+  uint32_t tag;             /* the caller's */
+  uint16_t idx;             /* the node's index */
+  uint8_t flags;
+  uint8_t kind;             /* the caller's */
+  redlock__ns sent_ns;      /* submitted */
+  redlock__ns deadline_ns;  /* 0: bounded by the connect deadline */
+  /* REDELIVER: a copy of the encoded command. */
+  char *cmd;
+  size_t cmd_len;
+  char cmd_inline[REDLOCK__REQ_INLINE];
+};
+
+typedef enum {
+  REDLOCK__NODE_EV_UP = 0,   /* handshake done: commands flow */
+  REDLOCK__NODE_EV_DOWN,     /* connection lost or failed */
+  REDLOCK__NODE_EV_CLOSED    /* closed for good (client close) */
+} redlock__node_event;
+
+/* What every node of a client shares (owned by the client). */
+typedef struct redlock__node_env {
+  uv_loop_t *loop;
+  redlock__flusher *flusher;
+  int64_t connect_timeout_ms;
+  int64_t command_timeout_ms;
+  int64_t reconnect_min_ms;
+  int64_t reconnect_max_ms;
+  const char *username;           /* defaults for URIs without */
+  const char *password;
+  const char *const *scripts;     /* SCRIPT LOADed at every handshake */
+  const size_t *script_lens;
+  unsigned n_scripts;
+  const char *maxttl_key;         /* GET at every handshake, or NULL */
+  size_t maxttl_keylen;
+  uint64_t *prng;                 /* backoff jitter */
+  redlock__queue free_reqs;       /* request pool */
+  void (*on_state)(redlock__node *n, redlock__node_event ev, void *arg);
+  void *arg;
+} redlock__node_env;
+
+/*   RESOLVING --> CONNECTING --> HANDSHAKE --> UP
+ *       ^              |             |          |  error, deadline
+ *       |              v             v          v
+ *       +---------- DOWN (backoff timer) <------+
+ *   any --(close, drained)--> CLOSED */
+typedef enum {
+  REDLOCK__NODE_RESOLVING = 0,
+  REDLOCK__NODE_CONNECTING,
+  REDLOCK__NODE_HANDSHAKE,
+  REDLOCK__NODE_UP,
+  REDLOCK__NODE_DOWN,
+  REDLOCK__NODE_CLOSED
+} redlock__node_state;
+
+#define REDLOCK__ABANDONED_MAX 256   /* releases kept per node */
+
+struct redlock__node {
+  redlock__node_env *env;
+  unsigned index;
+  redlock__uri uri;
+  redlock__node_state state;
+  redlock__conn conn;
+  uv_getaddrinfo_t gai;
+  int gai_active;
+  uv_timer_t deadline_timer;   /* the oldest pending request */
+  uv_timer_t conn_timer;       /* connect deadline, backoff, deferral */
+  redlock__queue pending;      /* written, replies come in this order */
+  redlock__queue waiting;      /* submitted before the handshake ended */
+  redlock__buf wait_buf;       /* their encoded commands */
+  unsigned n_pending;
+  unsigned hs_left;            /* handshake replies still expected */
+  unsigned failures;           /* consecutive failed connections */
+  int closing;
+  int handles_open;
+  struct sockaddr_storage addr;
+  char errstr[128];            /* why the node is down */
+  /* What the last handshake learned (for the restart guard): */
+  char run_id[41];             /* "" when INFO was refused */
+  int64_t uptime_s;            /* -1 when unknown */
+  int64_t maxttl_ms;           /* the recorded longest ttl; 0 none */
+  redlock__ns up_ns;           /* when the handshake ended */
+  uint64_t connects;           /* handshakes completed */
+  /* Releases to send again after the next handshake: */
+  char *abandoned[REDLOCK__ABANDONED_MAX];
+  size_t abandoned_len[REDLOCK__ABANDONED_MAX];
+  unsigned n_abandoned;
+};
+
+/* Takes ownership of the parsed address (moves it; *uri is zeroed). */
+void redlock__node_init(redlock__node *n, redlock__node_env *env,
+                        unsigned idx, redlock__uri *uri);
+void redlock__node_start(redlock__node *n);
+/* A request from the pool (NULL when out of memory). Fill cb, owner, tag,
+ * kind, flags, then submit it. */
+redlock__req *redlock__node_req(redlock__node *n);
+/* Encodes argv and queues it. 0: req->cb runs exactly once, never from
+ * inside this call; the node frees req after it. < 0 (EIO: the node is
+ * down; ECANCELED: closing; ENOMEM): req was freed and its cb never runs
+ * (a REDELIVER command is kept for the next handshake). */
+int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
+                         const char *const *argv, const size_t *lens);
+/* Begins closing: what is in flight drains (bounded by the deadlines),
+ * then the connection and the timers close; EV_CLOSED follows. */
+void redlock__node_close(redlock__node *n);
+void redlock__node_free(redlock__node *n);
+/* Frees the request pool (client teardown). */
+void redlock__node_env_free(redlock__node_env *env);
+
+#endif

@@ -1,0 +1,386 @@
+/* round.c: one quorum round (DESIGN 4.2).
+ *
+ * Owns: sending one command to every master for a lock, classifying each
+ * reply into a vote (scripts.c), the restart guard's verdict on the YES
+ * votes of an acquisition (guard.c), the early decision (quorum.c), the
+ * per-master results, and the NOSCRIPT fallback (resend that call as
+ * EVAL). Does not own: what a decision means (the lock's round function).
+ *
+ *   start = now; send to all N masters in this loop turn
+ *   reply -> YES | NO | ERR(reason)     (classifier of the command)
+ *   YES of an acquisition -> guard: COUNT | REFUSE (ERR ERESTARTED) |
+ *                            PENDING (decided again when the read ends)
+ *   yes >= quorum           -> decided: REACHED
+ *   yes + unanswered < q    -> decided: BLOCKED (the NOs forbid it) or
+ *                              FAILED (errors made it impossible)
+ *   late replies            -> consumed; the round lives until the last
+ *
+ * References: each request in flight holds the round (refs); an attached
+ * round holds its lock (lock.c). A detached round with no request left
+ * goes back to the client's pool. */
+#include <stdio.h>
+#include <string.h>
+
+#include "lock.h"
+
+static void on_guard_read(redlock__guard_waiter *w);
+
+static char *errbuf(const redlock__round *r, unsigned i) {
+  return r->buf + (size_t)i * REDLOCK__ERRSTR_LEN;
+}
+
+redlock__round *redlock__round_get(redlock_client_t *c) {
+  redlock__round *r;
+  unsigned i;
+  if (!redlock__queue_empty(&c->free_rounds)) {
+    redlock__queue *q = c->free_rounds.next;
+    redlock__queue_remove(q);
+    r = (redlock__round *)q;   /* link is the first member */
+  } else {
+    size_t size = sizeof(*r) + c->n * sizeof(redlock_node_result) +
+                  c->n * REDLOCK__ERRSTR_LEN + c->n;
+    char *p = redlock__malloc(size);
+    if (p == NULL)
+      return NULL;
+    r = (redlock__round *)p;
+    p += sizeof(*r);
+    r->res = (redlock_node_result *)p;
+    p += c->n * sizeof(redlock_node_result);
+    r->buf = p;
+    p += c->n * REDLOCK__ERRSTR_LEN;
+    r->pend = (uint8_t *)p;
+  }
+  redlock__queue_init(&r->link);
+  redlock__queue_init(&r->gw.link);
+  r->gw.cb = on_guard_read;
+  r->client = c;
+  r->lock = NULL;
+  r->decide = NULL;
+  r->cmd = REDLOCK__CMD_SET_NX;
+  r->all = 0;
+  r->guarded = 0;
+  r->decided = 0;
+  r->waiting_guard = 0;
+  r->redeliver = 0;
+  r->yes = 0;
+  r->no = 0;
+  r->err = 0;
+  r->refs = 0;
+  r->start = 0;
+  r->ttl_ms = 0;
+  r->value_max = 0;
+  for (i = 0; i < c->n; i++) {
+    redlock_node_result *res = &r->res[i];
+    res->server = c->nodes[i].uri.display;
+    res->vote = REDLOCK_VOTE_NONE;
+    res->error = 0;
+    res->errstr = "";
+    res->latency_us = 0;
+    res->holder = "";
+    res->pttl_ms = -2;
+    errbuf(r, i)[0] = '\0';
+    r->pend[i] = 0;
+  }
+  return r;
+}
+
+static void round_put(redlock__round *r) {
+  if (r->waiting_guard) {
+    redlock__guard_unwait(&r->gw);
+    r->waiting_guard = 0;
+  }
+  redlock__queue_insert_tail(&r->client->free_rounds, &r->link);
+}
+
+void redlock__round_detach(redlock__round *r) {
+  redlock_lock_t *l = r->lock;
+  if (r->waiting_guard) {
+    redlock__guard_unwait(&r->gw);
+    r->waiting_guard = 0;
+  }
+  r->lock = NULL;
+  if (r->refs == 0)
+    round_put(r);
+  if (l != NULL)
+    redlock__lock_unref(l);
+}
+
+/* ---- votes ------------------------------------------------------------------- */
+
+static void set_result(redlock__round *r, unsigned i, redlock_vote_t vote,
+                       int error, const char *errstr, redlock__ns now,
+                       redlock__ns sent) {
+  redlock_node_result *res = &r->res[i];
+  res->vote = vote;
+  res->error = error;
+  res->latency_us = now > sent ? (now - sent) / REDLOCK__NS_PER_US : 0;
+  redlock__strlcpy(errbuf(r, i), errstr, REDLOCK__ERRSTR_LEN);
+  res->errstr = errbuf(r, i);
+  switch (vote) {
+    case REDLOCK_VOTE_YES:
+      r->yes++;
+      break;
+    case REDLOCK_VOTE_NO:
+      r->no++;
+      break;
+    case REDLOCK_VOTE_ERR:
+      r->err++;
+      break;
+    case REDLOCK_VOTE_NONE:
+      break;
+  }
+}
+
+static void round_check(redlock__round *r, redlock__ns now) {
+  redlock_client_t *c = r->client;
+  redlock__round_state st;
+  if (r->decided || r->lock == NULL)
+    return;
+  st = redlock__round_decide(c->n, c->quorum, r->yes, r->no, r->err);
+  if (r->all) {
+    if (r->yes + r->no + r->err < c->n)
+      return;
+    st = r->yes + r->no >= c->quorum ? REDLOCK__ROUND_REACHED
+                                     : REDLOCK__ROUND_FAILED;
+  } else if (st == REDLOCK__ROUND_PENDING) {
+    return;
+  }
+  r->decided = 1;
+  if (r->waiting_guard) {
+    redlock__guard_unwait(&r->gw);
+    r->waiting_guard = 0;
+  }
+  r->decide(r, st, now);
+}
+
+/* A YES of an acquisition: does this master's vote count? */
+static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
+                       redlock__ns sent) {
+  redlock_client_t *c = r->client;
+  char why[REDLOCK__ERRSTR_LEN + 80];
+  switch (redlock__guard_check(&c->guard, i, now, why, sizeof(why))) {
+    case REDLOCK__GUARD_COUNT:
+      r->pend[i] = 0;
+      set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
+      return;
+    case REDLOCK__GUARD_REFUSE:
+      r->pend[i] = 0;
+      set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, why, now, sent);
+      return;
+    case REDLOCK__GUARD_PENDING:
+      r->pend[i] = 1;
+      r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
+      if (!r->waiting_guard) {
+        r->waiting_guard = 1;
+        redlock__guard_wait(&c->guard, &r->gw);
+      }
+      return;
+  }
+}
+
+static void on_guard_read(redlock__guard_waiter *w) {
+  redlock__round *r = REDLOCK__CONTAINER_OF(w, redlock__round, gw);
+  redlock_client_t *c = r->client;
+  redlock__ns now = redlock__now_ns();
+  unsigned i;
+  r->waiting_guard = 0;
+  if (r->lock == NULL || r->decided)
+    return;
+  for (i = 0; i < c->n; i++) {
+    if (!r->pend[i])
+      continue;
+    guard_vote(r, i, now,
+               now - (redlock__ns)r->res[i].latency_us * REDLOCK__NS_PER_US);
+  }
+  round_check(r, now);
+}
+
+static void round_submit(redlock__round *r, unsigned i, int eval);
+
+static void on_round_reply(redlock__req *req, const redlock__reply *reply,
+                           int error, const char *errstr) {
+  redlock__round *r = req->owner;
+  unsigned i = req->idx;
+  redlock__ns now = redlock__now_ns();
+  redlock__vote v;
+  r->refs--;
+  if (r->lock == NULL) {
+    if (r->refs == 0)
+      round_put(r);   /* detached: the last late reply */
+    return;
+  }
+  if (r->decided && !r->all)
+    return;   /* a late reply of a decided round */
+  if (reply == NULL) {
+    set_result(r, i, REDLOCK_VOTE_ERR, error, errstr, now, req->sent_ns);
+    round_check(r, now);
+    return;
+  }
+  redlock__classify(r->cmd, reply, &v);
+  if (v.noscript && !(req->tag & 1)) {
+    /* The script cache was flushed: this call again as EVAL (which also
+     * caches it again). */
+    round_submit(r, i, 1);
+    round_check(r, now);
+    return;
+  }
+  if (v.vote == REDLOCK_VOTE_YES && r->guarded) {
+    guard_vote(r, i, now, req->sent_ns);
+  } else {
+    set_result(r, i, v.vote, v.error, v.errstr, now, req->sent_ns);
+    if (r->cmd == REDLOCK__CMD_INSPECT && v.error == 0) {
+      /* The result shows the key's value and ttl. */
+      size_t n = v.holder_len < REDLOCK__ERRSTR_LEN - 1
+                     ? v.holder_len : REDLOCK__ERRSTR_LEN - 1;
+      memcpy(errbuf(r, i), v.holder, n);
+      errbuf(r, i)[n] = '\0';
+      r->res[i].holder = errbuf(r, i);
+      r->res[i].errstr = "";
+      r->res[i].pttl_ms = v.value;
+    }
+  }
+  if (v.vote == REDLOCK_VOTE_YES && v.value > r->value_max)
+    r->value_max = v.value;
+  if (r->cmd == REDLOCK__CMD_MAXTTL_RAISE) {
+    if (v.vote == REDLOCK_VOTE_YES)
+      redlock__guard_record(&r->client->guard, i, v.value);
+    else if (v.error == REDLOCK_ESERVER)
+      redlock__guard_record_failed(&r->client->guard, i);
+  }
+  round_check(r, now);
+}
+
+static void round_submit(redlock__round *r, unsigned i, int eval) {
+  redlock_client_t *c = r->client;
+  redlock__node *n = &c->nodes[i];
+  const char *argv[REDLOCK_MAX_RESOURCES + 8];
+  size_t lens[REDLOCK_MAX_RESOURCES + 8];
+  char nums[3][24];
+  redlock__req *req = redlock__node_req(n);
+  int argc;
+  int rc = REDLOCK_ENOMEM;
+  if (req != NULL) {
+    argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms, eval, argv, lens,
+                              nums);
+    req->cb = on_round_reply;
+    req->owner = r;
+    req->kind = (uint8_t)r->cmd;
+    req->tag = eval ? 1 : 0;
+    req->flags = r->redeliver ? REDLOCK__REQ_REDELIVER : 0;
+    rc = redlock__node_submit(n, req, argc, argv, lens);
+  }
+  if (rc == 0) {
+    r->refs++;
+    return;
+  }
+  set_result(r, i, REDLOCK_VOTE_ERR, rc == REDLOCK_ECANCELED ? rc
+                                      : rc == REDLOCK_ENOMEM ? rc
+                                                             : REDLOCK_EIO,
+             rc == REDLOCK_ENOMEM ? "out of memory" : n->errstr, 0, 0);
+}
+
+void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
+  redlock_client_t *c = r->client;
+  unsigned i;
+  for (i = 0; i < c->n; i++) {
+    if (only_yes != NULL && only_yes->res[i].vote != REDLOCK_VOTE_YES) {
+      set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ENOTHELD,
+                 "no key of ours there", 0, 0);
+      continue;
+    }
+    round_submit(r, i, 0);
+  }
+  round_check(r, redlock__now_ns());
+}
+
+/* ---- commands ----------------------------------------------------------------- */
+
+int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
+                       int64_t ttl_ms, int eval, const char **argv,
+                       size_t *lens, char nums[3][24]) {
+  const redlock__script *s = redlock__script_of(cmd);
+  const redlock_client_t *c = l->client;
+  size_t toklen = strlen(l->token);
+  int argc = 0;
+  unsigned k;
+#define ARG(p, n)                                                           \
+  do {                                                                      \
+    argv[argc] = (p);                                                       \
+    lens[argc++] = (n);                                                     \
+  } while (0)
+#define NUM(slot, v) ARG(nums[slot], redlock__fmt_i64(nums[slot], (v)))
+  if (cmd == REDLOCK__CMD_SET_NX) {
+    ARG("SET", 3);
+    ARG(l->key, l->keylen);
+    ARG(l->token, toklen);
+    ARG("NX", 2);
+    ARG("PX", 2);
+    NUM(0, ttl_ms);
+    return argc;
+  }
+  if (eval) {
+    ARG("EVAL", 4);
+    ARG(s->text, s->len);
+  } else {
+    ARG("EVALSHA", 7);
+    ARG(s->sha, 40);
+  }
+  switch (cmd) {
+    case REDLOCK__CMD_RELEASE:
+    case REDLOCK__CMD_EXTEND:
+    case REDLOCK__CMD_INSPECT:
+      ARG("1", 1);
+      ARG(l->key, l->keylen);
+      if (cmd == REDLOCK__CMD_INSPECT)
+        break;
+      ARG(l->token, toklen);
+      if (cmd == REDLOCK__CMD_EXTEND) {
+        NUM(0, ttl_ms);
+        ARG(l->heal ? "1" : "0", 1);
+      }
+      break;
+    case REDLOCK__CMD_FENCED_ACQUIRE:
+    case REDLOCK__CMD_FENCE:
+      ARG("2", 1);
+      ARG(l->key, l->keylen);
+      ARG(l->fence_key, l->fence_keylen);
+      ARG(l->token, toklen);
+      NUM(0, ttl_ms);   /* the ttl, or T for the fence round */
+      break;
+    case REDLOCK__CMD_MULTI_ACQUIRE:
+    case REDLOCK__CMD_MULTI_RELEASE:
+    case REDLOCK__CMD_MULTI_EXTEND:
+      NUM(1, l->nkeys);
+      for (k = 0; k < l->nkeys; k++)
+        ARG(l->keys[k], l->keylens[k]);
+      ARG(l->token, toklen);
+      if (cmd != REDLOCK__CMD_MULTI_RELEASE) {
+        NUM(0, ttl_ms);
+        ARG(l->heal && cmd == REDLOCK__CMD_MULTI_EXTEND ? "1" : "0", 1);
+      }
+      break;
+    case REDLOCK__CMD_RW_ACQUIRE:
+    case REDLOCK__CMD_RW_EXTEND:
+    case REDLOCK__CMD_RW_RELEASE:
+    case REDLOCK__CMD_RW_GIVEUP:
+      ARG("1", 1);
+      ARG(l->key, l->keylen);
+      ARG(l->token, toklen);
+      NUM(0, ttl_ms);
+      ARG(l->kind == REDLOCK__KIND_WRITE ? "w" : "r", 1);
+      ARG(l->intent, strlen(l->intent));
+      break;
+    case REDLOCK__CMD_MAXTTL_RAISE:
+      ARG("1", 1);
+      ARG(c->maxttl_key, c->maxttl_keylen);
+      NUM(0, ttl_ms);
+      break;
+    case REDLOCK__CMD_SET_NX:
+    case REDLOCK__CMD_MAXTTL_GET:
+    case REDLOCK__N_CMDS:
+      break;
+  }
+#undef NUM
+#undef ARG
+  return argc;
+}

@@ -1,0 +1,259 @@
+/* scripts.c: the command table (see scripts.h).
+ *
+ * Owns: every Lua script the library runs, its EVALSHA name, and the
+ * classification of replies into votes. Every script is loaded with SCRIPT
+ * LOAD at each handshake and then called with EVALSHA; a NOSCRIPT reply
+ * (the cache was flushed) makes the caller resend that call as EVAL. Does
+ * not own: when commands are sent (lock.c) or how (node.c).
+ *
+ * Wire layout (interoperable with other Redlock implementations for the
+ * plain lock): the key holds the token; release is compare-and-delete;
+ * extend is compare-and-pexpire. Releases also PUBLISH on
+ * "__redlock__:<key>" for waiters (wake.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "pure.h"
+#include "scripts.h"
+
+/* Release: compare-and-delete, and a message on the key's release channel
+ * for waiters. KEYS[1] key; ARGV[1] token. */
+static const char release_script[] =
+    "if redis.call('get',KEYS[1]) == ARGV[1] then "
+    "local r = redis.call('del',KEYS[1]) "
+    "redis.call('publish','__redlock__:'..KEYS[1],'1') "
+    "return r else return 0 end";
+
+/* Extend: 1 when the key holds our token (ttl renewed); with heal
+ * (ARGV[3] == "1") a missing key is set again and 2 is returned; 0 when
+ * the key is someone else's (or missing without heal). */
+static const char extend_script[] =
+    "local v = redis.call('get',KEYS[1]) "
+    "if v == ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) "
+    "elseif v == false and ARGV[3] == '1' then "
+    "redis.call('set',KEYS[1],ARGV[1],'px',ARGV[2]) return 2 "
+    "else return 0 end";
+
+static const char inspect_script[] =
+    "return {redis.call('get',KEYS[1]) or '', redis.call('pttl',KEYS[1])}";
+
+/* Fencing (DESIGN 5): the acquire also increments the resource's counter;
+ * the second round raises the counter to T on the masters where we hold
+ * the lock, so any later holder's majority meets a counter >= T. */
+static const char fenced_acquire_script[] =
+    "if redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then "
+    "return redis.call('incr',KEYS[2]) end return false";
+static const char fence_script[] =
+    "if redis.call('get',KEYS[1]) == ARGV[1] then "
+    "local c = tonumber(redis.call('get',KEYS[2]) or '0') "
+    "if c < tonumber(ARGV[2]) then redis.call('set',KEYS[2],ARGV[2]) end "
+    "return 1 end return 0";
+
+/* Multi-resource locks: all K keys or none, on each master. */
+static const char multi_acquire_script[] =
+    "for i=1,#KEYS do if redis.call('exists',KEYS[i]) == 1 then "
+    "return 0 end end "
+    "for i=1,#KEYS do redis.call('set',KEYS[i],ARGV[1],'PX',ARGV[2]) end "
+    "return 1";
+static const char multi_release_script[] =
+    "local n = 0 for i=1,#KEYS do "
+    "if redis.call('get',KEYS[i]) == ARGV[1] then "
+    "n = n + redis.call('del',KEYS[i]) "
+    "redis.call('publish','__redlock__:'..KEYS[i],'1') end end return n";
+static const char multi_extend_script[] =
+    "for i=1,#KEYS do local v = redis.call('get',KEYS[i]) "
+    "if v ~= ARGV[1] and not (v == false and ARGV[3] == '1') then "
+    "return 0 end end "
+    "for i=1,#KEYS do if redis.call('get',KEYS[i]) == ARGV[1] then "
+    "redis.call('pexpire',KEYS[i],ARGV[2]) else "
+    "redis.call('set',KEYS[i],ARGV[1],'PX',ARGV[2]) end end return 1";
+
+/* Read-write locks: one hash "<key>:rw" per resource. Fields "r:<token>"
+ * and "w:<token>" hold each owner's expiry in server ms; "i:<id>" is a
+ * waiting writer's intent (new readers stay out while one is fresh), id
+ * being stable across the attempts of one acquisition. Every script first
+ * purges expired fields, and keeps the hash's own ttl at the latest
+ * expiry. ARGV: token, ttl, "r" or "w", intent id. */
+#define RW_PRELUDE                                                          \
+  "local t = redis.call('time') "                                           \
+  "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
+  "local h = redis.call('hgetall', KEYS[1]) "                               \
+  "local readers, writer, intents, maxexp = 0, false, 0, 0 "                \
+  "for i = 1, #h, 2 do local f, v = h[i], tonumber(h[i + 1]) "             \
+  "if v <= now then redis.call('hdel', KEYS[1], f) else "                   \
+  "local p = string.sub(f, 1, 2) "                                          \
+  "if p == 'i:' then intents = intents + 1 elseif p == 'w:' then "          \
+  "writer = f else readers = readers + 1 end "                             \
+  "if v > maxexp then maxexp = v end end end "                              \
+  "local me = ARGV[3] .. ':' .. ARGV[1] "                                   \
+  "local function keep(exp) if exp > maxexp then maxexp = exp end "         \
+  "redis.call('pexpire', KEYS[1], maxexp - now) end "
+static const char rw_acquire_script[] =
+    RW_PRELUDE
+    "local exp = now + tonumber(ARGV[2]) "
+    "local intent = 'i:' .. ARGV[4] "
+    "if ARGV[3] == 'r' then "
+    "if writer or intents > 0 then return 0 end "
+    "else "
+    "if writer or readers > 0 then "
+    "redis.call('hset', KEYS[1], intent, exp) keep(exp) return 0 end "
+    "redis.call('hdel', KEYS[1], intent) end "
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1";
+static const char rw_extend_script[] =
+    RW_PRELUDE
+    "if redis.call('hexists', KEYS[1], me) == 0 then return 0 end "
+    "local exp = now + tonumber(ARGV[2]) "
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1";
+static const char rw_release_script[] =
+    RW_PRELUDE
+    "local n = redis.call('hdel', KEYS[1], me) "
+    "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
+    "end if n == 1 then "
+    "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return n";
+/* A writer that gave up withdraws its intent (ARGV[4]); readers it kept
+ * out are told. */
+static const char rw_giveup_script[] =
+    "local n = redis.call('hdel', KEYS[1], 'i:' .. ARGV[4]) "
+    "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
+    "end if n == 1 then "
+    "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return 1";
+
+/* The restart guard's record of the deployment's longest ttl: only ever
+ * raised, never expires. Returns the record after the call. */
+static const char maxttl_raise_script[] =
+    "local v = tonumber(redis.call('get',KEYS[1]) or '0') "
+    "local t = tonumber(ARGV[1]) "
+    "if t > v then redis.call('set',KEYS[1],ARGV[1]) return t end "
+    "return v";
+
+#define S(text) {text, sizeof(text) - 1, ""}
+
+static redlock__script table[REDLOCK__N_CMDS] = {
+    [REDLOCK__CMD_RELEASE] = S(release_script),
+    [REDLOCK__CMD_EXTEND] = S(extend_script),
+    [REDLOCK__CMD_INSPECT] = S(inspect_script),
+    [REDLOCK__CMD_FENCED_ACQUIRE] = S(fenced_acquire_script),
+    [REDLOCK__CMD_FENCE] = S(fence_script),
+    [REDLOCK__CMD_MULTI_ACQUIRE] = S(multi_acquire_script),
+    [REDLOCK__CMD_MULTI_RELEASE] = S(multi_release_script),
+    [REDLOCK__CMD_MULTI_EXTEND] = S(multi_extend_script),
+    [REDLOCK__CMD_RW_ACQUIRE] = S(rw_acquire_script),
+    [REDLOCK__CMD_RW_EXTEND] = S(rw_extend_script),
+    [REDLOCK__CMD_RW_RELEASE] = S(rw_release_script),
+    [REDLOCK__CMD_RW_GIVEUP] = S(rw_giveup_script),
+    [REDLOCK__CMD_MAXTTL_RAISE] = S(maxttl_raise_script),
+};
+
+static const char *texts[REDLOCK__N_CMDS];
+static size_t lens[REDLOCK__N_CMDS];
+static unsigned n_texts;
+static uv_once_t once = UV_ONCE_INIT;
+
+static void compute(void) {
+  unsigned i;
+  for (i = 0; i < REDLOCK__N_CMDS; i++) {
+    if (table[i].text == NULL)
+      continue;
+    redlock__sha1_hex(table[i].text, table[i].len, table[i].sha);
+    texts[n_texts] = table[i].text;
+    lens[n_texts] = table[i].len;
+    n_texts++;
+  }
+}
+
+void redlock__scripts_init(void) {
+  uv_once(&once, compute);
+}
+
+const redlock__script *redlock__script_of(redlock__cmd cmd) {
+  return table[cmd].text != NULL ? &table[cmd] : NULL;
+}
+
+unsigned redlock__scripts_all(const char *const **t, const size_t **l) {
+  *t = texts;
+  *l = lens;
+  return n_texts;
+}
+
+/* ---- classification ---------------------------------------------------------- */
+
+static void vote(redlock__vote *out, redlock_vote_t v, int64_t value) {
+  out->vote = v;
+  out->error = 0;
+  out->errstr = "";
+  out->value = value;
+}
+
+void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
+                       redlock__vote *out) {
+  out->vote = REDLOCK_VOTE_ERR;
+  out->error = REDLOCK_EPROTO;
+  out->errstr = "unexpected reply type";
+  out->value = 0;
+  out->holder = "";
+  out->holder_len = 0;
+  out->noscript = 0;
+  if (r->type == REDLOCK__R_ERROR) {
+    out->error = REDLOCK_ESERVER;
+    out->errstr = r->str;
+    out->noscript = strncmp(r->str, "NOSCRIPT", 8) == 0;
+    return;
+  }
+  switch (cmd) {
+    case REDLOCK__CMD_SET_NX:
+      if (r->type == REDLOCK__R_STATUS && r->len == 2 &&
+          memcmp(r->str, "OK", 2) == 0)
+        vote(out, REDLOCK_VOTE_YES, 0);
+      else if (r->type == REDLOCK__R_NIL)
+        vote(out, REDLOCK_VOTE_NO, 0);
+      return;
+    case REDLOCK__CMD_FENCED_ACQUIRE:
+      if (r->type == REDLOCK__R_INTEGER && r->integer > 0)
+        vote(out, REDLOCK_VOTE_YES, r->integer);   /* the counter */
+      else if (r->type == REDLOCK__R_NIL)
+        vote(out, REDLOCK_VOTE_NO, 0);
+      return;
+    case REDLOCK__CMD_INSPECT:
+      if (r->type != REDLOCK__R_ARRAY || r->elements != 2 ||
+          r->element[0] == NULL || r->element[1] == NULL ||
+          r->element[0]->type != REDLOCK__R_STRING ||
+          r->element[1]->type != REDLOCK__R_INTEGER)
+        return;
+      vote(out, r->element[0]->len > 0 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO,
+           r->element[1]->integer);
+      out->holder = r->element[0]->str;
+      out->holder_len = r->element[0]->len;
+      return;
+    case REDLOCK__CMD_MAXTTL_GET:
+      if (r->type == REDLOCK__R_NIL) {
+        vote(out, REDLOCK_VOTE_YES, 0);
+      } else if (r->type == REDLOCK__R_STRING) {
+        long long v = strtoll(r->str, NULL, 10);
+        vote(out, REDLOCK_VOTE_YES, v > 0 ? v : 0);
+      }
+      return;
+    case REDLOCK__CMD_MAXTTL_RAISE:
+    case REDLOCK__CMD_RW_GIVEUP:
+      if (r->type == REDLOCK__R_INTEGER)
+        vote(out, REDLOCK_VOTE_YES, r->integer);
+      return;
+    case REDLOCK__CMD_RELEASE:
+    case REDLOCK__CMD_EXTEND:
+    case REDLOCK__CMD_FENCE:
+    case REDLOCK__CMD_MULTI_ACQUIRE:
+    case REDLOCK__CMD_MULTI_RELEASE:
+    case REDLOCK__CMD_MULTI_EXTEND:
+    case REDLOCK__CMD_RW_ACQUIRE:
+    case REDLOCK__CMD_RW_EXTEND:
+    case REDLOCK__CMD_RW_RELEASE:
+      /* 1 (or more) = done, 2 = healed; 0 = not ours / refused. */
+      if (r->type == REDLOCK__R_INTEGER)
+        vote(out, r->integer >= 1 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO,
+             r->integer);
+      return;
+    case REDLOCK__N_CMDS:
+      return;
+  }
+}

@@ -1,0 +1,149 @@
+/* watchdog.c: auto-extension and the lost-lock signal.
+ *
+ * Owns: the renewal schedule of an auto-extended lock, its extend rounds
+ * (the watchdog's use of the lock's main round slot), and firing on_lost
+ * exactly once. Does not own: the user's operations (lock.c), which take
+ * the slot from the watchdog whenever they need it.
+ *
+ *   HELD --ttl/3 (- up to ttl/10)--> extend round --ok--> HELD (again)
+ *                     | majority says not ours ---------> lost(ENOTHELD)
+ *                     | failed (no quorum, expired) ----> retry in
+ *                     |   min(ttl/10 clamped to 5..500 ms, validity left)
+ *   validity ran out before any success -----------------> lost(EEXPIRED)
+ *
+ * While an extension is in flight (e.g. queued behind a reconnect) the
+ * timer stays armed for the end of the validity, so the lost signal is
+ * never late. The lost callback runs only from the watchdog's timer or
+ * round, never from inside an API call. A user extend, release or acquire
+ * stops the watchdog's round first (lock.c invariant 2); on every master
+ * the user's command queues behind the watchdog's on the same connection,
+ * so an extension can never land after a release. */
+#include "lock.h"
+
+static void on_wd_timer(uv_timer_t *t);
+
+static void wd_arm(redlock_lock_t *l, int64_t ms) {
+  if (ms < 1)
+    ms = 1;
+  uv_timer_start(&l->wd_timer, on_wd_timer, (uint64_t)ms, 0);
+}
+
+static int64_t wd_retry_ms(const redlock_lock_t *l) {
+  int64_t v = l->ttl_ms / 10;
+  return v < 5 ? 5 : v > 500 ? 500 : v;
+}
+
+/* Soon, and at the end of the validity at the latest (+1 ms so that the
+ * timer cannot run just before it). */
+static void wd_arm_retry(redlock_lock_t *l, redlock__ns now) {
+  int64_t left = redlock__validity_left(l->valid_until, now) /
+                 (int64_t)REDLOCK__NS_PER_MS;
+  int64_t retry = wd_retry_ms(l);
+  wd_arm(l, retry < left ? retry : left + 1);
+}
+
+void redlock__wd_arm_renewal(redlock_lock_t *l) {
+  /* ttl/3, minus up to a tenth of the ttl at random: locks taken together
+   * do not all renew in the same loop turn. */
+  int64_t spread = l->ttl_ms / 10 + 1;
+  wd_arm(l, l->ttl_ms / 3 - (int64_t)(redlock__prng_next(&l->client->prng) %
+                                      (uint64_t)spread));
+}
+
+void redlock__wd_stop(redlock_lock_t *l) {
+  uv_timer_stop(&l->wd_timer);
+  if (l->slot == REDLOCK__SLOT_WATCHDOG) {
+    redlock__lock_drop_round(l);   /* its late votes no longer count */
+    l->slot = REDLOCK__SLOT_FREE;
+  }
+}
+
+static void wd_lost(redlock_lock_t *l, int reason) {
+  redlock__wd_stop(l);
+  redlock__lock_set_state(l, REDLOCK__LOCK_LOST);
+  if (l->lost)
+    return;
+  l->lost = 1;
+  if (l->lost_cb != NULL && !l->user_freed)
+    l->lost_cb(l, reason, l->lost_arg);
+}
+
+static void on_wd_decided(redlock__round *r, redlock__round_state st,
+                          redlock__ns now) {
+  redlock_lock_t *l = r->lock;
+  redlock__ns deadline = redlock__lock_deadline(l, r->start, r->ttl_ms);
+  int64_t left = redlock__validity_left(deadline, now);
+  redlock__lock_drop_round(l);
+  l->slot = REDLOCK__SLOT_FREE;
+  if (st == REDLOCK__ROUND_REACHED && left > 0) {
+    l->valid_until = deadline;
+    redlock__wd_arm_renewal(l);
+    return;
+  }
+  if (st == REDLOCK__ROUND_BLOCKED) {
+    wd_lost(l, REDLOCK_ENOTHELD);
+    return;
+  }
+  if (redlock__validity_left(l->valid_until, now) <= 0) {
+    wd_lost(l, REDLOCK_EEXPIRED);
+    return;
+  }
+  wd_arm_retry(l, now);
+}
+
+static redlock__cmd wd_cmd(const redlock_lock_t *l) {
+  switch (l->kind) {
+    case REDLOCK__KIND_PLAIN:
+      return REDLOCK__CMD_EXTEND;
+    case REDLOCK__KIND_MULTI:
+      return REDLOCK__CMD_MULTI_EXTEND;
+    case REDLOCK__KIND_READ:
+    case REDLOCK__KIND_WRITE:
+      return REDLOCK__CMD_RW_EXTEND;
+  }
+  return REDLOCK__CMD_EXTEND;
+}
+
+static void on_wd_timer(uv_timer_t *t) {
+  redlock_lock_t *l = t->data;
+  redlock__ns now = redlock__now_ns();
+  if (l->state != REDLOCK__LOCK_HELD || !l->auto_extend || l->user_freed ||
+      l->client->closing)
+    return;
+  if (redlock__validity_left(l->valid_until, now) <= 0) {
+    /* An extension still in flight no longer matters. */
+    wd_lost(l, REDLOCK_EEXPIRED);
+    return;
+  }
+  if (l->slot != REDLOCK__SLOT_FREE) {
+    /* The user's operation, or our own round, is in flight: look again
+     * soon, and at the end of the validity at the latest. */
+    wd_arm_retry(l, now);
+    return;
+  }
+  l->slot = REDLOCK__SLOT_WATCHDOG;
+  l->phase = REDLOCK__PHASE_EXTEND;
+  if (redlock__lock_round(l, wd_cmd(l), l->ttl_ms, on_wd_decided, NULL) ==
+      NULL) {
+    l->slot = REDLOCK__SLOT_FREE;
+    wd_arm_retry(l, now);
+    return;
+  }
+  if (l->slot == REDLOCK__SLOT_WATCHDOG)
+    wd_arm(l, redlock__validity_left(l->valid_until, now) /
+                      (int64_t)REDLOCK__NS_PER_MS + 1);
+}
+
+void redlock__wd_after_user_extend(redlock_lock_t *l, int status) {
+  if (!l->auto_extend)
+    return;
+  if (status == 0) {
+    redlock__wd_arm_renewal(l);
+    return;
+  }
+  if (l->state != REDLOCK__LOCK_HELD) {
+    uv_timer_stop(&l->wd_timer);   /* the caller learns it from its cb */
+    return;
+  }
+  wd_arm_retry(l, redlock__now_ns());
+}
