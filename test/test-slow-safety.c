@@ -8,11 +8,29 @@
  * restart guard keeps it from voting for a ttl), or 200 ms latency each
  * way (beyond the 50 ms command timeout) for 1 s.
  *
- * Every grant is logged with its monotonic window: from the grant to the
- * earlier of its release and the end of its validity. No two windows of
- * different holders may overlap. Prints grants, overlaps, availability
- * (share of attempts made on a free lock, with no other attempt
- * overlapping them, that succeeded) and acquisitions per second. */
+ * With the argument "guard" the faults target the restart guard instead,
+ * in cycles of about three seconds:
+ *   1. two masters hang (SIGSTOP): grants now rest on a bare quorum of 3;
+ *   2. once a client is granted with exactly those 3 YES votes, one of
+ *      them crashes and comes back empty late in a wall-clock second
+ *      (.80-.90), while the holder still holds; the two hung masters
+ *      resume (their stale SETs carry the holder's token);
+ *   3. just after the next whole second every client's connection to the
+ *      restarted master is killed (CLIENT KILL), so they all reconnect
+ *      and read INFO's uptime 1 from a master only ~0.2 s old.
+ * A guard that trusted that uptime (or released the holder's token on
+ * the resumed masters) would let the others be granted the lock while the
+ * holder's is still valid. Holds are longer here (300-700 ms) so that the
+ * holder's lock spans the crash.
+ *
+ * Every grant is logged with its window on the validity clock (the
+ * library's, CLOCK_BOOTTIME): from the grant to the earlier of its release
+ * and the end of its validity. No two windows of different holders may
+ * overlap. Prints grants, overlaps, availability (share of attempts made
+ * on a free lock, with no other attempt overlapping them, that succeeded)
+ * and acquisitions per second. */
+#include <time.h>
+
 #include "tutil.h"
 
 #define N 5
@@ -48,10 +66,32 @@ static unsigned long attempts, free_attempts, free_successes;
 static uint64_t end_ns;
 static int stopping;
 static uint64_t prng = 0x9e3779b97f4a7c15ULL;
-static int faulty[N];          /* 0 ok, 1 paused, 2 down, 3 slow */
+static int faulty[N];          /* 0 ok, 1 paused, 2 down, 3 slow, 4 guard */
 static uv_timer_t fault_timer;
 static uv_timer_t heal_timers[N];
-static unsigned long n_faults[4];
+static unsigned long n_faults[5];
+static int guard_schedule;
+/* The guard cycle: 0 idle, 1 masters hung, waiting for a bare grant,
+ * 2 crash scheduled, 3 reconnect kill scheduled. */
+static int guard_phase;
+static int guard_hung[2];
+static int guard_target;
+static unsigned long guard_cycles;
+
+/* The validity clock (CLOCK_BOOTTIME), as the library reads it. */
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Milliseconds into the current wall-clock second (only to pick WHEN a
+ * fault happens: Redis's uptime counts wall-clock seconds). */
+static unsigned wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (unsigned)(ts.tv_nsec / 1000000);
+}
 
 static uint32_t rnd(uint32_t n) {
   prng ^= prng << 13;
@@ -61,6 +101,7 @@ static uint32_t rnd(uint32_t n) {
 }
 
 static void worker_next(worker *w, uint64_t ms);
+static void guard_crash(uv_timer_t *t);
 
 static void on_released(redlock_lock_t *l, int status,
                         const redlock_result *r, void *arg) {
@@ -73,7 +114,7 @@ static void on_released(redlock_lock_t *l, int status,
 
 static void on_hold_done(uv_timer_t *t) {
   worker *w = t->data;
-  uint64_t now = uv_hrtime();
+  uint64_t now = now_ns();
   grant *g = &grants[w->gi];
   g->to = now < w->deadline_ns ? now : w->deadline_ns;
   holders--;
@@ -84,8 +125,7 @@ static void on_hold_done(uv_timer_t *t) {
 static void on_acquired(redlock_lock_t *l, int status,
                         const redlock_result *r, void *arg) {
   worker *w = arg;
-  uint64_t now = uv_hrtime();
-  (void)r;
+  uint64_t now = now_ns();
   in_flight--;
   free_attempts += (unsigned long)w->free_attempt;
   if (status != 0) {
@@ -103,13 +143,30 @@ static void on_acquired(redlock_lock_t *l, int status,
   grants[w->gi].to = w->deadline_ns;
   grants[w->gi].client = w->id;
   holders++;
-  uv_timer_start(&w->timer, on_hold_done, 5 + rnd(45), 0);
+  if (guard_schedule && guard_phase == 1 && r->yes == 3) {
+    /* A bare quorum: crash one of its three late in a second. */
+    int yes[N];
+    int k = 0;
+    int i;
+    unsigned ms = wall_ms();
+    unsigned at = 800 + rnd(100);
+    for (i = 0; i < N; i++)
+      if (r->nodes[i].vote == REDLOCK_VOTE_YES)
+        yes[k++] = i;
+    guard_target = yes[rnd((uint32_t)k)];
+    guard_phase = 2;
+    uv_timer_start(&fault_timer, guard_crash,
+                   ms < at ? at - ms : 1000 - ms + at, 0);
+  }
+  /* The guard schedule holds longer, so that locks span the crashes. */
+  uv_timer_start(&w->timer, on_hold_done,
+                 guard_schedule ? 300 + rnd(400) : 5 + rnd(45), 0);
 }
 
 static void on_want(uv_timer_t *t) {
   worker *w = t->data;
   redlock_acquire_opts once = {.wait_ms = -1};
-  if (stopping || uv_hrtime() >= end_ns)
+  if (stopping || now_ns() >= end_ns)
     return;
   attempts++;
   /* An attempt counts for availability if the lock was free when it
@@ -162,6 +219,9 @@ static void on_fault(uv_timer_t *t) {
     do
       i = (int)rnd(N);
     while (faulty[i] != 0);
+    /* The guard schedule mixes in the other faults: a hung or slow
+     * master leaves locks on a bare quorum, which a same-second crash of
+     * one of them then threatens. */
     kind = 1 + (int)rnd(3);
     faulty[i] = kind;
     n_faults[kind]++;
@@ -183,9 +243,64 @@ static void on_fault(uv_timer_t *t) {
   uv_timer_start(&fault_timer, on_fault, 400 + rnd(600), 0);
 }
 
+/* ---- the guard schedule's cycle --------------------------------------------- */
+
+static void guard_start(uv_timer_t *t);
+
+static void guard_reconnect(uv_timer_t *t) {
+  char ok[64];
+  (void)t;
+  /* Just after the next whole second: every client reconnects and reads
+   * uptime 1 from a master ~0.2 s old. */
+  harness_cmdf(&srv[guard_target], ok, sizeof(ok), "CLIENT KILL TYPE normal");
+  faulty[guard_target] = 0;
+  n_faults[4]++;
+  guard_cycles++;
+  guard_phase = 0;
+  if (!stopping)
+    uv_timer_start(&fault_timer, guard_start, 1000 + rnd(1000), 0);
+}
+
+static void guard_crash(uv_timer_t *t) {
+  int i;
+  (void)t;
+  if (stopping)
+    return;
+  faulty[guard_target] = 4;
+  harness_kill(&srv[guard_target]);
+  harness_restart(&srv[guard_target]);
+  for (i = 0; i < 2; i++) {
+    harness_resume(&srv[guard_hung[i]]);
+    faulty[guard_hung[i]] = 0;
+  }
+  guard_phase = 3;
+  uv_timer_start(&fault_timer, guard_reconnect,
+                 (uint64_t)(1000 - wall_ms() + 30 + rnd(50)), 0);
+}
+
+static void guard_start(uv_timer_t *t) {
+  int i;
+  (void)t;
+  if (stopping)
+    return;
+  guard_hung[0] = (int)rnd(N);
+  do
+    guard_hung[1] = (int)rnd(N);
+  while (guard_hung[1] == guard_hung[0]);
+  for (i = 0; i < 2; i++) {
+    harness_pause(&srv[guard_hung[i]]);
+    faulty[guard_hung[i]] = 1;
+    n_faults[1]++;
+  }
+  guard_phase = 1;
+}
+
 static void on_stop(uv_timer_t *t) {
   int i;
   stopping = 1;
+  for (i = 0; i < N; i++)
+    if (guard_schedule && faulty[i] == 1)
+      harness_resume(&srv[i]);
   uv_close((uv_handle_t *)t, NULL);
   uv_timer_stop(&fault_timer);
   for (i = 0; i < N; i++) {
@@ -207,7 +322,7 @@ static void on_closed(redlock_client_t *c, void *arg) {
   (*(int *)arg)--;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const char *addrs[N];
   const char *env = getenv("REDLOCK_SAFETY_SECONDS");
   const char *proxy_exe = getenv("REDLOCK_FAULTPROXY");
@@ -221,6 +336,7 @@ int main(void) {
 
   if (proxy_exe == NULL)
     TEST_FAIL("REDLOCK_FAULTPROXY not set");
+  guard_schedule = argc > 1 && strcmp(argv[1], "guard") == 0;
   if (seconds < 1 || seconds > 3600)
     seconds = 60;
   grants = calloc(MAX_GRANTS, sizeof(*grants));
@@ -250,10 +366,11 @@ int main(void) {
   for (i = 0; i < N; i++)
     uv_timer_init(&loop, &heal_timers[i]);
   uv_timer_init(&loop, &fault_timer);
-  uv_timer_start(&fault_timer, on_fault, 1500, 0);
+  uv_timer_start(&fault_timer, guard_schedule ? guard_start : on_fault, 1500,
+                 0);
   uv_timer_init(&loop, &stop_timer);
   uv_timer_start(&stop_timer, on_stop, (uint64_t)seconds * 1000, 0);
-  end_ns = uv_hrtime() + (uint64_t)seconds * 1000000000ULL;
+  end_ns = now_ns() + (uint64_t)seconds * 1000000000ULL;
 
   while (!stopping)
     uv_run(&loop, UV_RUN_ONCE);
@@ -282,19 +399,23 @@ int main(void) {
       max_client = grants[i].client;
     }
   }
-  printf("safety: %d s, %d clients, N=%d: grants %d, overlaps %lu, "
+  printf("safety%s: %d s, %d clients, N=%d: grants %d, overlaps %lu, "
          "attempts %lu, availability %.1f%% (%lu of %lu attempts on a free "
          "lock), %.1f acquisitions/s; faults: %lu hangs, %lu crash-restarts,"
-         " %lu slow\n",
-         seconds, CLIENTS, N, n_grants, overlaps, attempts,
+         " %lu slow, %lu same-second crashes of a bare quorum's master\n",
+         guard_schedule ? " (guard schedule)" : "", seconds, CLIENTS, N,
+         n_grants, overlaps, attempts,
          free_attempts ? 100.0 * (double)free_successes /
                              (double)free_attempts
                        : 0.0,
          free_successes, free_attempts, (double)n_grants / seconds,
-         n_faults[1], n_faults[2], n_faults[3]);
+         n_faults[1], n_faults[2], n_faults[3], n_faults[4]);
   fflush(stdout);
   ASSERT_EQ(overlaps, 0);
-  ASSERT_GT(n_grants, seconds * 10);   /* it did keep working */
+  /* It did keep working (the guard schedule holds longer). */
+  ASSERT_GT(n_grants, guard_schedule ? seconds : seconds * 10);
+  if (guard_schedule)
+    ASSERT_GT(guard_cycles, seconds / 6);   /* the scenario did run */
   free(grants);
   harness_stop_all();
   return 0;
