@@ -130,12 +130,44 @@ static void emit(const char *scenario, long conc, samples *s,
           ops_per_s);
 }
 
+/* "<base>:<tag>:<worker>:<seq>" without printf: the harness's cost per
+ * cycle should be the library's, not the benchmark's formatting. */
+static size_t put_num(char *p, unsigned long v) {
+  char tmp[24];
+  size_t n = 0;
+  size_t i;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  for (i = 0; i < n; i++)
+    p[i] = tmp[n - 1 - i];
+  return n;
+}
+
+static size_t make_key(char *key, const char *tag, long worker,
+                       unsigned long seq) {
+  size_t bl = strlen(key_base);
+  size_t tl = strlen(tag);
+  size_t n = 0;
+  memcpy(key, key_base, bl);
+  n += bl;
+  key[n++] = ':';
+  memcpy(key + n, tag, tl);
+  n += tl;
+  key[n++] = ':';
+  n += put_num(key + n, (unsigned long)worker);
+  key[n++] = ':';
+  n += put_num(key + n, seq);
+  key[n] = '\0';
+  return n;
+}
+
 static redlock_lock_t *new_lock(const char *tag, long worker) {
   char key[256];
   redlock_lock_t *l;
-  int n = snprintf(key, sizeof(key), "%s:%s:%ld:%lu", key_base, tag, worker,
-                   key_seq++);
-  int rc = redlock_lock_new(client, key, (size_t)n, &l);
+  size_t n = make_key(key, tag, worker, key_seq++);
+  int rc = redlock_lock_new(client, key, n, &l);
   if (rc != 0)
     die("lock_new", redlock_last_error());
   return l;
@@ -279,6 +311,8 @@ static void on_raw_acquired(void *arg, int ok) {
   acquired(arg, ok ? 0 : REDLOCK_ETAKEN);
 }
 
+static int bench_wake;   /* BENCH_WAKE, read once */
+
 static void worker_cycle(worker *w) {
   redlock_acquire_opts once = {.wait_ms = -1};
   redlock_acquire_opts contend = {
@@ -286,7 +320,7 @@ static void worker_cycle(worker *w) {
       .retry_delay_ms = opt.retry_delay_ms > 0 ? (int)opt.retry_delay_ms : -1,
       .retry_jitter_ms =
           opt.retry_jitter_ms > 0 ? (int)opt.retry_jitter_ms : -1,
-      .wake = getenv("BENCH_WAKE") != NULL};
+      .wake = bench_wake};
   uint64_t now = uv_hrtime();
   int rc;
   if (w->stop)
@@ -309,8 +343,7 @@ static void worker_cycle(worker *w) {
     unsigned char r[20];
     static const char hex[] = "0123456789abcdef";
     size_t i;
-    w->keylen = (size_t)snprintf(w->key, sizeof(w->key), "%s:%s:%ld:%lu",
-                                 key_base, cur_tag, w->id, key_seq++);
+    w->keylen = make_key(w->key, cur_tag, w->id, key_seq++);
     w->t_start = uv_hrtime();
     uv_random(NULL, NULL, r, sizeof(r), 0, NULL);
     for (i = 0; i < sizeof(r); i++) {
@@ -645,6 +678,7 @@ int main(int argc, char **argv) {
   int rc;
 
   signal(SIGPIPE, SIG_IGN);   /* a closed pipe is an error, not death */
+  bench_wake = getenv("BENCH_WAKE") != NULL;
   parse(argc, argv);
   if (strcmp(opt.scenario, "scale") == 0 || getenv("BENCH_COUNT_ALLOCS"))
     redlock_replace_allocator(count_malloc, count_realloc, count_calloc,

@@ -152,22 +152,15 @@ static void node_keep_req(redlock__node *n, redlock__req *req) {
 /* Copies the encoded command into the request (REDELIVER only). */
 static int req_copy_cmd(redlock__req *req, int argc, const char *const *argv,
                         const size_t *lens) {
-  redlock__buf b;
   size_t size = redlock__resp_size(argc, lens);
-  if (size <= sizeof(req->cmd_inline)) {
-    b.data = req->cmd_inline;
-    b.cap = sizeof(req->cmd_inline);
-  } else {
-    b.data = redlock__malloc(size);
-    if (b.data == NULL)
+  char *p = req->cmd_inline;
+  if (size > sizeof(req->cmd_inline)) {
+    p = redlock__malloc(size);
+    if (p == NULL)
       return REDLOCK_ENOMEM;
-    b.cap = size;
   }
-  b.len = 0;
-  b.off = 0;
-  redlock__resp_cmd(&b, argc, argv, lens);   /* fits: no growth */
-  req->cmd = b.data;
-  req->cmd_len = b.len;
+  req->cmd = p;
+  req->cmd_len = redlock__resp_write(p, argc, argv, lens);
   return 0;
 }
 
@@ -200,6 +193,7 @@ static void node_teardown(redlock__node *n, int error, const char *why,
   redlock__queue_init(&waiting);
   redlock__conn_close(&n->conn);
   uv_timer_stop(&n->deadline_timer);
+  n->deadline_armed = 0;
   uv_timer_stop(&n->conn_timer);
   node_set_errstr(n, why);
   if (count_failure)
@@ -234,22 +228,26 @@ static void node_teardown(redlock__node *n, int error, const char *why,
 
 /* ---- requests ------------------------------------------------------------------ */
 
-static void node_arm_deadline(redlock__node *n, redlock__ns now) {
+/* Arms the deadline timer for the oldest pending request. Lazily: while
+ * it is armed for an earlier moment it stays (deadlines only grow along
+ * the FIFO); on_deadline re-arms for the then oldest. */
+static void node_arm_deadline(redlock__node *n) {
   redlock__req *head;
+  redlock__ns now;
   uint64_t ms;
-  if (redlock__queue_empty(&n->pending)) {
-    uv_timer_stop(&n->deadline_timer);
+  if (redlock__queue_empty(&n->pending))
     return;
-  }
   head = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
-  if (head->deadline_ns == 0) {
-    uv_timer_stop(&n->deadline_timer);
+  if (head->deadline_ns == 0)
     return;   /* the handshake: bounded by the connect deadline */
-  }
+  if (n->deadline_armed != 0 && n->deadline_armed <= head->deadline_ns)
+    return;
+  now = redlock__now_ns();
   ms = head->deadline_ns > now
            ? (head->deadline_ns - now + REDLOCK__NS_PER_MS - 1) /
                  REDLOCK__NS_PER_MS
            : 0;
+  n->deadline_armed = head->deadline_ns;
   uv_timer_start(&n->deadline_timer, on_deadline, ms, 0);
 }
 
@@ -263,7 +261,7 @@ static int node_write(redlock__node *n, redlock__req *req, int argc,
   redlock__queue_insert_tail(&n->pending, &req->q);
   n->n_pending++;
   if (n->n_pending == 1)
-    node_arm_deadline(n, redlock__now_ns());
+    node_arm_deadline(n);
   return 0;
 }
 
@@ -310,13 +308,14 @@ static void on_deadline(uv_timer_t *t) {
   redlock__ns now = redlock__now_ns();
   redlock__req *head;
   char why[96];
+  n->deadline_armed = 0;
   if (redlock__queue_empty(&n->pending))
     return;
   head = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
   if (head->deadline_ns == 0)
     return;
   if (head->deadline_ns > now) {
-    node_arm_deadline(n, now);
+    node_arm_deadline(n);
     return;
   }
   snprintf(why, sizeof(why), "no reply within %lld ms",
@@ -391,7 +390,7 @@ static void node_up(redlock__node *n) {
     redlock__queue_insert_tail(&n->pending, q);
     n->n_pending++;
   }
-  node_arm_deadline(n, now);
+  node_arm_deadline(n);
   if (n->closing) {
     if (n->n_pending == 0)
       node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
@@ -588,7 +587,7 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   req_put(n->env, req);
   if (n->conn.state != REDLOCK__CONN_OPEN)
     return;
-  node_arm_deadline(n, redlock__now_ns());
+  node_arm_deadline(n);
   if (n->closing && n->n_pending == 0 && n->state == REDLOCK__NODE_UP)
     node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
 }

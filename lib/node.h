@@ -25,7 +25,7 @@ typedef void (*redlock__req_cb)(redlock__req *req, const redlock__reply *r,
                                       connection error or deadline, send it
                                       again after the next handshake */
 
-#define REDLOCK__REQ_INLINE 192    /* bytes of command kept inline */
+#define REDLOCK__REQ_INLINE 256    /* bytes of command kept inline */
 
 struct redlock__req {
   redlock__queue q;
@@ -95,6 +95,7 @@ struct redlock__node {
   uv_getaddrinfo_t gai;
   int gai_active;
   uv_timer_t deadline_timer;   /* the oldest pending request */
+  redlock__ns deadline_armed;  /* when it fires; 0 when stopped */
   uv_timer_t conn_timer;       /* connect deadline, backoff, deferral */
   redlock__queue pending;      /* written, replies come in this order */
   redlock__queue waiting;      /* submitted before the handshake ended */

@@ -72,57 +72,73 @@ void redlock__buf_free(redlock__buf *b) {
   memset(b, 0, sizeof(*b));
 }
 
-size_t redlock__fmt_i64(char *out, int64_t v) {
-  char tmp[24];
-  size_t n = 0;
-  size_t i;
-  uint64_t u;
-  int neg = v < 0;
-  u = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  do {
-    tmp[n++] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  i = 0;
-  if (neg)
-    out[i++] = '-';
-  while (n > 0)
-    out[i++] = tmp[--n];
-  return i;
-}
+static const char digit_pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
 
-static size_t digits(size_t v) {
-  size_t n = 1;
-  while (v >= 10) {
-    v /= 10;
-    n++;
+/* Unsigned decimal into p; returns the length. Two digits per step. */
+static size_t put_u64(char *p, uint64_t u) {
+  char tmp[24];
+  char *t = tmp + sizeof(tmp);
+  size_t n;
+  if (u < 10) {
+    *p = (char)('0' + u);
+    return 1;
   }
+  while (u >= 100) {
+    unsigned d = (unsigned)(u % 100) * 2;
+    u /= 100;
+    *--t = digit_pairs[d + 1];
+    *--t = digit_pairs[d];
+  }
+  if (u < 10) {
+    *--t = (char)('0' + u);
+  } else {
+    *--t = digit_pairs[u * 2 + 1];
+    *--t = digit_pairs[u * 2];
+  }
+  n = (size_t)(tmp + sizeof(tmp) - t);
+  memcpy(p, t, n);
   return n;
 }
 
+size_t redlock__fmt_i64(char *out, int64_t v) {
+  if (v < 0) {
+    *out = '-';
+    return 1 + put_u64(out + 1, (uint64_t)0 - (uint64_t)v);
+  }
+  return put_u64(out, (uint64_t)v);
+}
+
 size_t redlock__resp_size(int argc, const size_t *lens) {
-  size_t size = 1 + digits((size_t)argc) + 2;
+  char tmp[24];
+  size_t size = 3 + put_u64(tmp, (uint64_t)argc);
   int i;
   for (i = 0; i < argc; i++)
-    size += 1 + digits(lens[i]) + 2 + lens[i] + 2;
+    size += 5 + put_u64(tmp, lens[i]) + lens[i];
   return size;
 }
 
-int redlock__resp_cmd(redlock__buf *b, int argc, const char *const *argv,
-                      const size_t *lens) {
-  size_t size = redlock__resp_size(argc, lens);
-  char *p;
+size_t redlock__resp_bound(int argc, const size_t *lens) {
+  size_t bound = 3 + 20;
   int i;
-  if (redlock__buf_reserve(b, size) != 0)
-    return REDLOCK_ENOMEM;
-  p = b->data + b->len;
+  for (i = 0; i < argc; i++)
+    bound += 5 + 20 + lens[i];
+  return bound;
+}
+
+size_t redlock__resp_write(char *p, int argc, const char *const *argv,
+                           const size_t *lens) {
+  char *start = p;
+  int i;
   *p++ = '*';
-  p += redlock__fmt_i64(p, argc);
+  p += put_u64(p, (uint64_t)argc);
   *p++ = '\r';
   *p++ = '\n';
   for (i = 0; i < argc; i++) {
     *p++ = '$';
-    p += redlock__fmt_i64(p, (int64_t)lens[i]);
+    p += put_u64(p, lens[i]);
     *p++ = '\r';
     *p++ = '\n';
     memcpy(p, argv[i], lens[i]);
@@ -130,6 +146,14 @@ int redlock__resp_cmd(redlock__buf *b, int argc, const char *const *argv,
     *p++ = '\r';
     *p++ = '\n';
   }
-  b->len += size;
+  return (size_t)(p - start);
+}
+
+/* One pass: room for the worst case (20 digits a length), then write. */
+int redlock__resp_cmd(redlock__buf *b, int argc, const char *const *argv,
+                      const size_t *lens) {
+  if (redlock__buf_reserve(b, redlock__resp_bound(argc, lens)) != 0)
+    return REDLOCK_ENOMEM;
+  b->len += redlock__resp_write(b->data + b->len, argc, argv, lens);
   return 0;
 }

@@ -37,7 +37,13 @@ size_t redlock__fmt_i64(char *out, int64_t v);
  * the buffer is unchanged. */
 int redlock__resp_cmd(redlock__buf *b, int argc, const char *const *argv,
                       const size_t *lens);
-/* The encoded size of that command, in bytes. */
+/* Writes one command at p (room for redlock__resp_size bytes); returns
+ * its length. */
+size_t redlock__resp_write(char *p, int argc, const char *const *argv,
+                           const size_t *lens);
+/* The encoded size of that command, in bytes; and the room the encoder
+ * asks for (an upper bound, cheaper to compute). */
 size_t redlock__resp_size(int argc, const size_t *lens);
+size_t redlock__resp_bound(int argc, const size_t *lens);
 
 #endif
