@@ -32,26 +32,27 @@
  * sends the raise just ahead of its SET on the same connections and goes
  * on (best effort: it misses only a restart in the same round trip as its
  * first use of a new longest ttl; give every client of a deployment the
- * same setting). Whenever
- * a master shows an instance whose votes do not count yet (new to this
- * client, or restarted), the client reads the record on EVERY master; the
- * instance's votes are judged with the largest value read by a read that
- * started after its handshake and that is valid:
- *     answered == n, or answered >= n - quorum + 1 + unsure
- * where `unsure` counts the masters whose current instance this client
- * has not cleared (new, restarted, or unknown identity).
+ * same setting). Whenever a master shows an instance whose votes do not
+ * count yet (new to this client, or restarted), the client reads the
+ * record on EVERY master; the instance's votes are judged with the largest
+ * value read by a read that started after its handshake and that a quorum
+ * of masters answered.
  *
  * Why that is safe: let A hold a lock with ttl L on quorum Q. A raised the
  * record on a set R of >= quorum masters before sending any SET, so
- * before any master of Q could restart having A's key. A master that
- * restarted after that lost the record too; every such master is unsure
- * to us (a cleared instance is older than our window at the time we
- * cleared it, hence older than A's raise, or A's lock has expired). At
- * most n - quorum + unsure masters can lack A's record, so a valid read
- * meets one that has it, and we see a value >= L. With all n answering,
- * it is enough that fewer than a quorum of R restarted: the Redlock
- * assumption of a minority of failures. N = 1 cannot meet this (the only
- * master lost its record): there the window is this client's own ttls.
+ * before any master of Q could restart having A's key. Redlock's failure
+ * model allows at most n - quorum masters to be failed at a time; a master
+ * that does not answer our read, and one that restarted and lost A's
+ * record, are failed in that model (the guard is what keeps a restarted
+ * master out until it is no longer a danger). So among our >= quorum
+ * answers at most (n - quorum) - (non-answering) come from restarted
+ * members of R, and R has >= quorum members: some answer comes from a
+ * member of R that kept the record, and we see a value >= L. (An earlier
+ * version demanded more answers - all n, or n - quorum + 1 + the masters
+ * this client had not cleared - to stay safe even beyond the model; it
+ * left a new client, i.e. every CLI call, unable to acquire at all while a
+ * single master was down.) N = 1 cannot meet this (the only master lost
+ * its record): there the window is this client's own ttls.
  *
  * Until a read covers an instance its YES votes are PENDING: the round
  * waits (bounded by the read's command deadlines), then asks again. */
@@ -139,14 +140,10 @@ void redlock__guard_node_down(redlock__guard *g, unsigned idx) {
 
 static void finish_read(redlock__guard *g) {
   redlock__queue waiters;
-  unsigned unsure = 0;
   unsigned i;
   int valid;
   g->reading = 0;
-  for (i = 0; i < g->n; i++)
-    unsure += !is_cleared(&g->gn[i]);
-  valid = redlock__guard_read_valid(g->n, g->quorum, g->read_answered,
-                                    unsure);
+  valid = redlock__guard_read_valid(g->n, g->quorum, g->read_answered);
   if (valid && g->read_max > g->window_ms)
     g->window_ms = g->read_max;
   for (i = 0; i < g->n; i++) {

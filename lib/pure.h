@@ -75,14 +75,13 @@ redlock__ns redlock__start_bound(redlock__ns now, int64_t uptime_s);
 /* Age in ms at `now` of a server whose latest possible start is `start`:
  * 0 when start >= now. */
 int64_t redlock__age_ms(redlock__ns start, redlock__ns now);
-/* Restart guard, safe read of the deployment's longest ttl (DESIGN 4.1):
- * a read of n masters, `answered` of them answered, `unsure` of the n
- * have not been seen continuously by this client since before the read
- * (new, restarted, or of unknown identity). The largest value read covers
- * every lock still valid that lost keys on a restarted master when the
- * answers must include a master that holds that lock's record: answered
- * == n, or answered >= n - quorum + 1 + unsure. */
+/* Restart guard, safe read of the deployment's longest ttl (guard.c): a
+ * read of n masters of which `answered` answered is valid when a quorum
+ * answered. Under Redlock's failure model (at most n - quorum masters
+ * failed at a time, counting a master that does not answer and one that
+ * restarted within its guard window) the answers then include a master
+ * that holds the record of every lock still valid. */
 int redlock__guard_read_valid(unsigned n, unsigned quorum,
-                              unsigned answered, unsigned unsure);
+                              unsigned answered);
 
 #endif

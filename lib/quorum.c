@@ -47,8 +47,6 @@ int64_t redlock__age_ms(redlock__ns start, redlock__ns now) {
 }
 
 int redlock__guard_read_valid(unsigned n, unsigned quorum,
-                              unsigned answered, unsigned unsure) {
-  if (answered >= n)
-    return 1;
-  return answered >= n - quorum + 1 + unsure;
+                              unsigned answered) {
+  return answered >= quorum && answered <= n;
 }

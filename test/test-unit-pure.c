@@ -3,6 +3,7 @@
 #include "harness.h"
 #include "redlock.h"
 #include "pure.h"
+#include "resp.h"
 
 #define MS REDLOCK__NS_PER_MS
 
@@ -98,7 +99,59 @@ static void test_errors(void) {
   ASSERT_STR_EQ(redlock_version_string(), "0.1.0");
 }
 
+/* The restart guard's arithmetic: uptime is whole wall-clock seconds, so
+ * an uptime of u means an age of more than u - 1 s, never more. */
+static void test_guard_math(void) {
+  const redlock__ns s = 1000000000ULL;   /* one second in ns */
+  redlock__ns now = 10000 * s;
+  ASSERT_EQ(redlock__start_bound(now, 0), now);
+  ASSERT_EQ(redlock__start_bound(now, 1), now);   /* maybe 0.05 s old */
+  ASSERT_EQ(redlock__start_bound(now, 2), now - s);
+  ASSERT_EQ(redlock__start_bound(now, 3600), now - 3599 * s);
+  ASSERT_EQ(redlock__start_bound(5 * s, 3600), 0);   /* saturates */
+  ASSERT_EQ(redlock__age_ms(now, now), 0);
+  ASSERT_EQ(redlock__age_ms(now + s, now), 0);
+  ASSERT_EQ(redlock__age_ms(now - 1500 * REDLOCK__NS_PER_MS, now), 1500);
+  /* A read of the ttl record is valid once a quorum answered. */
+  ASSERT_EQ(redlock__guard_read_valid(5, 3, 2), 0);
+  ASSERT_EQ(redlock__guard_read_valid(5, 3, 3), 1);
+  ASSERT_EQ(redlock__guard_read_valid(5, 3, 5), 1);
+  ASSERT_EQ(redlock__guard_read_valid(1, 1, 0), 0);
+  ASSERT_EQ(redlock__guard_read_valid(1, 1, 1), 1);
+}
+
+/* SHA-1 (the EVALSHA names) and the RESP encoder. */
+static void test_codec(void) {
+  char hex[41];
+  char num[24];
+  redlock__buf b = {0};
+  const char *argv[3] = {"SET", "k", ""};
+  size_t lens[3] = {3, 1, 0};
+  redlock__sha1_hex("", 0, hex);
+  ASSERT_STR_EQ(hex, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+  redlock__sha1_hex("abc", 3, hex);
+  ASSERT_STR_EQ(hex, "a9993e364706816aba3e25717850c26c9cd0d89d");
+  redlock__sha1_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+                    56, hex);
+  ASSERT_STR_EQ(hex, "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+  num[redlock__fmt_i64(num, 0)] = '\0';
+  ASSERT_STR_EQ(num, "0");
+  num[redlock__fmt_i64(num, -1234567)] = '\0';
+  ASSERT_STR_EQ(num, "-1234567");
+  num[redlock__fmt_i64(num, INT64_MAX)] = '\0';
+  ASSERT_STR_EQ(num, "9223372036854775807");
+  num[redlock__fmt_i64(num, INT64_MIN)] = '\0';
+  ASSERT_STR_EQ(num, "-9223372036854775808");
+  ASSERT_EQ(redlock__resp_cmd(&b, 3, argv, lens), 0);
+  ASSERT_EQ(b.len, redlock__resp_size(3, lens));
+  ASSERT_EQ(memcmp(b.data, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n",
+                   b.len), 0);
+  redlock__buf_free(&b);
+}
+
 int main(void) {
+  test_guard_math();
+  test_codec();
   test_validity();
   test_retry();
   test_quorum();
