@@ -90,11 +90,10 @@ static redlock__cmd set_cmd(const redlock_lock_t *l) {
 
 /* Ends the acquisition with `status` (no more attempts). */
 static void acquire_fail(redlock_lock_t *l, int status) {
-  if (l->kind == REDLOCK__KIND_WRITE) {
-    /* A writer that gives up withdraws its intent: readers it kept out
-     * may come in (lock_cleanup sends the withdrawal while ACQUIRING). */
-    redlock__lock_cleanup(l, l->round);
-  }
+  /* A writer that gives up withdraws its intent: readers it kept out may
+   * come in. Between attempts it stays: that is what keeps readers from
+   * starving a waiting writer. */
+  redlock__lock_withdraw(l);
   redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   redlock__lock_complete(l, status);
 }
@@ -213,9 +212,23 @@ static void on_raise_decided(redlock__round *r, redlock__round_state st,
   retry_or_fail(l, REDLOCK_ENOQUORUM, now);
 }
 
+static void on_settled(redlock__guard_waiter *w) {
+  redlock_lock_t *l = REDLOCK__CONTAINER_OF(w, redlock_lock_t, settle);
+  l->settling = 0;
+  redlock__acquire_attempt(l);
+}
+
 void redlock__acquire_attempt(redlock_lock_t *l) {
   redlock__guard *g = &l->client->guard;
   redlock__lock_drop_round(l);
+  if (g->mode_ms == 0 && !g->closing && !redlock__guard_settled(g)) {
+    /* A new client: which masters hold the ttl record is known once each
+     * made its first connection (bounded by the connect deadline). */
+    l->settling = 1;
+    l->settle.cb = on_settled;
+    redlock__guard_wait_settled(g, &l->settle);
+    return;
+  }
   l->attempts++;
   if (redlock__guard_needs_raise(g, l->ttl_ms)) {
     if (g->mode_ms != 0) {
@@ -236,10 +249,15 @@ void redlock__acquire_attempt(redlock_lock_t *l) {
 
 void redlock__acquire_abort(redlock_lock_t *l) {
   redlock__acquire_unwait(l);
+  if (l->settling) {
+    redlock__guard_unwait(&l->settle);
+    l->settling = 0;
+  }
   if (l->state == REDLOCK__LOCK_ACQUIRING) {
     /* Half-acquired or between attempts: release whatever this token may
      * have set (and a writer's intent). */
     redlock__lock_cleanup(l, NULL);
+    redlock__lock_withdraw(l);
     redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   }
 }
@@ -331,6 +349,10 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   l->op_ttl_ms = ttl_ms;
   l->attempts = 0;
   redlock__lock_set_state(l, REDLOCK__LOCK_ACQUIRING);
+  /* No token until the first SET round: a cleanup before it (client
+   * close during the ttl record's round) must not release an old or
+   * adopted token. */
+  l->token[0] = '\0';
   redlock__guard_used(&c->guard, ttl_ms);
   if (l->kind == REDLOCK__KIND_WRITE && redlock__token_new(l->intent) != 0)
     memcpy(l->intent, "0", 2);

@@ -5,6 +5,9 @@
  * turn. Does not own: what is sent or what replies mean (node.c), timers
  * and deadlines (node.c).
  *
+ * A close is abortive (RST, SO_LINGER 0): nothing written on a connection
+ * we gave up can arrive at the server after we closed it.
+ *
  * Lifetime: the uv_poll_t lives in a small separate block (redlock__sock)
  * because uv_close() completes on a later loop turn; the block's close
  * callback only frees the block and never touches the connection. Closing
@@ -55,6 +58,13 @@ void redlock__conn_close(redlock__conn *c) {
     uv_close((uv_handle_t *)&s->poll, on_sock_closed);
   }
   if (c->fd >= 0) {
+    /* Abortive close (RST): the kernel drops what we wrote and was not
+     * acknowledged yet instead of retransmitting it. A command given up
+     * with its connection (a SET or PEXPIRE past its deadline) must not
+     * reach the server later, after the commands of the next connection
+     * (node.c invariant 1). */
+    struct linger lg = {1, 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     close(c->fd);
     c->fd = -1;
   }

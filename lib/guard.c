@@ -84,6 +84,7 @@ int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
   g->key = key;
   g->keylen = keylen;
   redlock__queue_init(&g->waiters);
+  redlock__queue_init(&g->settle_waiters);
   g->gn = redlock__calloc(n, sizeof(*g->gn));
   return g->gn == NULL ? REDLOCK_ENOMEM : 0;
 }
@@ -100,6 +101,44 @@ static void request_read(redlock__guard *g) {
     g->again = 1;
   else
     guard_start_read(g);
+}
+
+int redlock__guard_settled(const redlock__guard *g) {
+  unsigned i;
+  for (i = 0; i < g->n; i++) {
+    const redlock__node *n = &g->nodes[i];
+    if (n->connects == 0 && n->state != REDLOCK__NODE_DOWN &&
+        n->state != REDLOCK__NODE_CLOSED)
+      return 0;
+  }
+  return 1;
+}
+
+void redlock__guard_wait_settled(redlock__guard *g,
+                                 redlock__guard_waiter *w) {
+  redlock__queue_insert_tail(&g->settle_waiters, &w->link);
+}
+
+static void wake_list(redlock__queue *list) {
+  redlock__queue todo;
+  redlock__queue_init(&todo);
+  while (!redlock__queue_empty(list)) {
+    redlock__queue *q = list->next;
+    redlock__queue_remove(q);
+    redlock__queue_insert_tail(&todo, q);
+  }
+  while (!redlock__queue_empty(&todo)) {
+    redlock__guard_waiter *w =
+        REDLOCK__CONTAINER_OF(todo.next, redlock__guard_waiter, link);
+    redlock__queue_remove(&w->link);
+    w->cb(w);
+  }
+}
+
+static void check_settled(redlock__guard *g) {
+  if (!redlock__queue_empty(&g->settle_waiters) &&
+      (g->closing || redlock__guard_settled(g)))
+    wake_list(&g->settle_waiters);
 }
 
 void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
@@ -123,17 +162,19 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
                     ? redlock__start_bound(now, node->uptime_s) : now;
     memcpy(gn->run_id, node->run_id, sizeof(gn->run_id));
   }
-  if (g->mode_ms < 0 || is_cleared(gn))
-    return;
-  gn->cleared[0] = '\0';
-  gn->read = GUARD_READ_NONE;
-  request_read(g);
+  if (g->mode_ms >= 0 && !is_cleared(gn)) {
+    gn->cleared[0] = '\0';
+    gn->read = GUARD_READ_NONE;
+    request_read(g);
+  }
+  check_settled(g);
 }
 
 void redlock__guard_node_down(redlock__guard *g, unsigned idx) {
   redlock__guard_node *gn = &g->gn[idx];
   gn->up = 0;
   gn->known_ms = 0;   /* read again at the next handshake */
+  check_settled(g);
 }
 
 /* ---- reading the record on every master --------------------------------- */
@@ -222,6 +263,7 @@ static void guard_start_read(redlock__guard *g) {
 void redlock__guard_close(redlock__guard *g) {
   g->closing = 1;
   g->again = 0;
+  wake_list(&g->settle_waiters);
   while (!redlock__queue_empty(&g->waiters)) {
     redlock__guard_waiter *w =
         REDLOCK__CONTAINER_OF(g->waiters.next, redlock__guard_waiter, link);
@@ -238,7 +280,13 @@ redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
   redlock__guard_node *gn = &g->gn[idx];
   int64_t age;
   int64_t window;
-  if (g->mode_ms < 0 || is_cleared(gn))
+  if (g->mode_ms < 0)
+    return REDLOCK__GUARD_COUNT;
+  if (!gn->up) {
+    snprintf(why, whylen, "restart guard: connection lost");
+    return REDLOCK__GUARD_REFUSE;
+  }
+  if (is_cleared(gn))
     return REDLOCK__GUARD_COUNT;
   age = redlock__age_ms(gn->start, now);
   if (g->mode_ms > 0) {
@@ -302,9 +350,16 @@ int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms) {
     else
       lack++;
   }
-  /* Auto: a quorum must hold it. Otherwise (best effort): raise where a
-   * master that is up lacks it. */
-  return g->mode_ms == 0 ? have < g->quorum : lack > 0;
+  /* Auto: raise where a master that is up lacks it, and wait (its YES
+   * counts only where the record is confirmed); a quorum must answer.
+   * Otherwise: best effort, the same masters. */
+  (void)have;
+  return lack > 0;
+}
+
+int redlock__guard_has_record(const redlock__guard *g, unsigned idx,
+                              int64_t ttl_ms) {
+  return g->gn[idx].up && g->gn[idx].known_ms >= ttl_ms;
 }
 
 static void on_raise_reply(redlock__req *req, const redlock__reply *r,

@@ -56,6 +56,8 @@ typedef struct redlock__guard {
   int64_t read_max;
   unsigned read_gen;
   redlock__queue waiters;     /* rounds with votes waiting for a read */
+  redlock__queue settle_waiters;  /* acquisitions waiting for first
+                                     connections (redlock__guard_settled) */
   int closing;
 } redlock__guard;
 
@@ -75,17 +77,27 @@ void redlock__guard_close(redlock__guard *g);
 redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
                                             redlock__ns now, char *why,
                                             size_t whylen);
+/* Auto guard: 1 once every master made its first connection (up at least
+ * once, or down). Until then an acquisition cannot know which masters hold
+ * the ttl record, so it waits (bounded by the connect deadline). */
+int redlock__guard_settled(const redlock__guard *g);
+void redlock__guard_wait_settled(redlock__guard *g, redlock__guard_waiter *w);
 /* Calls w->cb once the read in progress ended (after a PENDING verdict). */
 void redlock__guard_wait(redlock__guard *g, redlock__guard_waiter *w);
 void redlock__guard_unwait(redlock__guard_waiter *w);
 
 /* This client is about to hold a lock for ttl_ms. 1 when the deployment's
- * record must first be raised to ttl_ms on a quorum (the masters known to
- * hold a record >= ttl_ms are fewer than a quorum). Every mode records. */
+ * record must first be raised to ttl_ms: a master that is up is not known
+ * to hold a record >= ttl_ms on its current connection. Every mode
+ * records. */
 int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms);
 /* Not the auto guard: raise the record where it is lacking, without
  * waiting (the commands go ahead of the caller's next ones). */
 void redlock__guard_raise_async(redlock__guard *g, int64_t ttl_ms);
+/* 1 when master idx confirmed a record >= ttl_ms on its current
+ * connection (its current instance). */
+int redlock__guard_has_record(const redlock__guard *g, unsigned idx,
+                              int64_t ttl_ms);
 /* A master refused to raise the record (an error reply, e.g. ACL). */
 void redlock__guard_record_failed(redlock__guard *g, unsigned idx);
 /* A master answered a raise of (or a read of) the record with `value`. */

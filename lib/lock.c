@@ -93,6 +93,12 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
   r->cmd = cmd;
   r->ttl_ms = ttl_ms;
   r->guarded = is_acquisition(cmd) && c->restart_guard_ms >= 0;
+  /* Auto guard: a master counts for holding a lock of this ttl only where
+   * it holds the ttl record (guard.c). */
+  r->needs_record = c->restart_guard_ms == 0 &&
+                    (is_acquisition(cmd) || cmd == REDLOCK__CMD_EXTEND ||
+                     cmd == REDLOCK__CMD_MULTI_EXTEND ||
+                     cmd == REDLOCK__CMD_RW_EXTEND);
   r->redeliver = is_release(cmd);
   r->start = redlock__now_ns();
   l->round = r;
@@ -158,8 +164,12 @@ static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
 }
 
 void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r) {
-  send_everywhere(l, release_cmd(l), r);
-  if (l->kind == REDLOCK__KIND_WRITE && l->state == REDLOCK__LOCK_ACQUIRING)
+  if (l->token[0] != '\0')
+    send_everywhere(l, release_cmd(l), r);
+}
+
+void redlock__lock_withdraw(redlock_lock_t *l) {
+  if (l->kind == REDLOCK__KIND_WRITE)
     send_everywhere(l, REDLOCK__CMD_RW_GIVEUP, NULL);
 }
 
@@ -264,12 +274,20 @@ static void on_extend_decided(redlock__round *r, redlock__round_state st,
   redlock_lock_t *l = r->lock;
   redlock__ns deadline = redlock__lock_deadline(l, r->start, l->op_ttl_ms);
   int64_t left = redlock__validity_left(deadline, now);
+  /* With heal the extend re-creates missing keys: if our validity ran out
+   * before the decision, someone else may have held the lock in between,
+   * and success would hide that gap. */
+  int lapsed = l->heal && l->state == REDLOCK__LOCK_HELD &&
+               redlock__validity_left(l->valid_until, now) <= 0;
   int status;
-  if (st == REDLOCK__ROUND_REACHED && left > 0) {
+  if (l->state == REDLOCK__LOCK_LOST) {
+    /* Declared lost (validity ran out) while the round was out: a late
+     * success does not bring it back. */
+    status = REDLOCK_EEXPIRED;
+  } else if (st == REDLOCK__ROUND_REACHED && left > 0 && !lapsed) {
     redlock__lock_set_state(l, REDLOCK__LOCK_HELD);   /* ends ADOPTED */
     l->valid_until = deadline;
     l->ttl_ms = l->op_ttl_ms;
-    l->lost = 0;
     l->result_validity_ms = left / (int64_t)REDLOCK__NS_PER_MS;
     if (l->op == REDLOCK__OP_ACQUIRE) {
       l->holds += l->pending_holds;   /* a re-entry with a longer ttl */
@@ -278,12 +296,10 @@ static void on_extend_decided(redlock__round *r, redlock__round_state st,
     status = 0;
   } else if (st == REDLOCK__ROUND_REACHED) {
     /* The ttl ran out during the round: not valid any more. */
-    redlock__lock_set_state(l, REDLOCK__LOCK_LOST);
-    l->lost = 1;
+    redlock__wd_declare_lost(l, REDLOCK_EEXPIRED);
     status = REDLOCK_EEXPIRED;
   } else if (st == REDLOCK__ROUND_BLOCKED) {
-    redlock__lock_set_state(l, REDLOCK__LOCK_LOST);
-    l->lost = 1;
+    redlock__wd_declare_lost(l, REDLOCK_ENOTHELD);
     status = REDLOCK_ENOTHELD;
   } else {
     status = REDLOCK_ENOQUORUM;   /* the cap of invariant 3 stays */

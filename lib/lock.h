@@ -31,6 +31,7 @@ struct redlock__round {
   redlock__cmd cmd;
   uint8_t all;                  /* decide when every master answered */
   uint8_t guarded;              /* YES votes pass the restart guard */
+  uint8_t needs_record;         /* a YES needs the ttl record there */
   uint8_t decided;
   uint8_t waiting_guard;
   uint8_t redeliver;            /* releases: REDLOCK__REQ_REDELIVER */
@@ -42,6 +43,7 @@ struct redlock__round {
   redlock_node_result *res;     /* n entries */
   char *buf;                    /* n * REDLOCK__ERRSTR_LEN */
   uint8_t *pend;                /* n: a YES waiting for the guard */
+  uint64_t *pend_conn;          /* n: the node's connection of that YES */
 };
 
 typedef enum {
@@ -151,6 +153,8 @@ struct redlock_lock_s {
   unsigned refs;                /* user + operation + attached rounds */
   int handles_open;
   redlock__wake_waiter *waiters;   /* nkeys, made on first wait */
+  redlock__guard_waiter settle;    /* waiting for first connections */
+  uint8_t settling;
 };
 
 /* ---- lock.c ------------------------------------------------------------------- */
@@ -167,6 +171,9 @@ void redlock__lock_complete(redlock_lock_t *l, int status);
  * a freed handle, a closing client. skip_no: not where the round said
  * NO (the key is someone else's there). */
 void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r);
+/* A waiting writer gives up: its intent goes (read-write locks only; at
+ * the end of the acquisition, never between attempts). */
+void redlock__lock_withdraw(redlock_lock_t *l);
 /* Validity deadline of a round of `ttl_ms` that started at `start`. */
 redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
                                    redlock__ns start, int64_t ttl_ms);
@@ -208,6 +215,9 @@ void redlock__acquire_abort(redlock_lock_t *l);
 void redlock__wd_arm_renewal(redlock_lock_t *l);
 /* Stops the watchdog: its timer, and its round if it owns the slot. */
 void redlock__wd_stop(redlock_lock_t *l);
+/* The lock is lost: state LOST, and on_lost (auto-extended locks) fires,
+ * at most once per acquisition. */
+void redlock__wd_declare_lost(redlock_lock_t *l, int reason);
 /* The user's extend ended with status: keep the watchdog in step. */
 void redlock__wd_after_user_extend(redlock_lock_t *l, int status);
 

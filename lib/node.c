@@ -59,6 +59,22 @@ static void node_schedule_reconnect(redlock__node *n);
 static void node_finish_close(redlock__node *n);
 static void on_deadline(uv_timer_t *t);
 
+/* A name resolution in flight. Allocated apart from the node: a node that
+ * gives up on it (connect deadline, close) lets go of it, and the late
+ * callback only frees it. */
+typedef struct redlock__gai {
+  uv_getaddrinfo_t req;
+  redlock__node *node;     /* NULL once the node let go */
+} redlock__gai;
+
+static void node_drop_gai(redlock__node *n) {
+  if (n->gai == NULL)
+    return;
+  n->gai->node = NULL;
+  uv_cancel((uv_req_t *)&n->gai->req);
+  n->gai = NULL;
+}
+
 static void node_set_errstr(redlock__node *n, const char *s) {
   redlock__strlcpy(n->errstr, s, sizeof(n->errstr));
 }
@@ -192,6 +208,7 @@ static void node_teardown(redlock__node *n, int error, const char *why,
   redlock__queue_init(&pending);
   redlock__queue_init(&waiting);
   redlock__conn_close(&n->conn);
+  node_drop_gai(n);
   uv_timer_stop(&n->deadline_timer);
   n->deadline_armed = 0;
   uv_timer_stop(&n->conn_timer);
@@ -656,8 +673,15 @@ static void node_connect(redlock__node *n) {
 
 static void on_resolved(uv_getaddrinfo_t *req, int status,
                         struct addrinfo *res) {
-  redlock__node *n = REDLOCK__CONTAINER_OF(req, redlock__node, gai);
-  n->gai_active = 0;
+  redlock__gai *g = REDLOCK__CONTAINER_OF(req, redlock__gai, req);
+  redlock__node *n = g->node;
+  redlock__free(g);
+  if (n == NULL) {
+    if (res != NULL)
+      uv_freeaddrinfo(res);
+    return;
+  }
+  n->gai = NULL;
   if (status != 0 || res == NULL) {
     char why[160];
     snprintf(why, sizeof(why), "cannot resolve %s: %s", n->uri.host,
@@ -713,12 +737,23 @@ void redlock__node_start(redlock__node *n) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   n->state = REDLOCK__NODE_RESOLVING;
-  if (uv_getaddrinfo(n->env->loop, &n->gai, on_resolved, n->uri.host, NULL,
-                     &hints) != 0) {
+  n->gai = redlock__malloc(sizeof(*n->gai));
+  if (n->gai == NULL) {
+    node_teardown(n, REDLOCK_ENOMEM, "out of memory", 1);
+    return;
+  }
+  n->gai->node = n;
+  if (uv_getaddrinfo(n->env->loop, &n->gai->req, on_resolved, n->uri.host,
+                     NULL, &hints) != 0) {
+    redlock__free(n->gai);
+    n->gai = NULL;
     node_teardown(n, REDLOCK_EIO, "cannot start name resolution", 1);
     return;
   }
-  n->gai_active = 1;
+  /* The resolution counts inside the connect deadline too (a busy
+   * threadpool or a hung resolver must not hold requests). */
+  uv_timer_start(&n->conn_timer, on_conn_timeout,
+                 (uint64_t)n->env->connect_timeout_ms, 0);
 }
 
 /* ---- life cycle ------------------------------------------------------------------- */
@@ -766,8 +801,7 @@ void redlock__node_close(redlock__node *n) {
   n->closing = 1;
   switch (n->state) {
     case REDLOCK__NODE_RESOLVING:
-      /* on_resolved runs (canceled or not) and finishes the close. */
-      uv_cancel((uv_req_t *)&n->gai);
+      node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
       return;
     case REDLOCK__NODE_DOWN:
       uv_timer_stop(&n->conn_timer);

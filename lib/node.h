@@ -92,8 +92,7 @@ struct redlock__node {
   redlock__uri uri;
   redlock__node_state state;
   redlock__conn conn;
-  uv_getaddrinfo_t gai;
-  int gai_active;
+  struct redlock__gai *gai;    /* name resolution in flight, or NULL */
   uv_timer_t deadline_timer;   /* the oldest pending request */
   redlock__ns deadline_armed;  /* when it fires; 0 when stopped */
   uv_timer_t conn_timer;       /* connect deadline, backoff, deferral */

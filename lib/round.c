@@ -38,7 +38,8 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     r = (redlock__round *)q;   /* link is the first member */
   } else {
     size_t size = sizeof(*r) + c->n * sizeof(redlock_node_result) +
-                  c->n * REDLOCK__ERRSTR_LEN + c->n;
+                  c->n * sizeof(uint64_t) + c->n * REDLOCK__ERRSTR_LEN +
+                  c->n;
     char *p = redlock__malloc(size);
     if (p == NULL)
       return NULL;
@@ -46,6 +47,8 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     p += sizeof(*r);
     r->res = (redlock_node_result *)p;
     p += c->n * sizeof(redlock_node_result);
+    r->pend_conn = (uint64_t *)p;
+    p += c->n * sizeof(uint64_t);
     r->buf = p;
     p += c->n * REDLOCK__ERRSTR_LEN;
     r->pend = (uint8_t *)p;
@@ -59,6 +62,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   r->cmd = REDLOCK__CMD_SET_NX;
   r->all = 0;
   r->guarded = 0;
+  r->needs_record = 0;
   r->decided = 0;
   r->waiting_guard = 0;
   r->redeliver = 0;
@@ -153,11 +157,33 @@ static void round_check(redlock__round *r, redlock__ns now) {
   r->decide(r, st, now);
 }
 
+/* A YES that must hold the restart guard's record of this round's ttl
+ * (auto guard): the master must have confirmed a record >= the ttl on
+ * the same connection, i.e. the same instance, before this command. */
+static int has_record(redlock__round *r, unsigned i) {
+  return !r->needs_record ||
+         redlock__guard_has_record(&r->client->guard, i, r->ttl_ms);
+}
+
 /* A YES of an acquisition: does this master's vote count? */
 static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
                        redlock__ns sent) {
   redlock_client_t *c = r->client;
   char why[REDLOCK__ERRSTR_LEN + 80];
+  if (r->pend[i] && c->nodes[i].connects != r->pend_conn[i]) {
+    /* Its connection was lost while the vote waited. */
+    r->pend[i] = 0;
+    set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_EIO,
+               "connection lost before the vote counted", now, sent);
+    return;
+  }
+  if (!has_record(r, i)) {
+    r->pend[i] = 0;
+    set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
+               "restart guard: ttl record not confirmed on this master", now,
+               sent);
+    return;
+  }
   switch (redlock__guard_check(&c->guard, i, now, why, sizeof(why))) {
     case REDLOCK__GUARD_COUNT:
       r->pend[i] = 0;
@@ -168,6 +194,8 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
       set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, why, now, sent);
       return;
     case REDLOCK__GUARD_PENDING:
+      if (!r->pend[i])
+        r->pend_conn[i] = c->nodes[i].connects;
       r->pend[i] = 1;
       r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
       if (!r->waiting_guard) {
@@ -204,6 +232,14 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
   redlock__ns now = redlock__now_ns();
   redlock__vote v;
   r->refs--;
+  if (reply != NULL && r->cmd == REDLOCK__CMD_MAXTTL_RAISE) {
+    /* Every answer updates what we know, even a late one. */
+    redlock__classify(r->cmd, reply, &v);
+    if (v.vote == REDLOCK_VOTE_YES)
+      redlock__guard_record(&r->client->guard, i, v.value);
+    else if (v.error == REDLOCK_ESERVER)
+      redlock__guard_record_failed(&r->client->guard, i);
+  }
   if (r->lock == NULL) {
     if (r->refs == 0)
       round_put(r);   /* detached: the last late reply */
@@ -225,7 +261,12 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
     return;
   }
   if (v.vote == REDLOCK_VOTE_YES && r->guarded) {
+    r->pend[i] = 0;
     guard_vote(r, i, now, req->sent_ns);
+  } else if (v.vote == REDLOCK_VOTE_YES && !has_record(r, i)) {
+    set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
+               "restart guard: ttl record not confirmed on this master", now,
+               req->sent_ns);
   } else {
     set_result(r, i, v.vote, v.error, v.errstr, now, req->sent_ns);
     if (r->cmd == REDLOCK__CMD_INSPECT && v.error == 0) {
@@ -241,12 +282,6 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
   }
   if (v.vote == REDLOCK_VOTE_YES && v.value > r->value_max)
     r->value_max = v.value;
-  if (r->cmd == REDLOCK__CMD_MAXTTL_RAISE) {
-    if (v.vote == REDLOCK_VOTE_YES)
-      redlock__guard_record(&r->client->guard, i, v.value);
-    else if (v.error == REDLOCK_ESERVER)
-      redlock__guard_record_failed(&r->client->guard, i);
-  }
   round_check(r, now);
 }
 

@@ -442,6 +442,9 @@ int redlock_sync_close(redlock_sync_t *s) {
   sync_call call;
   if (s == NULL)
     return redlock__fail(REDLOCK_EINVAL, "redlock_sync_close: NULL");
+  if (uv_thread_equal(&s->loop_thread_id, &(uv_thread_t){uv_thread_self()}))
+    return redlock__fail(REDLOCK_EBUSY,
+                         "redlock_sync_close from the redlock loop thread");
   memset(&call, 0, sizeof(call));
   call.kind = CALL_CLOSE;
   uv_mutex_lock(&s->mutex);

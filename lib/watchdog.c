@@ -44,10 +44,14 @@ static void wd_arm_retry(redlock_lock_t *l, redlock__ns now) {
 
 void redlock__wd_arm_renewal(redlock_lock_t *l) {
   /* ttl/3, minus up to a tenth of the ttl at random: locks taken together
-   * do not all renew in the same loop turn. */
+   * do not all renew in the same loop turn. Never later than half of the
+   * validity left (a round that took long left less than 2/3 of it). */
   int64_t spread = l->ttl_ms / 10 + 1;
-  wd_arm(l, l->ttl_ms / 3 - (int64_t)(redlock__prng_next(&l->client->prng) %
-                                      (uint64_t)spread));
+  int64_t at = l->ttl_ms / 3 - (int64_t)(redlock__prng_next(&l->client->prng) %
+                                         (uint64_t)spread);
+  int64_t half = redlock__validity_left(l->valid_until, redlock__now_ns()) /
+                 (int64_t)REDLOCK__NS_PER_MS / 2;
+  wd_arm(l, at < half ? at : half);
 }
 
 void redlock__wd_stop(redlock_lock_t *l) {
@@ -58,14 +62,19 @@ void redlock__wd_stop(redlock_lock_t *l) {
   }
 }
 
-static void wd_lost(redlock_lock_t *l, int reason) {
-  redlock__wd_stop(l);
+void redlock__wd_declare_lost(redlock_lock_t *l, int reason) {
   redlock__lock_set_state(l, REDLOCK__LOCK_LOST);
+  uv_timer_stop(&l->wd_timer);
   if (l->lost)
     return;
-  l->lost = 1;
-  if (l->lost_cb != NULL && !l->user_freed)
+  l->lost = 1;   /* once per acquisition: never two on_lost */
+  if (l->auto_extend && l->lost_cb != NULL && !l->user_freed)
     l->lost_cb(l, reason, l->lost_arg);
+}
+
+static void wd_lost(redlock_lock_t *l, int reason) {
+  redlock__wd_stop(l);
+  redlock__wd_declare_lost(l, reason);
 }
 
 static void on_wd_decided(redlock__round *r, redlock__round_state st,
@@ -73,9 +82,12 @@ static void on_wd_decided(redlock__round *r, redlock__round_state st,
   redlock_lock_t *l = r->lock;
   redlock__ns deadline = redlock__lock_deadline(l, r->start, r->ttl_ms);
   int64_t left = redlock__validity_left(deadline, now);
+  /* heal re-creates missing keys: once our validity ran out a success
+   * would hide a gap in which another owner may have held it. */
+  int lapsed = l->heal && redlock__validity_left(l->valid_until, now) <= 0;
   redlock__lock_drop_round(l);
   l->slot = REDLOCK__SLOT_FREE;
-  if (st == REDLOCK__ROUND_REACHED && left > 0) {
+  if (st == REDLOCK__ROUND_REACHED && left > 0 && !lapsed) {
     l->valid_until = deadline;
     redlock__wd_arm_renewal(l);
     return;
