@@ -179,7 +179,8 @@ int raw_client_new(uv_loop_t *loop, const char *const *servers, size_t n,
     rc->ring = calloc(RING, sizeof(*rc->ring));
     redlock__conn_init(&rc->conn, loop, &c->flusher, &raw_cbs, rc);
     if (rc->ring == NULL || inet_pton(AF_INET, host, &sa.sin_addr) != 1 ||
-        redlock__conn_open(&rc->conn, (struct sockaddr *)&sa, NULL, err,
+        redlock__conn_open(&rc->conn, (struct sockaddr *)&sa, NULL, NULL,
+                           NULL, err,
                            sizeof(err)) != 0) {
       fprintf(stderr, "raw: cannot connect to %s\n", servers[i]);
       return -1;

@@ -146,6 +146,17 @@ typedef struct redlock_client_config {
    *  < 0: off (masters that cannot lose keys: appendfsync always). Such a
    *    client still records its ttls, best effort, for the others. */
   int restart_guard_ms;
+  /* TLS, for masters given as rediss://. Verification of the chain and of
+   * the master's host name (or IP address) is on by default. */
+  const char *tls_ca_file;      /* PEM CA bundle; NULL = the system store */
+  const char *tls_ca_dir;       /* a directory of hashed CA certificates */
+  const char *tls_cert_file;    /* client certificate (mutual TLS), PEM */
+  const char *tls_key_file;     /* its private key, PEM */
+  const char *tls_key_password; /* the key's passphrase, if encrypted */
+  const char *tls_server_name;  /* SNI and verification name for every
+                                   TLS master; NULL = each URI's host */
+  int tls_insecure;             /* 1 = no verification at all (tests
+                                   only: anyone can pose as the master) */
 } redlock_client_config;
 
 #define REDLOCK_MAX_SERVERS 64
@@ -191,7 +202,8 @@ typedef struct redlock_node_result {
   const char *errstr;     /* server error text or connection error; or "" */
   uint64_t latency_us;    /* send to reply; 0 if no reply */
   /* redlock_lock_inspect only: */
-  const char *holder;     /* the key's value ("" if free), cut at 79 bytes */
+  const char *holder;     /* the key's value ("" if free), cut at 159
+                             bytes */
   int64_t pttl_ms;        /* the key's remaining ttl; -2 if missing */
 } redlock_node_result;
 

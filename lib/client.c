@@ -81,6 +81,7 @@ static void client_free_memory(redlock_client_t *c) {
   redlock__node_env_free(&c->env);
   redlock__wake_free(&c->wake);
   redlock__guard_free(&c->guard);
+  redlock__tls_ctx_free(c->env.tls);
   redlock__free(c->idle);
   redlock__free(c->nodes);
   redlock__free(c->key_prefix);
@@ -215,6 +216,25 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       goto fail;
     }
     parsed++;
+  }
+  for (i = 0; i < c->n; i++) {
+    if (uris[i].tls && c->env.tls == NULL) {
+      redlock__tls_opts o;
+      char err[300];
+      memset(&o, 0, sizeof(o));
+      o.ca_file = cfg->tls_ca_file;
+      o.ca_dir = cfg->tls_ca_dir;
+      o.cert_file = cfg->tls_cert_file;
+      o.key_file = cfg->tls_key_file;
+      o.key_password = cfg->tls_key_password;
+      o.server_name = cfg->tls_server_name;
+      o.insecure = cfg->tls_insecure != 0;
+      rc = redlock__tls_ctx_new(&o, &c->env.tls, err, sizeof(err));
+      if (rc != 0) {
+        redlock__fail(rc, "server %zu: %s", i, err);
+        goto fail;
+      }
+    }
   }
   if (copy_str(cfg->key_prefix, &c->key_prefix) ||
       copy_str(cfg->username, &c->username) ||

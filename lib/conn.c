@@ -73,17 +73,32 @@ void redlock__conn_close(redlock__conn *c) {
     c->dirty = 0;
   }
   c->state = REDLOCK__CONN_CLOSED;
+  c->got_reply = 0;
   c->armed = 0;
   c->want_write = 0;
   c->gen++;
   redlock__buf_reset(&c->out);
+  redlock__buf_reset(&c->net);
+  if (c->tls != NULL) {
+    redlock__tls_free(c->tls);
+    c->tls = NULL;
+  }
   if (c->reader.rd != NULL)
     redlock__reader_free(&c->reader);
 }
 
 static void conn_fail(redlock__conn *c, int err, const char *msg) {
-  char why[160];
-  redlock__strlcpy(why, msg, sizeof(why));
+  char why[200];
+  if (c->tls != NULL && !c->got_reply && c->state == REDLOCK__CONN_OPEN &&
+      strncmp(msg, "TLS:", 4) != 0) {
+    /* TLS 1.3: a server that wants a client certificate says so only
+     * after our side of the handshake, often by just closing. */
+    snprintf(why, sizeof(why),
+             "TLS: closed after the handshake (%.60s): client certificate "
+             "required?", msg);
+  } else {
+    redlock__strlcpy(why, msg, sizeof(why));
+  }
   redlock__conn_close(c);
   c->cbs->failed(c, err, why);
 }
@@ -110,12 +125,11 @@ static void conn_mark_dirty(redlock__conn *c) {
   }
 }
 
-/* Writes what is pending. Returns 0, or -1 when the connection failed
- * (closed and reported). */
-static int conn_write(redlock__conn *c) {
-  while (redlock__buf_pending(&c->out) > 0) {
-    ssize_t n = send(c->fd, c->out.data + c->out.off,
-                     redlock__buf_pending(&c->out),
+/* Sends what b holds, as much as the socket takes. 0, or -1 when the
+ * connection failed (closed and reported). */
+static int sock_send(redlock__conn *c, redlock__buf *b) {
+  while (redlock__buf_pending(b) > 0) {
+    ssize_t n = send(c->fd, b->data + b->off, redlock__buf_pending(b),
                      MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR)
@@ -125,11 +139,36 @@ static int conn_write(redlock__conn *c) {
       conn_fail_errno(c, errno, "write");
       return -1;
     }
-    redlock__buf_consume(&c->out, (size_t)n);
+    redlock__buf_consume(b, (size_t)n);
   }
-  c->want_write = redlock__buf_pending(&c->out) > 0;
+  c->want_write = redlock__buf_pending(b) > 0;
   conn_arm(c);
   return 0;
+}
+
+/* Ciphertext the TLS session produced goes out. */
+static int tls_flush(redlock__conn *c) {
+  if (redlock__tls_drain(c->tls, &c->net) != 0) {
+    conn_fail(c, REDLOCK_ENOMEM, "out of memory");
+    return -1;
+  }
+  return sock_send(c, &c->net);
+}
+
+/* Writes what is pending. Returns 0, or -1 when the connection failed
+ * (closed and reported). */
+static int conn_write(redlock__conn *c) {
+  char err[160];
+  if (c->tls == NULL)
+    return sock_send(c, &c->out);
+  if (redlock__tls_write(c->tls, c->out.data + c->out.off,
+                         redlock__buf_pending(&c->out), err,
+                         sizeof(err)) != REDLOCK__TLS_OK) {
+    conn_fail(c, REDLOCK_EIO, err);
+    return -1;
+  }
+  redlock__buf_reset(&c->out);
+  return tls_flush(c);
 }
 
 static void on_prepare(uv_prepare_t *h) {
@@ -163,46 +202,97 @@ int redlock__conn_send_raw(redlock__conn *c, const char *p, size_t n) {
 
 /* ---- input ----------------------------------------------------------------- */
 
-/* Reads what the socket has and delivers every complete reply. Returns 0,
- * or -1 when the connection was closed (by a failure or a callback). */
+/* Plaintext in: every complete reply goes up. 0, or -1 when the
+ * connection was closed (by a failure or a callback). */
+static int conn_deliver(redlock__conn *c, const char *p, size_t n) {
+  unsigned gen = c->gen;
+  if (redlock__reader_feed(&c->reader, p, n) != 0) {
+    conn_fail(c, REDLOCK_ENOMEM, "out of memory");
+    return -1;
+  }
+  for (;;) {
+    const redlock__reply *r;
+    const char *msg = "";
+    int rc = redlock__reader_next(&c->reader, &r, &msg);
+    if (rc == 0)
+      return 0;
+    if (rc < 0) {
+      char why[160];
+      snprintf(why, sizeof(why), "protocol error: %s", msg);
+      conn_fail(c, rc, why);
+      return -1;
+    }
+    c->got_reply = 1;
+    c->cbs->reply(c, r);
+    if (c->gen != gen)
+      return -1;
+  }
+}
+
+static void conn_connected(redlock__conn *c);
+
+/* Ciphertext in: the handshake goes on, or records are decrypted and
+ * delivered. 0, or -1 when the connection was closed. */
+static int conn_tls_input(redlock__conn *c, const char *p, size_t n) {
+  char plain[READ_CHUNK];
+  char err[160];
+  unsigned gen = c->gen;
+  if (redlock__tls_feed(c->tls, p, n) != REDLOCK__TLS_OK) {
+    conn_fail(c, REDLOCK_ENOMEM, "out of memory");
+    return -1;
+  }
+  if (c->state == REDLOCK__CONN_TLS) {
+    int rc = redlock__tls_handshake(c->tls, err, sizeof(err));
+    if (rc == REDLOCK__TLS_ERROR) {
+      conn_fail(c, REDLOCK_EIO, err);
+      return -1;
+    }
+    if (tls_flush(c) != 0)
+      return -1;
+    if (rc == REDLOCK__TLS_WANT)
+      return 0;
+    conn_connected(c);
+    if (c->gen != gen)
+      return -1;
+  }
+  for (;;) {
+    size_t got;
+    if (redlock__tls_read(c->tls, plain, sizeof(plain), &got, err,
+                          sizeof(err)) != REDLOCK__TLS_OK) {
+      conn_fail(c, REDLOCK_EIO, err);
+      return -1;
+    }
+    if (got == 0)
+      break;
+    if (conn_deliver(c, plain, got) != 0)
+      return -1;
+  }
+  /* Reading may have produced records to send (e.g. a key update). */
+  return tls_flush(c);
+}
+
+/* Reads what the socket has. 0, or -1 when the connection was closed. */
 static int conn_read(redlock__conn *c) {
   char buf[READ_CHUNK];
-  unsigned gen = c->gen;
   for (;;) {
     ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
     int rc;
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return 0;
-      conn_fail_errno(c, errno, "read");
+    if (n < 0 && (errno == EINTR))
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    if (n <= 0) {
+      char why[200];
+      snprintf(why, sizeof(why), "%s%s",
+               n == 0 ? "connection closed by the server" : "read: ",
+               n == 0 ? "" : strerror(errno));
+      conn_fail(c, REDLOCK_EIO, why);
       return -1;
     }
-    if (n == 0) {
-      conn_fail(c, REDLOCK_EIO, "connection closed by the server");
+    rc = c->tls != NULL ? conn_tls_input(c, buf, (size_t)n)
+                        : conn_deliver(c, buf, (size_t)n);
+    if (rc != 0)
       return -1;
-    }
-    if (redlock__reader_feed(&c->reader, buf, (size_t)n) != 0) {
-      conn_fail(c, REDLOCK_ENOMEM, "out of memory");
-      return -1;
-    }
-    for (;;) {
-      const redlock__reply *r;
-      const char *msg = "";
-      rc = redlock__reader_next(&c->reader, &r, &msg);
-      if (rc == 0)
-        break;
-      if (rc < 0) {
-        char why[160];
-        snprintf(why, sizeof(why), "protocol error: %s", msg);
-        conn_fail(c, rc, why);
-        return -1;
-      }
-      c->cbs->reply(c, r);
-      if (c->gen != gen)
-        return -1;
-    }
     if ((size_t)n < sizeof(buf))
       return 0;
   }
@@ -210,9 +300,22 @@ static int conn_read(redlock__conn *c) {
 
 /* ---- connect --------------------------------------------------------------- */
 
+/* The connection is ready for commands: what was queued goes out. */
+static void conn_connected(redlock__conn *c) {
+  unsigned gen = c->gen;
+  c->state = REDLOCK__CONN_OPEN;
+  c->want_write = 0;
+  c->cbs->connected(c);
+  if (c->gen == gen && redlock__buf_pending(&c->out) > 0)
+    conn_write(c);
+  else if (c->gen == gen)
+    conn_arm(c);
+}
+
 static void conn_check_connected(redlock__conn *c) {
   int err = 0;
   socklen_t len = sizeof(err);
+  char why[160];
   if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
     err = errno;
   if (err == EINPROGRESS || err == EALREADY)
@@ -221,9 +324,19 @@ static void conn_check_connected(redlock__conn *c) {
     conn_fail_errno(c, err, "connect");
     return;
   }
-  c->state = REDLOCK__CONN_OPEN;
+  if (c->tls == NULL) {
+    conn_connected(c);
+    return;
+  }
+  /* TCP is up: the TLS handshake (inside the connect deadline). */
+  c->state = REDLOCK__CONN_TLS;
   c->want_write = 0;
-  c->cbs->connected(c);
+  if (redlock__tls_handshake(c->tls, why, sizeof(why)) ==
+      REDLOCK__TLS_ERROR) {
+    conn_fail(c, REDLOCK_EIO, why);
+    return;
+  }
+  tls_flush(c);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -248,17 +361,16 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   if (c->state == REDLOCK__CONN_CONNECTING) {
     if (events & (UV_WRITABLE | UV_READABLE))
       conn_check_connected(c);
-    if (c->gen != gen || c->state != REDLOCK__CONN_OPEN)
-      return;
-    /* What was queued while connecting goes out now. */
-    if (conn_write(c) != 0)
-      return;
     return;
   }
   if ((events & UV_READABLE) && conn_read(c) != 0)
     return;
-  if (c->gen == gen && (events & UV_WRITABLE))
-    conn_write(c);
+  if (c->gen == gen && (events & UV_WRITABLE)) {
+    if (c->tls != NULL && redlock__buf_pending(&c->net) > 0)
+      sock_send(c, &c->net);
+    else if (c->state == REDLOCK__CONN_OPEN)
+      conn_write(c);
+  }
 }
 
 void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
@@ -274,7 +386,8 @@ void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
 }
 
 int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
-                       const char *path, char *err, size_t errlen) {
+                       const char *path, redlock__tls_ctx *tls,
+                       const char *host, char *err, size_t errlen) {
   struct sockaddr_un un;
   socklen_t salen;
   int fd;
@@ -301,7 +414,9 @@ int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
     return REDLOCK_ENOMEM;
   }
   s = redlock__calloc(1, sizeof(*s));
-  if (s == NULL) {
+  if (s == NULL || (tls != NULL &&
+                    redlock__tls_new(tls, host, &c->tls) != 0)) {
+    redlock__free(s);
     redlock__reader_free(&c->reader);
     snprintf(err, errlen, "out of memory");
     return REDLOCK_ENOMEM;
@@ -341,6 +456,8 @@ int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
 
 fail:
   redlock__free(s);
+  redlock__tls_free(c->tls);
+  c->tls = NULL;
   redlock__reader_free(&c->reader);
   return REDLOCK_EIO;
 }
@@ -348,6 +465,7 @@ fail:
 void redlock__conn_free(redlock__conn *c) {
   redlock__conn_close(c);
   redlock__buf_free(&c->out);
+  redlock__buf_free(&c->net);
 }
 
 int redlock__flusher_init(uv_loop_t *loop, redlock__flusher *fl) {

@@ -5,7 +5,9 @@
  * and the RESP reader (reply.h). Writes are coalesced: a connection with
  * new output is flushed once per loop turn, just before the loop blocks
  * (the flusher's uv_prepare), with send(..., MSG_NOSIGNAL): no SIGPIPE can
- * reach the process from here. Read interest stays armed for the life of
+ * reach the process from here. With TLS (tls.c), OpenSSL works on memory
+ * buffers between the socket and the codec: the same socket code serves
+ * both. Read interest stays armed for the life of
  * the connection; write interest only while connecting or while the kernel
  * buffer is full, so steady traffic costs no epoll_ctl.
  *
@@ -21,6 +23,7 @@
 #include "common.h"
 #include "reply.h"
 #include "resp.h"
+#include "tls.h"
 
 /* Coalesces writes: connections with new output are flushed once per loop
  * turn from a uv_prepare callback, just before the loop blocks. */
@@ -49,6 +52,7 @@ typedef struct redlock__conn_cbs {
 typedef enum {
   REDLOCK__CONN_CLOSED = 0,
   REDLOCK__CONN_CONNECTING,
+  REDLOCK__CONN_TLS,          /* TCP up, TLS handshake in progress */
   REDLOCK__CONN_OPEN
 } redlock__conn_state;
 
@@ -66,8 +70,11 @@ struct redlock__conn {
   int armed;                  /* events passed to uv_poll_start */
   int want_write;             /* waiting for POLLOUT */
   int dirty;                  /* on the flusher's list */
+  int got_reply;              /* a reply came on this connection */
   redlock__queue dirty_link;
-  redlock__buf out;
+  redlock__buf out;           /* commands (plaintext) */
+  redlock__buf net;           /* TLS: ciphertext waiting to go out */
+  redlock__tls *tls;          /* NULL: plain TCP or unix socket */
   redlock__reader reader;
 };
 
@@ -75,10 +82,12 @@ void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
                         redlock__flusher *fl, const redlock__conn_cbs *cbs,
                         void *data);
 /* Starts connecting to `sa` (TCP), or to the unix socket `path` when sa is
- * NULL. 0: `connected` or `failed` follows, never from inside this call.
- * REDLOCK_EIO or ENOMEM: nothing follows; err says why. */
+ * NULL; with `tls`, a TLS session to `host` on top (its handshake is part
+ * of connecting). 0: `connected` or `failed` follows, never from inside
+ * this call. REDLOCK_EIO or ENOMEM: nothing follows; err says why. */
 int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
-                       const char *path, char *err, size_t errlen);
+                       const char *path, redlock__tls_ctx *tls,
+                       const char *host, char *err, size_t errlen);
 /* Appends one command to the output (flushed this loop turn). 0 or
  * REDLOCK_ENOMEM. Allowed while connecting: it goes out once connected. */
 int redlock__conn_send(redlock__conn *c, int argc, const char *const *argv,

@@ -9,7 +9,7 @@
 #include "common.h"
 #include "scripts.h"
 
-#define REDLOCK__ERRSTR_LEN 80   /* per-master text in a result */
+#define REDLOCK__ERRSTR_LEN 160  /* per-master text in a result */
 
 typedef struct redlock__round redlock__round;
 

@@ -659,7 +659,8 @@ static void node_connect(redlock__node *n) {
                           n->uri.path != NULL
                               ? NULL
                               : (const struct sockaddr *)&n->addr,
-                          n->uri.path, err, sizeof(err));
+                          n->uri.path, n->uri.tls ? env->tls : NULL,
+                          n->uri.host, err, sizeof(err));
   if (rc != 0) {
     node_teardown(n, REDLOCK_EIO, err, 1);
     return;

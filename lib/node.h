@@ -53,6 +53,7 @@ typedef enum {
 typedef struct redlock__node_env {
   uv_loop_t *loop;
   redlock__flusher *flusher;
+  redlock__tls_ctx *tls;          /* for rediss:// masters, or NULL */
   int64_t connect_timeout_ms;
   int64_t command_timeout_ms;
   int64_t reconnect_min_ms;
@@ -105,7 +106,7 @@ struct redlock__node {
   int closing;
   int handles_open;
   struct sockaddr_storage addr;
-  char errstr[128];            /* why the node is down */
+  char errstr[200];            /* why the node is down */
   /* What the last handshake learned (for the restart guard): */
   char run_id[41];             /* "" when INFO was refused */
   int64_t uptime_s;            /* -1 when unknown */

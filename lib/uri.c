@@ -2,6 +2,7 @@
  *
  * Accepted forms (see uri.h):
  *   redis://[user[:password]@]host[:port][/db]
+ *   rediss://... (the same, over TLS)
  *   unix:///absolute/path[?db=N]
  *   host:port, host, [v6]:port, [v6]
  * Every error names what is wrong and quotes the input; on error nothing
@@ -173,6 +174,7 @@ static int parse_hostport(const ctx *x, const char *s, size_t len,
 }
 
 static int make_display(redlock__uri *u, int scheme) {
+  const char *name = u->tls ? "rediss" : "redis";
   char buf[600];
   int v6 = u->host != NULL && strchr(u->host, ':') != NULL;
   if (u->path != NULL) {
@@ -181,7 +183,7 @@ static int make_display(redlock__uri *u, int scheme) {
     else
       snprintf(buf, sizeof(buf), "unix://%s", u->path);
   } else if (scheme) {
-    snprintf(buf, sizeof(buf), "redis://%s%s%s%s%s:%d",
+    snprintf(buf, sizeof(buf), "%s://%s%s%s%s%s:%d", name,
              u->username ? u->username : "", u->username ? "@" : "",
              v6 ? "[" : "", u->host, v6 ? "]" : "", u->port);
     if (u->db != 0) {
@@ -292,9 +294,11 @@ int redlock__uri_parse(const char *s, redlock__uri *out, char *err,
   } else if (strncmp(s, "unix://", 7) == 0) {
     rc = parse_unix(&x, s + 7, out);
   } else if (strncmp(s, "rediss://", 9) == 0) {
-    rc = bad(&x, "TLS (rediss://) is not supported in this build");
+    scheme = 1;
+    out->tls = 1;
+    rc = parse_redis(&x, s + 9, out);
   } else if (strstr(s, "://") != NULL) {
-    rc = bad(&x, "unknown scheme (use redis:// or unix://)");
+    rc = bad(&x, "unknown scheme (use redis://, rediss:// or unix://)");
   } else {
     rc = parse_hostport(&x, s, strlen(s), out);
   }

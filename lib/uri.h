@@ -13,6 +13,7 @@ typedef struct redlock__uri {
   char *username;    /* NULL when absent */
   char *password;    /* NULL when absent */
   int db;            /* 0 when omitted; 0..INT32_MAX */
+  int tls;           /* rediss:// */
   char *display;     /* for logs and results: the address without password,
                         e.g. "redis://user@127.0.0.1:7000/2", "unix:///tmp/s",
                         "127.0.0.1:7000" */
@@ -21,6 +22,7 @@ typedef struct redlock__uri {
 /* Parses `s` (NUL-terminated). Accepted forms:
  *   redis://[user[:password]@]host[:port][/db]
  *   redis://[:password@]host[:port][/db]     (password only)
+ *   rediss://...                             (the same, over TLS)
  *   unix:///absolute/path[?db=N]
  *   host:port  and  host  (port 6379)
  *   IPv6 literals in brackets: redis://[::1]:7000, [::1]:7000

@@ -194,7 +194,8 @@ static void sub_connect(redlock__sub *s) {
   if (redlock__conn_open(&s->conn,
                          n->uri.path ? NULL
                                      : (const struct sockaddr *)&n->addr,
-                         n->uri.path, err, sizeof(err)) != 0) {
+                         n->uri.path, n->uri.tls ? env->tls : NULL,
+                         n->uri.host, err, sizeof(err)) != 0) {
     s->failures++;
     sub_backoff(s);
     return;

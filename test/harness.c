@@ -130,12 +130,15 @@ static void print_log_tail(const harness_server *s) {
   fprintf(stderr, "--- redis-server :%d log tail ---\n%s\n", s->port, buf);
 }
 
+static void tls_cleanup(void);
+
 void harness_abort(void) {
   int i;
   for (i = 0; i < n_registry; i++)
     if (registry[i]->pid == 0)
       print_log_tail(registry[i]);
   harness_stop_all();
+  tls_cleanup();
   fflush(stderr);
   signal(SIGABRT, SIG_DFL);
   abort();
@@ -251,42 +254,65 @@ static int spawn_server(harness_server *s) {
       dup2(fd, 2);
       close(fd);
     }
+    char *args[64];
+    char rule[256];
+    char tport[16];
+    char certf[600], keyf[600], caf[600];
+    int k = 0;
+    args[k++] = (char *)exe;
+    args[k++] = "--port";
+    args[k++] = port;
+    args[k++] = "--bind";
+    args[k++] = "127.0.0.1";
+    args[k++] = "--save";
+    args[k++] = "";
+    args[k++] = "--dir";
+    args[k++] = s->dir;
+    args[k++] = "--daemonize";
+    args[k++] = "no";
+    args[k++] = "--protected-mode";
+    args[k++] = "no";
+    args[k++] = "--enable-debug-command";
+    args[k++] = "local";
+    args[k++] = "--appendonly";
+    if (s->appendonly) {
+      args[k++] = "yes";
+      args[k++] = "--appendfsync";
+      args[k++] = "always";
+    } else {
+      args[k++] = "no";
+    }
+    if (s->tls) {
+      const char *which = s->tls_cert != NULL ? s->tls_cert : "server";
+      snprintf(tport, sizeof(tport), "%d", s->tls_port);
+      snprintf(certf, sizeof(certf), "%s/%s.crt", harness_tls_dir(), which);
+      snprintf(keyf, sizeof(keyf), "%s/%s.key", harness_tls_dir(), which);
+      snprintf(caf, sizeof(caf), "%s/ca.crt", harness_tls_dir());
+      args[k++] = "--tls-port";
+      args[k++] = tport;
+      args[k++] = "--tls-cert-file";
+      args[k++] = certf;
+      args[k++] = "--tls-key-file";
+      args[k++] = keyf;
+      args[k++] = "--tls-ca-cert-file";
+      args[k++] = caf;
+      args[k++] = "--tls-auth-clients";
+      args[k++] = (char *)(s->tls_auth_clients != NULL ? s->tls_auth_clients
+                                                       : "no");
+    }
     if (s->acl_user != NULL) {
       /* An ACL rule line is several words: one argv element each. */
-      char *args[48];
-      char rule[256];
-      int k = 0;
       snprintf(rule, sizeof(rule), "%s", s->acl_user);
-      args[k++] = (char *)exe;
-      args[k++] = "--port";
-      args[k++] = port;
-      args[k++] = "--bind";
-      args[k++] = "127.0.0.1";
-      args[k++] = "--save";
-      args[k++] = "";
-      args[k++] = "--dir";
-      args[k++] = s->dir;
-      args[k++] = "--protected-mode";
-      args[k++] = "no";
       args[k++] = "--user";
-      for (char *w = strtok(rule, " "); w != NULL && k < 40;
+      for (char *w = strtok(rule, " "); w != NULL && k < 58;
            w = strtok(NULL, " "))
         args[k++] = w;
       args[k++] = "--user";
       args[k++] = "default";
       args[k++] = "off";
-      args[k] = NULL;
-      execv(exe, args);
-    } else if (s->appendonly)
-      execl(exe, exe, "--port", port, "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "yes", "--appendfsync", "always", "--dir",
-            s->dir, "--daemonize", "no", "--enable-debug-command", "local",
-            "--protected-mode", "no", (char *)NULL);
-    else
-      execl(exe, exe, "--port", port, "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", s->dir, "--daemonize", "no",
-            "--enable-debug-command", "local", "--protected-mode", "no",
-            (char *)NULL);
+    }
+    args[k] = NULL;
+    execv(exe, args);
     _exit(127);
   }
   s->pid = pid;
@@ -334,13 +360,19 @@ void harness_start(harness_server *srv, int n) {
     s->acl_user = keep.acl_user;
     s->admin_user = keep.admin_user;
     s->admin_pass = keep.admin_pass;
+    s->tls = keep.tls;
+    s->tls_cert = keep.tls_cert;
+    s->tls_auth_clients = keep.tls_auth_clients;
     snprintf(s->dir, sizeof(s->dir), "%s/redlock-test-XXXXXX",
              tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
     if (mkdtemp(s->dir) == NULL)
       TEST_FAIL("mkdtemp: %s", strerror(errno));
     register_server(s);
+    if (s->tls)
+      harness_tls_dir();   /* before the first fork */
     for (tries = 0; tries < 5; tries++) {
       s->port = harness_free_port();
+      s->tls_port = s->tls ? harness_free_port() : 0;
       if (s->port != 0 && spawn_server(s) == 0)
         break;
     }
@@ -378,6 +410,91 @@ void harness_restart(harness_server *s) {
   }
   print_log_tail(s);
   TEST_FAIL("could not restart redis-server on port %d", s->port);
+}
+
+/* ---- TLS ------------------------------------------------------------------- */
+
+static char tls_dir[300];
+
+static void tls_cleanup(void) {
+  if (tls_dir[0] != '\0')
+    rm_dir(tls_dir);
+  tls_dir[0] = '\0';
+}
+
+static int run_sh(const char *cmd) {
+  int st;
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+    return -1;
+  return WEXITSTATUS(st);
+}
+
+const char *harness_tls_dir(void) {
+  const char *tmp = getenv("TMPDIR");
+  char cmd[4096];
+  if (tls_dir[0] != '\0')
+    return tls_dir;
+  if (run_sh("command -v openssl") != 0) {
+    fprintf(stderr, "openssl command not found: skipping\n");
+    exit(TEST_SKIP);
+  }
+  snprintf(tls_dir, sizeof(tls_dir), "%s/redlock-tls-XXXXXX",
+           tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
+  if (mkdtemp(tls_dir) == NULL)
+    TEST_FAIL("mkdtemp: %s", strerror(errno));
+  atexit(tls_cleanup);
+  /* A CA; the server's certificate for 127.0.0.1 and localhost; one for
+   * another host; a client certificate; an unrelated CA. */
+  snprintf(cmd, sizeof(cmd),
+           "set -e; cd '%s'; "
+           "mk_ca() { openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+           "-subj \"/CN=$1\" -keyout $2.key -out $2.crt; }; "
+           "mk_cert() { openssl req -newkey rsa:2048 -nodes "
+           "-subj \"/CN=$2\" -keyout $1.key -out $1.csr; "
+           "printf 'subjectAltName=%%s\\nextendedKeyUsage=%%s\\n' "
+           "\"$3\" \"$4\" > $1.ext; "
+           "openssl x509 -req -in $1.csr -CA ca.crt -CAkey ca.key "
+           "-CAcreateserial -days 2 -extfile $1.ext -out $1.crt; }; "
+           "mk_ca 'redlock test CA' ca; "
+           "mk_ca 'another CA' other-ca; "
+           "mk_cert server localhost 'IP:127.0.0.1,DNS:localhost' "
+           "serverAuth; "
+           "mk_cert wronghost elsewhere 'DNS:elsewhere.invalid' serverAuth; "
+           "mk_cert client redlock-client 'DNS:client' clientAuth; "
+           "chmod 600 *.key",
+           tls_dir);
+  if (run_sh(cmd) != 0)
+    TEST_FAIL("could not make the test certificates in %s", tls_dir);
+  return tls_dir;
+}
+
+const char *harness_tls_file(const char *name) {
+  static char slots[8][400];
+  static int next;
+  char *p = slots[next++ % 8];
+  snprintf(p, 400, "%s/%s", harness_tls_dir(), name);
+  return p;
+}
+
+const char *harness_tls_addr(const harness_server *s) {
+  static char slots[16][48];
+  static int next;
+  char *p = slots[next++ % 16];
+  snprintf(p, 48, "rediss://127.0.0.1:%d", s->tls_port);
+  return p;
 }
 
 const char *harness_addr(const harness_server *s) {

@@ -69,6 +69,12 @@ typedef struct harness_server {
   int paused;          /* 1 while SIGSTOPped */
   char dir[256];       /* private temp dir (for AOF when enabled) */
   int appendonly;      /* start with --appendonly yes --appendfsync always */
+  int tls;             /* also listen with TLS on tls_port (the plain port
+                          stays for the harness's admin commands) */
+  int tls_port;
+  const char *tls_cert;  /* "server" (default: SAN 127.0.0.1, localhost)
+                            or "wronghost" (SAN elsewhere.invalid) */
+  const char *tls_auth_clients;   /* "no" (default), "yes", "optional" */
   const char *acl_user;  /* if set: "--user <acl_user>" (an ACL rule line);
                             admin commands then AUTH as admin_user/pass */
   const char *admin_user;
@@ -94,6 +100,18 @@ void harness_kill(harness_server *s);      /* SIGKILL + waitpid; keys lost
                                               unless appendonly */
 /* Starts the server again on the same port (and dir), waits for PING. */
 void harness_restart(harness_server *s);
+
+/* ---- TLS (certificates made with the openssl CLI at test time) -------- */
+
+/* The directory with ca.crt, server.crt/.key, wronghost.crt/.key,
+ * client.crt/.key (signed by ca) and other-ca.crt (an unrelated CA);
+ * made once per process, removed at exit. Exits TEST_SKIP without the
+ * openssl command. */
+const char *harness_tls_dir(void);
+/* Path of a file in it, in a static buffer per slot (8 slots). */
+const char *harness_tls_file(const char *name);
+/* "rediss://127.0.0.1:TLSPORT" of a TLS server. */
+const char *harness_tls_addr(const harness_server *s);
 
 /* "127.0.0.1:PORT" for server i, in a static buffer per slot (16 slots),
  * and an array of them suitable for redlock_client_config.servers. */

@@ -81,6 +81,8 @@ int main(void) {
      "127.0.0.1:7000");
   ok("localhost", "localhost", 6379, NULL, NULL, NULL, 0, "localhost:6379");
   ok("redis://h", "h", 6379, NULL, NULL, NULL, 0, "redis://h:6379");
+  ok("rediss://u:p@h:6380/2", "h", 6380, NULL, "u", "p", 2,
+     "rediss://u@h:6380/2");
   ok("redis://h:7001/", "h", 7001, NULL, NULL, NULL, 0, "redis://h:7001");
   ok("redis://u:secret@h:1/3", "h", 1, NULL, "u", "secret", 3,
      "redis://u@h:1/3");
@@ -116,7 +118,7 @@ int main(void) {
   refused("unix://relative", "absolute");
   refused("unix:///tmp/s?db=x", "db");
   refused("unix:///tmp/s?foo=1", "option");
-  refused("rediss://h", "TLS");
+  refused("ftp://h", "unknown scheme");
   refused("http://h", "scheme");
   refused("redis://u@h", "password");
   refused("redis://u:%zz@h", "escape");
