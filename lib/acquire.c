@@ -30,7 +30,7 @@
 
 #include "lock.h"
 
-/* ---- waiting for a release ---------------------------------------------------- */
+/* ---- waiting for a release ----------------------------------------------- */
 
 static void on_wake(redlock__wake_waiter *w) {
   redlock_lock_t *l = w->owner;
@@ -72,7 +72,7 @@ void redlock__acquire_unwait(redlock_lock_t *l) {
   l->waiting = 0;
 }
 
-/* ---- attempts ---------------------------------------------------------------- */
+/* ---- attempts ------------------------------------------------------------ */
 
 static redlock__cmd set_cmd(const redlock_lock_t *l) {
   switch (l->kind) {
@@ -262,7 +262,7 @@ void redlock__acquire_abort(redlock_lock_t *l) {
   }
 }
 
-/* ---- the public call ------------------------------------------------------------ */
+/* ---- the public call ----------------------------------------------------- */
 
 int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
                          const redlock_acquire_opts *opts, redlock_lock_cb cb,

@@ -156,7 +156,7 @@ static int check_config(const redlock_client_config *cfg,
   return 0;
 }
 
-/* ---- node events ------------------------------------------------------------ */
+/* ---- node events --------------------------------------------------------- */
 
 static void client_maybe_finish(redlock_client_t *c);
 
@@ -305,7 +305,7 @@ fail:
   return rc;
 }
 
-/* ---- members ---------------------------------------------------------------- */
+/* ---- members ------------------------------------------------------------- */
 
 void redlock__client_join(redlock_client_t *c, redlock__member *m) {
   redlock__queue_insert_tail(&c->members, &m->link);
@@ -315,7 +315,7 @@ void redlock__client_leave(redlock_client_t *c) {
   client_maybe_finish(c);
 }
 
-/* ---- close -------------------------------------------------------------------- */
+/* ---- close --------------------------------------------------------------- */
 
 static void on_client_handle_closed(uv_handle_t *h) {
   redlock_client_t *c = h->data;
@@ -376,7 +376,7 @@ int redlock_client_close(redlock_client_t *c, redlock_close_cb cb,
   return 0;
 }
 
-/* ---- getters -------------------------------------------------------------------- */
+/* ---- getters ------------------------------------------------------------- */
 
 size_t redlock_client_n_servers(const redlock_client_t *c) {
   return c != NULL ? c->n : 0;

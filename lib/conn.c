@@ -109,7 +109,7 @@ static void conn_fail_errno(redlock__conn *c, int e, const char *what) {
   conn_fail(c, REDLOCK_EIO, why);
 }
 
-/* ---- output ---------------------------------------------------------------- */
+/* ---- output -------------------------------------------------------------- */
 
 static void on_prepare(uv_prepare_t *h);
 
@@ -200,7 +200,7 @@ int redlock__conn_send_raw(redlock__conn *c, const char *p, size_t n) {
   return 0;
 }
 
-/* ---- input ----------------------------------------------------------------- */
+/* ---- input --------------------------------------------------------------- */
 
 /* Plaintext in: every complete reply goes up. 0, or -1 when the
  * connection was closed (by a failure or a callback). */
@@ -298,7 +298,7 @@ static int conn_read(redlock__conn *c) {
   }
 }
 
-/* ---- connect --------------------------------------------------------------- */
+/* ---- connect ------------------------------------------------------------- */
 
 /* The connection is ready for commands: what was queued goes out. */
 static void conn_connected(redlock__conn *c) {

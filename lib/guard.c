@@ -272,7 +272,7 @@ void redlock__guard_close(redlock__guard *g) {
   }
 }
 
-/* ---- verdicts ------------------------------------------------------------- */
+/* ---- verdicts ------------------------------------------------------------ */
 
 redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
                                             redlock__ns now, char *why,
@@ -336,7 +336,7 @@ void redlock__guard_unwait(redlock__guard_waiter *w) {
   redlock__queue_remove(&w->link);
 }
 
-/* ---- the record ----------------------------------------------------------- */
+/* ---- the record ---------------------------------------------------------- */
 
 int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms) {
   unsigned have = 0;

@@ -68,7 +68,7 @@ redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
 }
 
 
-/* ---- rounds ----------------------------------------------------------------- */
+/* ---- rounds -------------------------------------------------------------- */
 
 static int is_acquisition(redlock__cmd cmd) {
   return cmd == REDLOCK__CMD_SET_NX || cmd == REDLOCK__CMD_FENCED_ACQUIRE ||
@@ -173,7 +173,7 @@ void redlock__lock_withdraw(redlock_lock_t *l) {
     send_everywhere(l, REDLOCK__CMD_RW_GIVEUP, NULL);
 }
 
-/* ---- completing operations ------------------------------------------------------ */
+/* ---- completing operations ----------------------------------------------- */
 
 static void lock_deliver(redlock_lock_t *l) {
   redlock_client_t *c = l->client;
@@ -245,7 +245,7 @@ static void take_slot(redlock_lock_t *l) {
   l->slot = REDLOCK__SLOT_USER;
 }
 
-/* ---- extend ----------------------------------------------------------------------- */
+/* ---- extend -------------------------------------------------------------- */
 
 static void start_extend(redlock_lock_t *l);
 
@@ -340,7 +340,7 @@ void redlock__lock_reenter_extend(redlock_lock_t *l, int64_t ttl_ms) {
   start_extend(l);
 }
 
-/* ---- release, inspect ------------------------------------------------------------- */
+/* ---- release, inspect ---------------------------------------------------- */
 
 static void on_release_decided(redlock__round *r, redlock__round_state st,
                                redlock__ns now) {
@@ -391,7 +391,7 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
   inspect_deliver(l, l->status);
 }
 
-/* ---- timers -------------------------------------------------------------------------- */
+/* ---- timers -------------------------------------------------------------- */
 
 void redlock__lock_on_timer(uv_timer_t *t) {
   redlock_lock_t *l = t->data;
@@ -410,7 +410,7 @@ void redlock__lock_on_timer(uv_timer_t *t) {
   }
 }
 
-/* ---- public API ------------------------------------------------------------------------ */
+/* ---- public API ---------------------------------------------------------- */
 
 int redlock__lock_usable(const redlock_lock_t *l, const char *fn) {
   if (l == NULL)
@@ -707,7 +707,7 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
   return 0;
 }
 
-/* ---- client close ------------------------------------------------------------------------ */
+/* ---- client close -------------------------------------------------------- */
 
 static void on_member_abort(redlock__member *m) {
   redlock_lock_t *l = REDLOCK__CONTAINER_OF(m, redlock_lock_t, member);
@@ -734,7 +734,7 @@ static void on_member_abort(redlock__member *m) {
   }
 }
 
-/* ---- getters ------------------------------------------------------------------------------- */
+/* ---- getters ------------------------------------------------------------- */
 
 int64_t redlock_lock_validity_ms(const redlock_lock_t *l) {
   int64_t left;

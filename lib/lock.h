@@ -157,7 +157,7 @@ struct redlock_lock_s {
   uint8_t settling;
 };
 
-/* ---- lock.c ------------------------------------------------------------------- */
+/* ---- lock.c -------------------------------------------------------------- */
 void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s);
 /* The handle's timer (retry delay, deferred callback). */
 void redlock__lock_on_timer(uv_timer_t *t);
@@ -192,7 +192,7 @@ int redlock__check_ttl(const redlock_lock_t *l, int64_t ttl_ms,
  * the acquire's outcome (one more hold on success). */
 void redlock__lock_reenter_extend(redlock_lock_t *l, int64_t ttl_ms);
 
-/* ---- round.c ------------------------------------------------------------------ */
+/* ---- round.c ------------------------------------------------------------- */
 redlock__round *redlock__round_get(redlock_client_t *c);
 /* Sends cmd to every master (only where only_yes voted YES, if given). */
 void redlock__round_send(redlock__round *r, const redlock__round *only_yes);
@@ -202,7 +202,7 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
                        int64_t ttl_ms, int eval, const char **argv,
                        size_t *lens, char nums[3][24]);
 
-/* ---- acquire.c ---------------------------------------------------------------- */
+/* ---- acquire.c ----------------------------------------------------------- */
 /* The next attempt (first, or from the retry timer). */
 void redlock__acquire_attempt(redlock_lock_t *l);
 /* A waiting acquisition stops listening for releases. */
@@ -210,7 +210,7 @@ void redlock__acquire_unwait(redlock_lock_t *l);
 /* Client close: an acquisition in flight or between attempts ends. */
 void redlock__acquire_abort(redlock_lock_t *l);
 
-/* ---- watchdog.c --------------------------------------------------------------- */
+/* ---- watchdog.c ---------------------------------------------------------- */
 /* Arms the next renewal (after a grant or a successful extension). */
 void redlock__wd_arm_renewal(redlock_lock_t *l);
 /* Stops the watchdog: its timer, and its round if it owns the slot. */

@@ -83,7 +83,7 @@ static redlock__ns timeout_ns(int64_t ms) {
   return (redlock__ns)ms * REDLOCK__NS_PER_MS;
 }
 
-/* ---- request pool ---------------------------------------------------------- */
+/* ---- request pool -------------------------------------------------------- */
 
 redlock__req *redlock__node_req(redlock__node *n) {
   redlock__node_env *env = n->env;
@@ -126,7 +126,7 @@ void redlock__node_env_free(redlock__node_env *env) {
   }
 }
 
-/* ---- releases kept for the next handshake --------------------------------- */
+/* ---- releases kept for the next handshake -------------------------------- */
 
 /* Keeps the command bytes (ownership moves here). The list is bounded:
  * when full the oldest entry goes (its key still expires by its ttl). */
@@ -180,7 +180,7 @@ static int req_copy_cmd(redlock__req *req, int argc, const char *const *argv,
   return 0;
 }
 
-/* ---- failing requests -------------------------------------------------------- */
+/* ---- failing requests ---------------------------------------------------- */
 
 /* Fails every request of `list` (already detached from the node). */
 static void fail_list(redlock__node *n, redlock__queue *list, int error,
@@ -243,7 +243,7 @@ static void node_teardown(redlock__node *n, int error, const char *why,
     node_schedule_reconnect(n);
 }
 
-/* ---- requests ------------------------------------------------------------------ */
+/* ---- requests ------------------------------------------------------------ */
 
 /* Arms the deadline timer for the oldest pending request. Lazily: while
  * it is armed for an earlier moment it stays (deadlines only grow along
@@ -340,7 +340,7 @@ static void on_deadline(uv_timer_t *t) {
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
 
-/* ---- handshake ------------------------------------------------------------------ */
+/* ---- handshake ----------------------------------------------------------- */
 
 /* run_id and uptime from INFO server. */
 static void parse_info(redlock__node *n, const char *s) {
@@ -580,7 +580,7 @@ static int node_send_handshake(redlock__node *n) {
   return 0;
 }
 
-/* ---- connection events ---------------------------------------------------------- */
+/* ---- connection events --------------------------------------------------- */
 
 static void on_conn_connected(redlock__conn *c) {
   redlock__node *n = c->data;
@@ -618,7 +618,7 @@ static void on_conn_failed(redlock__conn *c, int err, const char *msg) {
 static const redlock__conn_cbs node_conn_cbs = {
     on_conn_connected, on_conn_reply, on_conn_failed};
 
-/* ---- connect, reconnect ------------------------------------------------------------ */
+/* ---- connect, reconnect -------------------------------------------------- */
 
 static void on_conn_timeout(uv_timer_t *t) {
   redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
@@ -757,7 +757,7 @@ void redlock__node_start(redlock__node *n) {
                  (uint64_t)n->env->connect_timeout_ms, 0);
 }
 
-/* ---- life cycle ------------------------------------------------------------------- */
+/* ---- life cycle ---------------------------------------------------------- */
 
 void redlock__node_init(redlock__node *n, redlock__node_env *env,
                         unsigned idx, redlock__uri *uri) {

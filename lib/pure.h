@@ -63,7 +63,7 @@ unsigned redlock__quorum_default(unsigned n);
  * gives a script for EVALSHA). */
 void redlock__sha1_hex(const void *data, size_t len, char out[41]);
 
-/* ---- guard math (quorum.c) ---------------------------------------------------
+/* ---- guard math (quorum.c) ------------------------------------------------
  * Redis reports uptime_in_seconds as whole WALL-CLOCK seconds: the server
  * started at wall time s0 and now is s, uptime = floor(s) - floor(s0), so
  * the true age is more than uptime - 1 s and less than uptime + 1 s. The

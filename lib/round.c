@@ -109,7 +109,7 @@ void redlock__round_detach(redlock__round *r) {
     redlock__lock_unref(l);
 }
 
-/* ---- votes ------------------------------------------------------------------- */
+/* ---- votes --------------------------------------------------------------- */
 
 static void set_result(redlock__round *r, unsigned i, redlock_vote_t vote,
                        int error, const char *errstr, redlock__ns now,
@@ -328,7 +328,7 @@ void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
   round_check(r, redlock__now_ns());
 }
 
-/* ---- commands ----------------------------------------------------------------- */
+/* ---- commands ------------------------------------------------------------ */
 
 int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
                        int64_t ttl_ms, int eval, const char **argv,

@@ -177,7 +177,7 @@ unsigned redlock__scripts_all(const char *const **t, const size_t **l) {
   return n_texts;
 }
 
-/* ---- classification ---------------------------------------------------------- */
+/* ---- classification ------------------------------------------------------ */
 
 static void vote(redlock__vote *out, redlock_vote_t v, int64_t value) {
   out->vote = v;

@@ -50,7 +50,7 @@ static int have_channels(const redlock__wake *w) {
   return !redlock__queue_empty(&w->channels);
 }
 
-/* ---- one subscriber ------------------------------------------------------------ */
+/* ---- one subscriber ------------------------------------------------------ */
 
 static void on_sub_timer(uv_timer_t *t);
 
@@ -222,7 +222,7 @@ static void sub_connect(redlock__sub *s) {
                  0);
 }
 
-/* ---- channels ---------------------------------------------------------------- */
+/* ---- channels ------------------------------------------------------------ */
 
 void redlock__wake_init(redlock__wake *w, redlock__node_env *env,
                         redlock__node *nodes, unsigned n) {

@@ -412,7 +412,7 @@ void harness_restart(harness_server *s) {
   TEST_FAIL("could not restart redis-server on port %d", s->port);
 }
 
-/* ---- TLS ------------------------------------------------------------------- */
+/* ---- TLS ----------------------------------------------------------------- */
 
 static char tls_dir[300];
 
@@ -687,7 +687,7 @@ int harness_wait_for(int (*cond)(void *arg), void *arg, uint64_t timeout_ms) {
   return 0;
 }
 
-/* ---- the fault proxy ------------------------------------------------------ */
+/* ---- the fault proxy ----------------------------------------------------- */
 
 static harness_proxy *proxies[8];
 static int n_proxies;

@@ -36,7 +36,10 @@ static uint64_t handoff(uv_loop_t *loop, harness_server *srv,
       uint64_t end = harness_now_ms() + 5000;
       while (subscribers(&srv[i], "__redlock__:wake-key") != 1) {
         if (harness_now_ms() > end)
-          TEST_FAIL("no subscriber on master %d (%d; waiter done=%d status=%d attempts=%u)", i, subscribers(&srv[i], "__redlock__:wake-key"), wop.done, wop.status, wop.attempts);
+          TEST_FAIL("no subscriber on master %d (%d; waiter done=%d "
+                    "status=%d attempts=%u)",
+                    i, subscribers(&srv[i], "__redlock__:wake-key"),
+                    wop.done, wop.status, wop.attempts);
         tu_run_for(loop, 2);
       }
     }

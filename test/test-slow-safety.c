@@ -243,7 +243,7 @@ static void on_fault(uv_timer_t *t) {
   uv_timer_start(&fault_timer, on_fault, 400 + rnd(600), 0);
 }
 
-/* ---- the guard schedule's cycle --------------------------------------------- */
+/* ---- the guard schedule's cycle ------------------------------------------ */
 
 static void guard_start(uv_timer_t *t);
 

@@ -66,6 +66,18 @@ static const char usage_text[] =
     "  --restart-guard D|off  a master younger than D does not count for\n"
     "                     acquisitions (default: the ttl; also\n"
     "                     $REDLOCK_RESTART_GUARD)\n"
+    "  --tls-ca FILE      CA bundle for rediss:// masters (default: the\n"
+    "                     system store; also $REDLOCK_TLS_CA);\n"
+    "                     --tls-ca-dir DIR ($REDLOCK_TLS_CA_DIR)\n"
+    "  --tls-cert FILE --tls-key FILE  client certificate for mutual TLS\n"
+    "                     ($REDLOCK_TLS_CERT, $REDLOCK_TLS_KEY); an encrypted\n"
+    "                     key's passphrase: --tls-key-pass-file FILE\n"
+    "                     ($REDLOCK_TLS_KEY_PASSWORD_FILE)\n"
+    "  --tls-server-name NAME  name to verify (and send as SNI) instead of\n"
+    "                     each URI's host ($REDLOCK_TLS_SERVER_NAME)\n"
+    "  --tls-insecure     DANGEROUS: no certificate verification at all:\n"
+    "                     anyone on the path can pose as the master (tests\n"
+    "                     only; also $REDLOCK_TLS_INSECURE=1)\n"
     "  -h, --help         this text;  --version\n"
     "\n"
     "Durations: 500ms, 10s, 2m, 1h; a bare number is seconds (like\n"
@@ -111,8 +123,36 @@ static struct {
   int n_also;
   int64_t grace_ms;
   const char *token;
+  const char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_key_pass_file;
+  const char *tls_server_name;
+  int tls_insecure;
 } opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0, {NULL}, 0,
-         10000, NULL};
+         10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+
+/* A secret from a file: its first line, without the newline. NULL if the
+ * file cannot be read (a message says why). */
+static char *read_secret(const char *path) {
+  static char buf[1024];
+  FILE *f = fopen(path, "r");
+  size_t n;
+  if (f == NULL) {
+    fprintf(stderr, "redlock: cannot read %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  buf[strcspn(buf, "\r\n")] = '\0';
+  return buf;
+}
+
+static const char *opt_or_env(const char *v, const char *env) {
+  const char *e;
+  if (v != NULL)
+    return v;
+  e = getenv(env);
+  return e != NULL && *e != '\0' ? e : NULL;
+}
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -170,7 +210,7 @@ static int64_t duration_arg(const char *flag, const char *v) {
   return d;
 }
 
-/* ---- output --------------------------------------------------------------- */
+/* ---- output -------------------------------------------------------------- */
 
 static void json_str(const char *s) {
   putchar('"');
@@ -250,7 +290,7 @@ static void report_result(const char *what, int status,
   }
 }
 
-/* ---- shutdown ------------------------------------------------------------- */
+/* ---- shutdown ------------------------------------------------------------ */
 
 static void on_client_closed(redlock_client_t *c, void *arg) {
   (void)c;
@@ -271,7 +311,7 @@ static void finish(int code) {
     redlock_client_close(client, on_client_closed, NULL);
 }
 
-/* ---- acquire / extend / release / status ------------------------------------ */
+/* ---- acquire / extend / release / status --------------------------------- */
 
 static void on_acquire_cmd(redlock_lock_t *l, int status,
                            const redlock_result *r, void *arg) {
@@ -514,7 +554,7 @@ static void on_run_acquired(redlock_lock_t *l, int status,
   start_child();
 }
 
-/* ---- main ------------------------------------------------------------------- */
+/* ---- main ---------------------------------------------------------------- */
 
 static int make_client(void) {
   static const char *servers[REDLOCK_MAX_SERVERS];
@@ -553,6 +593,23 @@ static int make_client(void) {
   }
   cfg.retry_delay_ms = 100;
   cfg.retry_jitter_ms = 50;
+  cfg.tls_ca_file = opt_or_env(opt.tls_ca, "REDLOCK_TLS_CA");
+  cfg.tls_ca_dir = opt_or_env(opt.tls_ca_dir, "REDLOCK_TLS_CA_DIR");
+  cfg.tls_cert_file = opt_or_env(opt.tls_cert, "REDLOCK_TLS_CERT");
+  cfg.tls_key_file = opt_or_env(opt.tls_key, "REDLOCK_TLS_KEY");
+  cfg.tls_server_name =
+      opt_or_env(opt.tls_server_name, "REDLOCK_TLS_SERVER_NAME");
+  cfg.tls_insecure = opt.tls_insecure ||
+                     opt_or_env(NULL, "REDLOCK_TLS_INSECURE") != NULL;
+  {
+    const char *pf = opt_or_env(opt.tls_key_pass_file,
+                                "REDLOCK_TLS_KEY_PASSWORD_FILE");
+    if (pf != NULL) {
+      cfg.tls_key_password = read_secret(pf);
+      if (cfg.tls_key_password == NULL)
+        return EXIT_FAIL;
+    }
+  }
   cfg.password = getenv("REDLOCK_PASSWORD");
   cfg.username = cfg.password ? getenv("REDLOCK_USERNAME") : NULL;
   rc = redlock_client_new(&loop, &cfg, &client);
@@ -614,10 +671,25 @@ int main(int argc, char **argv) {
     } else if (is_flag(a, "--json")) {
       opt.json = 1;
       continue;
+    } else if (is_flag(a, "--tls-insecure")) {
+      opt.tls_insecure = 1;
+      continue;
     }
     if (v == NULL)
       usage_error("%s needs a value", a);
-    if (is_flag(a, "--servers")) {
+    if (is_flag(a, "--tls-ca")) {
+      opt.tls_ca = v;
+    } else if (is_flag(a, "--tls-ca-dir")) {
+      opt.tls_ca_dir = v;
+    } else if (is_flag(a, "--tls-cert")) {
+      opt.tls_cert = v;
+    } else if (is_flag(a, "--tls-key")) {
+      opt.tls_key = v;
+    } else if (is_flag(a, "--tls-key-pass-file")) {
+      opt.tls_key_pass_file = v;
+    } else if (is_flag(a, "--tls-server-name")) {
+      opt.tls_server_name = v;
+    } else if (is_flag(a, "--servers")) {
       opt.servers_arg = v;
     } else if (is_flag(a, "--prefix")) {
       opt.prefix = v;
