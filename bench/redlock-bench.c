@@ -410,7 +410,7 @@ static uint64_t run_workers(long n, int mode, const char *tag,
   return last_stop_ns - t0;
 }
 
-/* ---- options -------------------------------------------------------------- */
+/* ---- options ------------------------------------------------------------- */
 
 static const char *env_or(const char *name, const char *dflt) {
   const char *v = getenv(name);

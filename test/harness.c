@@ -729,7 +729,7 @@ void harness_proxy_start(harness_proxy *p, const char *exe,
   for (i = 0; i < n; i++) {
     p->ports[i] = harness_free_port();
     snprintf(specs[i], sizeof(specs[i]), "%d:127.0.0.1:%d", p->ports[i],
-             srv[i].port);
+             srv[i].tls ? srv[i].tls_port : srv[i].port);
     argv[3 + i] = specs[i];
   }
   argv[3 + n] = NULL;

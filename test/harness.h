@@ -177,7 +177,8 @@ typedef struct harness_proxy {
   int ports[16];       /* proxy i listens on 127.0.0.1:ports[i] */
 } harness_proxy;
 
-/* Starts `exe` in front of srv[0..n-1] on free ports and waits (bounded)
+/* Starts `exe` in front of srv[0..n-1] (their TLS port for TLS servers:
+ * the proxy moves bytes) on free ports and waits (bounded)
  * until its control port answers. Stopped by harness_stop_all. */
 void harness_proxy_start(harness_proxy *p, const char *exe,
                          const harness_server *srv, int n);

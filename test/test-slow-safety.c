@@ -23,6 +23,10 @@
  * holder's is still valid. Holds are longer here (300-700 ms) so that the
  * holder's lock spans the crash.
  *
+ * With the argument "tls" the masters speak TLS only to the clients
+ * (rediss://, through the same proxy, which moves the encrypted bytes):
+ * the mixed schedule again, over TLS connections.
+ *
  * Every grant is logged with its window on the validity clock (the
  * library's, CLOCK_BOOTTIME): from the grant to the earlier of its release
  * and the end of its validity. No two windows of different holders may
@@ -332,19 +336,33 @@ int main(int argc, char **argv) {
   uint64_t max_to = 0;
   int max_client = -1;
   int open_clients = CLIENTS;
+  static char tls_addrs[N][64];
+  int tls;
   int i;
 
   if (proxy_exe == NULL)
     TEST_FAIL("REDLOCK_FAULTPROXY not set");
   guard_schedule = argc > 1 && strcmp(argv[1], "guard") == 0;
+  tls = argc > 1 && strcmp(argv[1], "tls") == 0;
   if (seconds < 1 || seconds > 3600)
     seconds = 60;
   grants = calloc(MAX_GRANTS, sizeof(*grants));
   ASSERT_NOT_NULL(grants);
   memset(srv, 0, sizeof(srv));
+  if (tls) {
+    tu_require_tls();
+    for (i = 0; i < N; i++)
+      srv[i].tls = 1;
+  }
   harness_start(srv, N);
   harness_proxy_start(&px, proxy_exe, srv, N);
   harness_proxy_addrs(&px, addrs);
+  if (tls) {
+    for (i = 0; i < N; i++) {
+      snprintf(tls_addrs[i], sizeof(tls_addrs[i]), "rediss://%s", addrs[i]);
+      addrs[i] = tls_addrs[i];
+    }
+  }
   prng ^= uv_hrtime();
   fprintf(stderr, "safety: seed %llu\n", (unsigned long long)prng);
   ASSERT_EQ(uv_loop_init(&loop), 0);
@@ -356,6 +374,8 @@ int main(int argc, char **argv) {
                                  .connect_timeout_ms = 200,
                                  .reconnect_min_ms = 10,
                                  .reconnect_max_ms = 200};
+    if (tls)
+      cfg.tls_ca_file = harness_tls_file("ca.crt");
     w->id = i;
     ASSERT_EQ(redlock_client_new(&loop, &cfg, &w->c), 0);
     ASSERT_EQ(redlock_lock_new(w->c, "safety", 6, &w->l), 0);
@@ -399,11 +419,12 @@ int main(int argc, char **argv) {
       max_client = grants[i].client;
     }
   }
-  printf("safety%s: %d s, %d clients, N=%d: grants %d, overlaps %lu, "
+  printf("safety%s%s: %d s, %d clients, N=%d: grants %d, overlaps %lu, "
          "attempts %lu, availability %.1f%% (%lu of %lu attempts on a free "
          "lock), %.1f acquisitions/s; faults: %lu hangs, %lu crash-restarts,"
          " %lu slow, %lu same-second crashes of a bare quorum's master\n",
-         guard_schedule ? " (guard schedule)" : "", seconds, CLIENTS, N,
+         guard_schedule ? " (guard schedule)" : "", tls ? " (TLS)" : "",
+         seconds, CLIENTS, N,
          n_grants, overlaps, attempts,
          free_attempts ? 100.0 * (double)free_successes /
                              (double)free_attempts

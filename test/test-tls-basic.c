@@ -80,6 +80,7 @@ int main(void) {
   char val2[200];
   int i;
 
+  tu_require_tls();
   memset(srv, 0, sizeof(srv));
   for (i = 0; i < N; i++)
     srv[i].tls = 1;

@@ -46,6 +46,7 @@ int main(void) {
   int slow = tu_slow();
   int i;
 
+  tu_require_tls();
   memset(srv, 0, sizeof(srv));
   for (i = 0; i < N; i++)
     srv[i].tls = 1;

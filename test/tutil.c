@@ -181,3 +181,22 @@ int tu_count_holding(const harness_server *srv, int n, const char *key,
       count++;
   return count;
 }
+
+void tu_require_tls(void) {
+  uv_loop_t loop;
+  redlock_client_t *c = NULL;
+  const char *addr[1] = {"rediss://127.0.0.1:1"};
+  redlock_client_config cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.servers = addr;
+  cfg.n_servers = 1;
+  cfg.tls_insecure = 1;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  if (redlock_client_new(&loop, &cfg, &c) != 0) {
+    fprintf(stderr, "no TLS in this build (%s): skipping\n",
+            redlock_last_error());
+    uv_loop_close(&loop);
+    exit(TEST_SKIP);
+  }
+  tu_close(&loop, c);
+}

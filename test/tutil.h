@@ -55,6 +55,9 @@ void tu_close_client(uv_loop_t *loop, redlock_client_t *c);
  * for widening timing margins. */
 int tu_slow(void);
 
+/* Exits TEST_SKIP when the library was built without TLS. */
+void tu_require_tls(void);
+
 /* Runs the loop for about ms milliseconds (a timer): used only to let
  * background work happen when a test asserts that something does NOT
  * happen within a window. */

@@ -45,7 +45,7 @@ want_pkgs() {
   [ ${#have[@]} -eq 0 ] || need_pkgs "${have[@]}" || true
 }
 
-base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev
+base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev openssl
            redis-server redis-tools python3)
 test_pkgs=(clang valgrind docker-compose iptables iproute2)
 
