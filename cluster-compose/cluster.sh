@@ -6,6 +6,7 @@
 #   cluster.sh down                       stop them (only our own PIDs)
 #   cluster.sh status                     per master: pid, state, PING
 #   cluster.sh addrs                      127.0.0.1:P1,127.0.0.1:P2,...
+#   cluster.sh tls-ca                     the CA file of a TLS cluster
 #   cluster.sh pause I | resume I         SIGSTOP / SIGCONT master I (1..N)
 #   cluster.sh kill I                     SIGKILL master I (keys lost)
 #   cluster.sh restart I                  start master I again
@@ -23,6 +24,11 @@
 # State (pids, logs, N, base port) lives in $REDLOCK_CLUSTER_DIR, default
 # ${TMPDIR:-/tmp}/redlock-cluster-$UID. REDLOCK_PERSIST=aof starts masters
 # with appendonly yes + appendfsync always (keys survive kill + restart).
+# REDLOCK_TLS=1 makes test certificates (tls-certs.sh, in the state dir)
+# and has the masters speak TLS on their client ports (addrs prints
+# rediss:// addresses; give clients the CA: REDLOCK_TLS_CA=$(cluster.sh
+# tls-ca)); each master also keeps a plain port, its TLS port + 50, for
+# admin commands (redis-cli -p ... DEBUG SLEEP, CLIENT PAUSE).
 set -euo pipefail
 
 dir=${REDLOCK_CLUSTER_DIR:-${TMPDIR:-/tmp}/redlock-cluster-$(id -u)}
@@ -57,9 +63,14 @@ alive() {
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
-mport() {   # the master's own port
+mport() {   # the master's own (client-facing) port
   if [ "${PROXY:-0}" = 1 ]; then echo $((BASEPORT + 100 + $1 - 1));
   else echo $((BASEPORT + $1 - 1)); fi
+}
+
+aport() {   # where redis-cli reaches it in plain text
+  if [ "${TLS:-0}" = 1 ]; then echo $(($(mport "$1") + 50));
+  else mport "$1"; fi
 }
 
 proxy_cmd() {
@@ -73,7 +84,7 @@ proxy_cmd() {
 }
 
 start_one() {
-  local i=$1 port persist=()
+  local i=$1 port persist=() listen
   port=$(mport "$1")
   mkdir -p "$dir/$i"
   if [ "${PERSIST:-none}" = aof ]; then
@@ -81,13 +92,20 @@ start_one() {
   else
     persist=(--appendonly no)
   fi
-  "$redis" --port "$port" --bind 127.0.0.1 --save '' "${persist[@]}" \
+  listen=(--port "$port")
+  if [ "${TLS:-0}" = 1 ]; then
+    listen=(--port "$(aport "$i")" --tls-port "$port"
+            --tls-cert-file "$dir/tls/server.crt"
+            --tls-key-file "$dir/tls/server.key"
+            --tls-ca-cert-file "$dir/tls/ca.crt" --tls-auth-clients no)
+  fi
+  "$redis" "${listen[@]}" --bind 127.0.0.1 --save '' "${persist[@]}" \
     --dir "$dir/$i" --daemonize no --enable-debug-command local \
     --protected-mode no >>"$dir/$i.log" 2>&1 &
   echo $! >"$dir/$i.pid"
   local t
   for t in $(seq 1 500); do
-    ping_port "$port" && return 0
+    ping_port "$(aport "$i")" && return 0
     alive "$(pid_of "$i")" || break
     sleep 0.02
   done
@@ -130,8 +148,14 @@ case "$cmd" in
     done
     mkdir -p "$dir"
     PERSIST=${REDLOCK_PERSIST:-none}
-    printf 'N=%s\nBASEPORT=%s\nPERSIST=%s\nPROXY=%s\n' "$N" "$BASEPORT" \
-      "$PERSIST" "$PROXY" >"$dir/cluster.env"
+    TLS=0
+    if [ -n "${REDLOCK_TLS:-}" ] && [ "${REDLOCK_TLS}" != 0 ]; then
+      TLS=1
+      "$here/tls-certs.sh" "$dir/tls" >/dev/null \
+        || die "could not make the TLS certificates (openssl)"
+    fi
+    printf 'N=%s\nBASEPORT=%s\nPERSIST=%s\nPROXY=%s\nTLS=%s\n' "$N" \
+      "$BASEPORT" "$PERSIST" "$PROXY" "$TLS" >"$dir/cluster.env"
     for i in $(seq 1 "$N"); do start_one "$i"; done
     if [ "$PROXY" = 1 ]; then
       specs=()
@@ -146,7 +170,7 @@ case "$cmd" in
       done
       port_busy $((BASEPORT + 99)) || die "fault proxy did not start"
     fi
-    echo "cluster up: $N masters, clients use 127.0.0.1:$BASEPORT-$((BASEPORT + N - 1)) ($PERSIST persistence, fault proxy: $([ "$PROXY" = 1 ] && echo yes || echo no))" >&2
+    echo "cluster up: $N masters, clients use 127.0.0.1:$BASEPORT-$((BASEPORT + N - 1)) ($PERSIST persistence, fault proxy: $([ "$PROXY" = 1 ] && echo yes || echo no), TLS: $([ "$TLS" = 1 ] && echo "yes, CA $dir/tls/ca.crt" || echo no))" >&2
     ;;
   down)
     [ -f "$dir/cluster.env" ] || exit 0
@@ -160,7 +184,7 @@ case "$cmd" in
   status)
     load
     for i in $(seq 1 "$N"); do
-      port=$(mport "$i"); pid=$(pid_of "$i"); state=down
+      port=$(aport "$i"); pid=$(pid_of "$i"); state=down
       if alive "$pid"; then
         state=running
         grep -q '^State:.*T' "/proc/$pid/status" 2>/dev/null && state=paused
@@ -173,8 +197,17 @@ case "$cmd" in
   addrs)
     load
     out=""
-    for i in $(seq 1 "$N"); do out+="${out:+,}127.0.0.1:$((BASEPORT + i - 1))"; done
+    scheme=""
+    [ "${TLS:-0}" = 1 ] && scheme="rediss://"
+    for i in $(seq 1 "$N"); do
+      out+="${out:+,}${scheme}127.0.0.1:$((BASEPORT + i - 1))"
+    done
     echo "$out"
+    ;;
+  tls-ca)
+    load
+    [ "${TLS:-0}" = 1 ] || die "this cluster is not TLS (REDLOCK_TLS=1 at up)"
+    echo "$dir/tls/ca.crt"
     ;;
   pause|resume|kill)
     load; check_index "${2:-}"
@@ -206,7 +239,7 @@ case "$cmd" in
     proxy_cmd "$2" normal
     ;;
   *)
-    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

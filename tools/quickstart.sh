@@ -4,7 +4,9 @@
 #   tools/quickstart.sh demo   install what is missing, build, start a local
 #                              5-master cluster on loopback, run the demo
 #                              (workers contend, one master is killed
-#                              mid-way), stop the cluster
+#                              mid-way), stop the cluster; with --tls the
+#                              masters speak TLS (rediss://, test
+#                              certificates made on the spot)
 #   tools/quickstart.sh test   install what is missing, build, run every
 #                              test suite: plain, ASan+UBSan, valgrind;
 #                              ends with "N passed, N failed"
@@ -98,8 +100,16 @@ case "$cmd" in
     REDLOCK_CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redlock-demo.XXXXXX")
     rmdir "$REDLOCK_CLUSTER_DIR"
     trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
+    if [ "${2:-}" = --tls ]; then
+      export REDLOCK_TLS=1
+    fi
     "$cluster" up 5 "${REDLOCK_DEMO_BASEPORT:-7101}"
     servers=$("$cluster" addrs)
+    if [ "${REDLOCK_TLS:-0}" = 1 ]; then
+      export REDLOCK_TLS_CA
+      REDLOCK_TLS_CA=$("$cluster" tls-ca)
+      echo "[demo] over TLS: $servers (CA $REDLOCK_TLS_CA)"
+    fi
     build/tools/redlock-demo --servers "$servers" --workers 6 --seconds 6 \
       --kill-cmd "$cluster kill 3"
     # The same lock from the shell: the redlock tool (flock(1) across
@@ -137,8 +147,10 @@ case "$cmd" in
     fi
     log "compose file: docker-compose config"
     if docker-compose -f cluster-compose/docker-compose.yml config -q &&
-       python3 -c 'import json,sys; json.load(open(sys.argv[1]))' \
-         cluster-compose/toxiproxy.json; then
+       docker-compose -f cluster-compose/docker-compose.yml \
+         -f cluster-compose/docker-compose.tls.yml config -q &&
+       python3 -c 'import json,sys; [json.load(open(f)) for f in sys.argv[1:]]' \
+         cluster-compose/toxiproxy.json cluster-compose/toxiproxy.tls.json; then
       echo "PASS compose:config" >>"$results"
     else
       echo "FAIL compose:config" >>"$results"

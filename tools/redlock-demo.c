@@ -211,7 +211,8 @@ static void usage(void) __attribute__((noreturn));
 static void usage(void) {
   fprintf(stderr,
           "usage: redlock-demo --servers H:P,... [--workers N] "
-          "[--seconds S] [--hold-ms MS] [--ttl-ms MS] [--kill-cmd CMD]\n");
+          "[--seconds S] [--hold-ms MS] [--ttl-ms MS] [--kill-cmd CMD] "
+          "[--tls-ca FILE]\n");
   exit(2);
 }
 
@@ -227,6 +228,7 @@ static int parse_int(const char *s, int lo, int hi) {
 
 int main(int argc, char **argv) {
   char *list = NULL;
+  const char *tls_ca = getenv("REDLOCK_TLS_CA");
   int i;
   int rc;
   unsigned total = 0;
@@ -247,6 +249,8 @@ int main(int argc, char **argv) {
       ttl_ms = parse_int(argv[++i], 10, 600000);
     else if (strcmp(argv[i], "--kill-cmd") == 0)
       kill_cmd = argv[++i];
+    else if (strcmp(argv[i], "--tls-ca") == 0)
+      tls_ca = argv[++i];
     else
       usage();
   }
@@ -267,7 +271,8 @@ int main(int argc, char **argv) {
 
   for (i = 0; i < n_workers; i++) {
     worker *w = &workers[i];
-    redlock_client_config cfg = {.servers = servers, .n_servers = n_servers};
+    redlock_client_config cfg = {.servers = servers, .n_servers = n_servers,
+                                 .tls_ca_file = tls_ca};
     w->id = i;
     rc = redlock_client_new(&loop, &cfg, &w->client);
     if (rc == 0)
