@@ -414,8 +414,9 @@ int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
     return REDLOCK_ENOMEM;
   }
   s = redlock__calloc(1, sizeof(*s));
-  if (s == NULL || (tls != NULL &&
-                    redlock__tls_new(tls, host, &c->tls) != 0)) {
+  if (s == NULL ||
+      (tls != NULL &&
+       redlock__tls_new(tls, host, &c->tls_session, &c->tls) != 0)) {
     redlock__free(s);
     redlock__reader_free(&c->reader);
     snprintf(err, errlen, "out of memory");
@@ -464,6 +465,7 @@ fail:
 
 void redlock__conn_free(redlock__conn *c) {
   redlock__conn_close(c);
+  redlock__tls_session_free(&c->tls_session);
   redlock__buf_free(&c->out);
   redlock__buf_free(&c->net);
 }

@@ -75,6 +75,7 @@ struct redlock__conn {
   redlock__buf out;           /* commands (plaintext) */
   redlock__buf net;           /* TLS: ciphertext waiting to go out */
   redlock__tls *tls;          /* NULL: plain TCP or unix socket */
+  redlock__tls_session tls_session;   /* resumed by the next connect */
   redlock__reader reader;
 };
 

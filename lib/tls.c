@@ -42,11 +42,16 @@ void redlock__tls_ctx_free(redlock__tls_ctx *ctx) {
 }
 
 int redlock__tls_new(redlock__tls_ctx *ctx, const char *host,
-                     redlock__tls **out) {
+                     redlock__tls_session *resume, redlock__tls **out) {
   (void)ctx;
   (void)host;
+  (void)resume;
   *out = NULL;
   return REDLOCK_EINVAL;
+}
+
+void redlock__tls_session_free(redlock__tls_session *s) {
+  (void)s;
 }
 
 void redlock__tls_free(redlock__tls *t) {
@@ -107,7 +112,28 @@ struct redlock__tls {
   SSL *ssl;
   BIO *rbio;   /* network -> SSL */
   BIO *wbio;   /* SSL -> network */
+  redlock__tls_session *resume;   /* where new sessions go, or NULL */
+  int failed;                     /* a TLS error happened */
 };
+
+/* A new session from the server (TLS 1.3: a ticket after the handshake;
+ * TLS 1.2: the handshake's): keep it for the next connection. */
+static int on_new_session(SSL *ssl, SSL_SESSION *sess) {
+  redlock__tls *t = SSL_get_app_data(ssl);
+  if (t == NULL || t->resume == NULL)
+    return 0;
+  if (t->resume->sess != NULL)
+    SSL_SESSION_free(t->resume->sess);
+  t->resume->sess = sess;
+  return 1;   /* we own it now */
+}
+
+void redlock__tls_session_free(redlock__tls_session *s) {
+  if (s == NULL || s->sess == NULL)
+    return;
+  SSL_SESSION_free(s->sess);
+  s->sess = NULL;
+}
 
 int redlock__tls_available(void) {
   return 1;
@@ -149,6 +175,10 @@ int redlock__tls_ctx_new(const redlock__tls_opts *o, redlock__tls_ctx **out,
   }
   SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
   SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS);
+  /* Client-side session resumption: each node keeps its last session. */
+  SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_CLIENT |
+                                             SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(t->ctx, on_new_session);
   t->insecure = o->insecure;
   SSL_CTX_set_verify(t->ctx, o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
                      NULL);
@@ -220,7 +250,7 @@ static int is_ip(const char *s) {
 }
 
 int redlock__tls_new(redlock__tls_ctx *ctx, const char *host,
-                     redlock__tls **out) {
+                     redlock__tls_session *resume, redlock__tls **out) {
   redlock__tls *t = redlock__calloc(1, sizeof(*t));
   const char *name = ctx->server_name != NULL ? ctx->server_name : host;
   *out = NULL;
@@ -241,6 +271,10 @@ int redlock__tls_new(redlock__tls_ctx *ctx, const char *host,
   BIO_set_mem_eof_return(t->rbio, -1);   /* empty: "retry", not EOF */
   SSL_set_bio(t->ssl, t->rbio, t->wbio);  /* the SSL owns both now */
   SSL_set_connect_state(t->ssl);
+  SSL_set_app_data(t->ssl, t);
+  t->resume = resume;
+  if (resume != NULL && resume->sess != NULL)
+    SSL_set_session(t->ssl, resume->sess);   /* resume if the server can */
   if (name != NULL && !is_ip(name))
     SSL_set_tlsext_host_name(t->ssl, name);
   if (!ctx->insecure && name != NULL) {
@@ -260,6 +294,11 @@ int redlock__tls_new(redlock__tls_ctx *ctx, const char *host,
 void redlock__tls_free(redlock__tls *t) {
   if (t == NULL)
     return;
+  /* We close connections without a close_notify (abortive, conn.c); mark
+   * a healthy one as shut down anyway, or OpenSSL would make its session
+   * non-resumable. */
+  if (!t->failed)
+    SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
   SSL_free(t->ssl);   /* and its BIOs */
   redlock__free(t);
 }
@@ -280,6 +319,7 @@ int redlock__tls_handshake(redlock__tls *t, char *err, size_t errlen) {
     case SSL_ERROR_WANT_WRITE:
       return REDLOCK__TLS_WANT;
     default:
+      t->failed = 1;
       tls_error(t->ssl, "handshake", err, errlen);
       return REDLOCK__TLS_ERROR;
   }
@@ -300,9 +340,11 @@ int redlock__tls_read(redlock__tls *t, char *out, size_t cap, size_t *n,
     case SSL_ERROR_WANT_WRITE:
       return REDLOCK__TLS_OK;
     case SSL_ERROR_ZERO_RETURN:
+      t->failed = 1;
       snprintf(err, errlen, "TLS: connection closed by the server");
       return REDLOCK__TLS_ERROR;
     default:
+      t->failed = 1;
       tls_error(t->ssl, "read", err, errlen);
       return REDLOCK__TLS_ERROR;
   }
@@ -315,6 +357,7 @@ int redlock__tls_write(redlock__tls *t, const char *p, size_t n, char *err,
     return REDLOCK__TLS_OK;
   /* Memory BIOs never refuse: the whole buffer is taken. */
   if (SSL_write(t->ssl, p, (int)n) != (int)n) {
+    t->failed = 1;
     tls_error(t->ssl, "write", err, errlen);
     return REDLOCK__TLS_ERROR;
   }

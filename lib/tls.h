@@ -21,6 +21,15 @@ typedef struct redlock__tls_opts {
 typedef struct redlock__tls_ctx redlock__tls_ctx;
 typedef struct redlock__tls redlock__tls;
 
+/* Where a connection keeps the session of its last TLS handshake with one
+ * master, to resume it on the next connect (a shorter handshake: no
+ * certificate exchange). Owned by the node; zero-initialized. */
+typedef struct redlock__tls_session {
+  void *sess;   /* SSL_SESSION* */
+} redlock__tls_session;
+
+void redlock__tls_session_free(redlock__tls_session *s);
+
 /* 1 when the library was built with TLS. */
 int redlock__tls_available(void);
 /* A context for a client's TLS masters. 0, or EINVAL with a message in
@@ -31,9 +40,10 @@ void redlock__tls_ctx_free(redlock__tls_ctx *ctx);
 
 /* One TLS session over one connection to `host` (verified against the
  * certificate's names or IP addresses, and sent as SNI when it is a
- * name). 0 or ENOMEM. */
+ * name), resuming `resume` when it holds a session (may be NULL). 0 or
+ * ENOMEM. */
 int redlock__tls_new(redlock__tls_ctx *ctx, const char *host,
-                     redlock__tls **out);
+                     redlock__tls_session *resume, redlock__tls **out);
 void redlock__tls_free(redlock__tls *t);
 
 /* Results of the calls below. */
