@@ -18,7 +18,11 @@
  *  3. Writer preference still holds WHILE the writer is trying: a reader
  *     arriving then is refused, and the writer gets the lock when R1
  *     leaves (passes today; it keeps a fix from just dropping the intent).
- * Cases 1 and 2 are reported together, then the test fails. */
+ *  4. ... also BETWEEN its attempts: a writer that retries every second
+ *     keeps its intent after a failed attempt (it has not given up), so
+ *     readers arriving while it waits for its next attempt are refused
+ *     too; otherwise a steady stream of readers starves it.
+ * Cases 1, 2 and 4 are reported together, then the test fails. */
 #include "tutil.h"
 
 #define N 3
@@ -106,6 +110,106 @@ static void giveup_case(uv_loop_t *loop, redlock_client_t *c,
   ASSERT_EQ(redlock_lock_free(w), 0);
 }
 
+/* Scripts master i has run so far (EVALSHA and EVAL; INFO commandstats),
+ * or -1 if it cannot be reached. */
+static int64_t script_calls(const harness_server *s) {
+  static const char *const names[] = {"cmdstat_evalsha:calls=",
+                                      "cmdstat_eval:calls="};
+  char buf[8192];
+  int64_t sum = 0;
+  size_t i;
+  if (harness_cmdf(s, buf, sizeof(buf), "INFO commandstats") != 0)
+    return -1;
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    const char *p = strstr(buf, names[i]);
+    if (p != NULL)
+      sum += strtoll(p + strlen(names[i]), NULL, 10);
+  }
+  return sum;
+}
+
+/* Case 4 on its own resource: R1 (client c) holds; writer W (client wc)
+ * retries every second (no jitter). Once its first attempt ran on every
+ * master (a script ran there since W started; nothing else runs), single
+ * reader attempts for the next ~400 ms (before its next attempt) must
+ * all be refused; then R1 leaves and W gets the lock. A reader let in is
+ * counted, not fatal. */
+static void between_attempts(uv_loop_t *loop, redlock_client_t *c,
+                             redlock_client_t *wc,
+                             const harness_server *srv) {
+  int slow = tu_slow();
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_acquire_opts wopts = {.wait_ms = 30000, .retry_count = 100000,
+                                .retry_delay_ms = slow ? 2000 : 1000,
+                                .retry_jitter_ms = -1};
+  uint64_t window = slow ? 800 : 400;
+  redlock_lock_t *r1, *r2, *w;
+  tu_op op, wop;
+  uint64_t end;
+  int64_t base[N];
+  unsigned refused = 0;
+  int admitted = 0;
+  int rc;
+  int i;
+  ASSERT_EQ(redlock_rwlock_new(c, "g-between", 9, 0, &r1), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "g-between", 9, 0, &r2), 0);
+  ASSERT_EQ(redlock_rwlock_new(wc, "g-between", 9, 1, &w), 0);
+  ASSERT_EQ(tu_acquire(loop, r1, TTL, &once, &op), 0);
+  for (i = 0; i < N; i++) {
+    base[i] = script_calls(&srv[i]);
+    ASSERT_GE(base[i], 0);
+  }
+  memset(&wop, 0, sizeof(wop));
+  ASSERT_EQ(redlock_lock_acquire(w, TTL, &wopts, tu_cb, &wop), 0);
+  /* Wait until the attempt ran on every master (an intent that is
+   * withdrawn at once may never be seen in the hash). */
+  end = harness_now_ms() + 10000;
+  for (i = 0; i < N; i++) {
+    while (script_calls(&srv[i]) <= base[i]) {
+      if (harness_now_ms() > end)
+        TEST_FAIL("4: the writer's attempt never reached master %d", i);
+      tu_run_for(loop, 2);
+    }
+  }
+  /* Let its replies come back: the attempt has failed (R1 holds) and the
+   * next one is a second away. Readers arriving meanwhile must stay
+   * out. */
+  tu_run_for(loop, slow ? 100 : 20);
+  end = harness_now_ms() + window;
+  while (harness_now_ms() < end) {
+    rc = tu_acquire(loop, r2, TTL, &once, &op);
+    if (rc == 0) {
+      admitted = 1;
+      ASSERT_EQ(tu_release(loop, r2, &op), 0);
+      break;
+    }
+    ASSERT_EQ(rc, REDLOCK_ETAKEN);
+    refused++;
+    tu_run_for(loop, 10);
+  }
+  ASSERT_EQ(wop.done, 0);
+  if (admitted) {
+    fprintf(stderr, "%s:%d: FAIL: 4: a new reader was admitted while a "
+            "writer was waiting for its next attempt (%u reader attempt(s) "
+            "refused before): the writer withdrew its intent between "
+            "attempts\n", __FILE__, __LINE__, refused);
+    failures++;
+  } else {
+    fprintf(stderr, "4: %u reader attempt(s) refused between the "
+            "writer's attempts\n", refused);
+  }
+  ASSERT_GE(refused + (unsigned)admitted, 1);
+  /* R1 leaves: the writer gets in at its next attempt. */
+  ASSERT_EQ(tu_release(loop, r1, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &wop.done, 20000), 0);
+  ASSERT_EQ(wop.calls, 1);
+  ASSERT_EQ(wop.status, 0);
+  ASSERT_EQ(tu_release(loop, w, &op), 0);
+  ASSERT_EQ(redlock_lock_free(w), 0);
+  ASSERT_EQ(redlock_lock_free(r1), 0);
+  ASSERT_EQ(redlock_lock_free(r2), 0);
+}
+
 int main(void) {
   harness_server srv[N];
   uv_loop_t loop;
@@ -162,6 +266,9 @@ int main(void) {
   ASSERT_EQ(redlock_lock_free(w), 0);
   ASSERT_EQ(redlock_lock_free(r1), 0);
   ASSERT_EQ(redlock_lock_free(r2), 0);
+
+  /* 4. Between the writer's attempts, new readers stay out too. */
+  between_attempts(&loop, c, c2, srv);
 
   {
     volatile int closed = 0;

@@ -23,7 +23,11 @@
  *     back the waiter listens there again; and while that master is
  *     stopped the waiter is woken through the other masters;
  *  d) a master that is down when the waiter starts listening gets its
- *     subscriber once it is back up.
+ *     subscriber once it is back up;
+ *  e) a client configured with a password, on masters that have none
+ *     (AUTH answers "called without any password configured", which the
+ *     lock connection accepts), must subscribe as well: the subscriber
+ *     must not take that answer for a refusal and keep failing.
  *
  * Every case runs on its own loop and clients, so one failing does not
  * hide the others; the test fails at the end if any did. A wake-up counts
@@ -473,6 +477,50 @@ static int case_down_first(void) {
   return 0;
 }
 
+/* ---- e) a password the masters do not need ------------------------------- */
+
+static int case_needless_password(void) {
+  static const char *const ch_name[] = {"__redlock__:wf-e"};
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_client_config pw = {.password = "not-needed",
+                              .reconnect_min_ms = 10,
+                              .reconnect_max_ms = 200};
+  int retry = slow ? 8000 : 4000;
+  uv_loop_t loop;
+  redlock_client_t *ch, *cw;
+  redlock_lock_t *h, *w;
+  tu_op op, wop;
+  uint64_t t0, took;
+  int listening;
+
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  ch = client(&loop, 0, 0);
+  /* The masters have no password: the lock connections come up anyway. */
+  cw = tu_client(&loop, srv, N, &pw, N);
+  ASSERT_EQ(redlock_lock_new(ch, "wf-e", 4, &h), 0);
+  ASSERT_EQ(redlock_lock_new(cw, "wf-e", 4, &w), 0);
+  ASSERT_EQ(tu_acquire(&loop, h, 10000, &once, &op), 0);
+  t0 = harness_now_ms();
+  start_waiter(w, retry, &wop);
+  listening = wait_listening(&loop, 7, ch_name, 1, slow ? 3000 : 1500) == 0;
+  took = handoff(&loop, h, &wop, t0 + (uint64_t)retry);
+  fprintf(stderr, "e) client password, masters without one: subscribed "
+          "on every master: %s; granted %llu ms after the release (retry "
+          "delay %d ms)\n", listening ? "yes" : "no",
+          (unsigned long long)took, retry);
+  finish(&loop, ch, cw, h, w);
+  if (!listening || took >= wake_ms) {
+    fprintf(stderr, "%s:%d: e) FAIL: with a password the masters do not "
+            "need, the waiter %s and was granted %llu ms after the "
+            "release (>= %llu ms): the wake-up subscriber takes the "
+            "harmless AUTH error for a failure\n", __FILE__, __LINE__,
+            listening ? "subscribed" : "never subscribed",
+            (unsigned long long)took, (unsigned long long)wake_ms);
+    return 1;
+  }
+  return 0;
+}
+
 int main(void) {
   int failed = 0;
   const char *s = getenv("REDLOCK_TEST_SLOW");
@@ -485,8 +533,9 @@ int main(void) {
   failed += case_killed();
   failed += case_unreachable();
   failed += case_down_first();
+  failed += case_needless_password();
   if (failed > 0)
-    TEST_FAIL("%d of 4 wake-up cases failed (see above)", failed);
+    TEST_FAIL("%d of 5 wake-up cases failed (see above)", failed);
   harness_stop_all();
   return 0;
 }
