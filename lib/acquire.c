@@ -35,8 +35,12 @@
 static void on_wake(redlock__wake_waiter *w) {
   redlock_lock_t *l = w->owner;
   redlock_client_t *c = l->client;
-  if (l->timer_mode != REDLOCK__TIMER_RETRY)
+  if (l->timer_mode != REDLOCK__TIMER_RETRY) {
+    /* An attempt is in flight: it may have been refused before this
+     * release. Retry at once when it fails, not after the delay. */
+    l->woken = 1;
     return;
+  }
   /* Retry now, spread over a few ms: every waiter heard the same message,
    * and attempts that all start together split the votes. */
   uv_timer_start(&l->timer, redlock__lock_on_timer,
@@ -103,8 +107,14 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
   redlock_client_t *c = l->client;
   int64_t delay = redlock__retry_delay_ms(
       l->retry_delay_ms, l->retry_jitter_ms, redlock__prng_next(&c->prng));
-  redlock__ns next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
+  redlock__ns next;
   int allowed;
+  if (l->woken) {
+    /* A release was heard while this attempt was in flight. */
+    l->woken = 0;
+    delay = (int64_t)(redlock__prng_next(&c->prng) % 4);
+  }
+  next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
   if (l->wait_deadline != 0)
     allowed = next < l->wait_deadline;
   else
@@ -146,8 +156,9 @@ static void on_fence_decided(redlock__round *r, redlock__round_state st,
     grant(l, deadline, left);
     return;
   }
-  /* The first round's votes are gone: release on every master. */
-  redlock__lock_cleanup(l, NULL);
+  /* The first round's votes are gone: release on every master (it held
+   * the lock: waiters are told). */
+  redlock__lock_cleanup(l, NULL, 0);
   retry_or_fail(l, st == REDLOCK__ROUND_REACHED ? REDLOCK_EEXPIRED
                                                 : REDLOCK_ENOQUORUM,
                 now);
@@ -170,7 +181,7 @@ static void on_set_decided(redlock__round *r, redlock__round_state st,
       if (redlock__lock_round(l, REDLOCK__CMD_FENCE, first->value_max,
                               on_fence_decided, first) == NULL) {
         l->round = first;
-        redlock__lock_cleanup(l, NULL);
+        redlock__lock_cleanup(l, NULL, 0);
         acquire_fail(l, REDLOCK_ENOMEM);
         return;
       }
@@ -180,7 +191,9 @@ static void on_set_decided(redlock__round *r, redlock__round_state st,
     grant(l, deadline, left);
     return;
   }
-  redlock__lock_cleanup(l, r);
+  /* Never held (no quorum): nobody waited for this owner, so no message;
+   * a quorum whose validity had run out was seen as held: tell. */
+  redlock__lock_cleanup(l, r, st != REDLOCK__ROUND_REACHED);
   retry_or_fail(l, st == REDLOCK__ROUND_REACHED   ? REDLOCK_EEXPIRED
                    : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ETAKEN
                                                   : REDLOCK_ENOQUORUM,
@@ -194,6 +207,7 @@ static void attempt_set(redlock_lock_t *l) {
     return;
   }
   l->fence = 0;
+  l->woken = 0;   /* this attempt sees any release heard before it */
   l->phase = REDLOCK__PHASE_SET;
   l->acquire_start = redlock__now_ns();
   if (redlock__lock_round(l, set_cmd(l), l->ttl_ms, on_set_decided, NULL) ==
@@ -256,7 +270,7 @@ void redlock__acquire_abort(redlock_lock_t *l) {
   if (l->state == REDLOCK__LOCK_ACQUIRING) {
     /* Half-acquired or between attempts: release whatever this token may
      * have set (and a writer's intent). */
-    redlock__lock_cleanup(l, NULL);
+    redlock__lock_cleanup(l, NULL, 0);
     redlock__lock_withdraw(l);
     redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   }

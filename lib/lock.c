@@ -144,12 +144,12 @@ static redlock__cmd extend_cmd(const redlock_lock_t *l) {
 /* Fire and forget: one command to every master (skipping where r said
  * NO), resent after a reconnect if it fails. */
 static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
-                            const redlock__round *r) {
+                            const redlock__round *r, unsigned flags) {
   redlock_client_t *c = l->client;
   const char *argv[REDLOCK_MAX_RESOURCES + 8];
   size_t lens[REDLOCK_MAX_RESOURCES + 8];
   char nums[3][24];
-  int argc = redlock__lock_argv(l, cmd, l->ttl_ms, 0, argv, lens, nums);
+  int argc = redlock__lock_argv(l, cmd, l->ttl_ms, flags, argv, lens, nums);
   unsigned i;
   for (i = 0; i < c->n; i++) {
     redlock__req *req;
@@ -163,14 +163,15 @@ static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
   }
 }
 
-void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r) {
+void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
+                           int quiet) {
   if (l->token[0] != '\0')
-    send_everywhere(l, release_cmd(l), r);
+    send_everywhere(l, release_cmd(l), r, quiet ? REDLOCK__ARGV_QUIET : 0u);
 }
 
 void redlock__lock_withdraw(redlock_lock_t *l) {
   if (l->kind == REDLOCK__KIND_WRITE)
-    send_everywhere(l, REDLOCK__CMD_RW_GIVEUP, NULL);
+    send_everywhere(l, REDLOCK__CMD_RW_GIVEUP, NULL, 0u);
 }
 
 /* ---- completing operations ----------------------------------------------- */
@@ -564,7 +565,7 @@ static void lock_let_go(redlock_lock_t *l, int release) {
   if (release && (l->state == REDLOCK__LOCK_HELD ||
                   l->state == REDLOCK__LOCK_LOST)) {
     l->client->in_api++;
-    redlock__lock_cleanup(l, NULL);
+    redlock__lock_cleanup(l, NULL, 0);
     l->client->in_api--;
   }
   redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
@@ -726,7 +727,7 @@ static void on_member_abort(redlock__member *m) {
     lock_deliver(l);
   }
   if (l->state == REDLOCK__LOCK_HELD || l->state == REDLOCK__LOCK_LOST)
-    redlock__lock_cleanup(l, NULL);
+    redlock__lock_cleanup(l, NULL, 0);
   redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   if (!l->user_freed) {
     l->user_freed = 1;

@@ -142,6 +142,7 @@ struct redlock_lock_s {
   uint8_t user_freed;
   uint8_t timer_mode;
   uint8_t waiting;              /* subscribed to the release channels */
+  uint8_t woken;                /* a release was heard during an attempt */
   redlock_lost_cb lost_cb;
   void *lost_arg;
   /* The outcome being delivered. */
@@ -168,9 +169,11 @@ void redlock__lock_unref(redlock_lock_t *l);
 void redlock__lock_complete(redlock_lock_t *l, int status);
 /* Sends a release of the current token to every master (no answer
  * awaited; sent again after a reconnect if it fails): a failed attempt,
- * a freed handle, a closing client. skip_no: not where the round said
- * NO (the key is someone else's there). */
-void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r);
+ * a freed handle, a closing client. Not where r (if given) said NO (the
+ * key is someone else's there). quiet: no release message (an attempt
+ * that never held the lock: see REDLOCK__ARGV_QUIET). */
+void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
+                           int quiet);
 /* A waiting writer gives up: its intent goes (read-write locks only; at
  * the end of the acquisition, never between attempts). */
 void redlock__lock_withdraw(redlock_lock_t *l);
@@ -197,9 +200,15 @@ redlock__round *redlock__round_get(redlock_client_t *c);
 /* Sends cmd to every master (only where only_yes voted YES, if given). */
 void redlock__round_send(redlock__round *r, const redlock__round *only_yes);
 void redlock__round_detach(redlock__round *r);
-/* Encodes the command of `cmd` for lock l (EVALSHA, or EVAL). */
+/* Encodes the command of `cmd` for lock l: EVALSHA, or EVAL with
+ * REDLOCK__ARGV_EVAL; a release with REDLOCK__ARGV_QUIET publishes no
+ * release message (it gives up a failed attempt's keys: nobody waited for
+ * that owner, and waking every waiter at once would only split their
+ * votes again). */
+#define REDLOCK__ARGV_EVAL 1u
+#define REDLOCK__ARGV_QUIET 2u
 int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
-                       int64_t ttl_ms, int eval, const char **argv,
+                       int64_t ttl_ms, unsigned flags, const char **argv,
                        size_t *lens, char nums[3][24]);
 
 /* ---- acquire.c ----------------------------------------------------------- */

@@ -295,7 +295,8 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
   int argc;
   int rc = REDLOCK_ENOMEM;
   if (req != NULL) {
-    argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms, eval, argv, lens,
+    argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms,
+                              eval ? REDLOCK__ARGV_EVAL : 0u, argv, lens,
                               nums);
     req->cb = on_round_reply;
     req->owner = r;
@@ -331,7 +332,7 @@ void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
 /* ---- commands ------------------------------------------------------------ */
 
 int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
-                       int64_t ttl_ms, int eval, const char **argv,
+                       int64_t ttl_ms, unsigned flags, const char **argv,
                        size_t *lens, char nums[3][24]) {
   const redlock__script *s = redlock__script_of(cmd);
   const redlock_client_t *c = l->client;
@@ -353,7 +354,8 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
     NUM(0, ttl_ms);
     return argc;
   }
-  if (eval) {
+  const char *quiet = flags & REDLOCK__ARGV_QUIET ? "1" : "0";
+  if (flags & REDLOCK__ARGV_EVAL) {
     ARG("EVAL", 4);
     ARG(s->text, s->len);
   } else {
@@ -372,6 +374,8 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
       if (cmd == REDLOCK__CMD_EXTEND) {
         NUM(0, ttl_ms);
         ARG(l->heal ? "1" : "0", 1);
+      } else {
+        ARG(quiet, 1);
       }
       break;
     case REDLOCK__CMD_FENCED_ACQUIRE:
@@ -392,6 +396,8 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
       if (cmd != REDLOCK__CMD_MULTI_RELEASE) {
         NUM(0, ttl_ms);
         ARG(l->heal && cmd == REDLOCK__CMD_MULTI_EXTEND ? "1" : "0", 1);
+      } else {
+        ARG(quiet, 1);
       }
       break;
     case REDLOCK__CMD_RW_ACQUIRE:
@@ -404,6 +410,7 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
       NUM(0, ttl_ms);
       ARG(l->kind == REDLOCK__KIND_WRITE ? "w" : "r", 1);
       ARG(l->intent, strlen(l->intent));
+      ARG(quiet, 1);
       break;
     case REDLOCK__CMD_MAXTTL_RAISE:
       ARG("1", 1);

@@ -19,11 +19,13 @@
 #include "scripts.h"
 
 /* Release: compare-and-delete, and a message on the key's release channel
- * for waiters. KEYS[1] key; ARGV[1] token. */
+ * for waiters, unless quiet (a failed attempt's keys). KEYS[1] key;
+ * ARGV[1] token, ARGV[2] quiet ("1"). */
 static const char release_script[] =
     "if redis.call('get',KEYS[1]) == ARGV[1] then "
     "local r = redis.call('del',KEYS[1]) "
-    "redis.call('publish','__redlock__:'..KEYS[1],'1') "
+    "if ARGV[2] ~= '1' then "
+    "redis.call('publish','__redlock__:'..KEYS[1],'1') end "
     "return r else return 0 end";
 
 /* Extend: 1 when the key holds our token (ttl renewed); with heal
@@ -61,7 +63,9 @@ static const char multi_release_script[] =
     "local n = 0 for i=1,#KEYS do "
     "if redis.call('get',KEYS[i]) == ARGV[1] then "
     "n = n + redis.call('del',KEYS[i]) "
-    "redis.call('publish','__redlock__:'..KEYS[i],'1') end end return n";
+    "if ARGV[2] ~= '1' then "
+    "redis.call('publish','__redlock__:'..KEYS[i],'1') end end end "
+    "return n";
 static const char multi_extend_script[] =
     "for i=1,#KEYS do local v = redis.call('get',KEYS[i]) "
     "if v ~= ARGV[1] and not (v == false and ARGV[3] == '1') then "
@@ -75,7 +79,7 @@ static const char multi_extend_script[] =
  * waiting writer's intent (new readers stay out while one is fresh), id
  * being stable across the attempts of one acquisition. Every script first
  * purges expired fields, and keeps the hash's own ttl at the latest
- * expiry. ARGV: token, ttl, "r" or "w", intent id. */
+ * expiry. ARGV: token, ttl, "r" or "w", intent id, quiet (releases). */
 #define RW_PRELUDE                                                          \
   "local t = redis.call('time') "                                           \
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
@@ -110,7 +114,7 @@ static const char rw_release_script[] =
     RW_PRELUDE
     "local n = redis.call('hdel', KEYS[1], me) "
     "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
-    "end if n == 1 then "
+    "end if n == 1 and ARGV[5] ~= '1' then "
     "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return n";
 /* A writer that gave up withdraws its intent (ARGV[4]); readers it kept
  * out are told. */

@@ -27,7 +27,18 @@
  *  e) a client configured with a password, on masters that have none
  *     (AUTH answers "called without any password configured", which the
  *     lock connection accepts), must subscribe as well: the subscriber
- *     must not take that answer for a refusal and keep failing.
+ *     must not take that answer for a refusal and keep failing;
+ *  f) a release message that arrives while the waiter's attempt is still
+ *     in flight (one master is blocked by DEBUG SLEEP, so the attempt
+ *     waits for its command timeout) must not be lost: the attempt was
+ *     refused before the release, so the waiter must retry as soon as it
+ *     ends, not after its retry delay (or the blocked master's late
+ *     message);
+ *  g) the release of a failed attempt's keys (a yes on a minority) sends
+ *     no release message: nobody waited for that owner, and waking every
+ *     waiter at once after split votes only splits them again (and woke
+ *     the failed waiter itself, at once, instead of after its delay). The
+ *     release of a held lock does send one.
  *
  * Every case runs on its own loop and clients, so one failing does not
  * hide the others; the test fails at the end if any did. A wake-up counts
@@ -521,6 +532,226 @@ static int case_needless_password(void) {
   return 0;
 }
 
+/* ---- f) a release heard while an attempt is in flight -------------------- */
+
+/* 1 if master i does not answer a PING within 100 ms (it is blocked). */
+static int is_blocked(int i) {
+  const char *argv[] = {"PING"};
+  struct pollfd p;
+  int fd = harness_send_nowait(&srv[i], 1, argv);
+  int n;
+  p.fd = fd;
+  p.events = POLLIN;
+  n = poll(&p, 1, 100);
+  harness_close_fd(fd);
+  return n == 0;
+}
+
+static int case_in_flight(void) {
+  static const char *const ch_name[] = {"__redlock__:wf-f"};
+  redlock_acquire_opts once = {.wait_ms = -1};
+  int retry = slow ? 8000 : 4000;
+  const char *sleep_argv[] = {"DEBUG", "SLEEP", slow ? "4" : "2"};
+  uv_loop_t loop;
+  redlock_client_t *ch, *cw;
+  redlock_lock_t *h, *w;
+  tu_op op, wop;
+  uint64_t took, end;
+  char buf[64];
+  int fd;
+
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  ch = client(&loop, 0, 0);
+  /* The waiter gives a blocked master 150 ms (300 under valgrind). */
+  cw = client(&loop, slow ? 300 : 150, 0);
+  ASSERT_EQ(redlock_lock_new(ch, "wf-f", 4, &h), 0);
+  ASSERT_EQ(redlock_lock_new(cw, "wf-f", 4, &w), 0);
+  ASSERT_EQ(tu_acquire(&loop, h, 10000, &once, &op), 0);
+  /* Master 2 free: the waiter's attempts get a yes there, so one with
+   * master 1 blocked stays undecided (1 yes, 1 no) until its timeout. */
+  ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf), "DEL wf-f"), 0);
+  start_waiter(w, retry, &wop);
+  if (wait_listening(&loop, 7, ch_name, 1, 5000) != 0)
+    TEST_FAIL("f) the waiter never subscribed on every master");
+  /* Its first attempt is over (refused by masters 0 and 1, its yes on
+   * master 2 released): it waits for a message or its retry delay. */
+  end = harness_now_ms() + 5000;
+  for (;;) {
+    ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf), "EXISTS wf-f"), 0);
+    if (strcmp(buf, "0") == 0)
+      break;
+    if (harness_now_ms() > end)
+      TEST_FAIL("f) the waiter's first attempt never ended");
+    tu_run_for(&loop, 2);
+  }
+  ASSERT_EQ(wop.done, 0);
+  fd = harness_send_nowait(&srv[1], 3, sleep_argv);
+  end = harness_now_ms() + 2000;
+  while (!is_blocked(1))
+    if (harness_now_ms() > end)
+      TEST_FAIL("f) DEBUG SLEEP did not block master 1");
+  /* A message (as another releaser's) starts an attempt now; it is in
+   * flight once its yes is on master 2. */
+  ASSERT_EQ(harness_cmdf(&srv[0], buf, sizeof(buf), "PUBLISH %s 1",
+                         ch_name[0]), 0);
+  end = harness_now_ms() + 2000;
+  for (;;) {
+    tu_run_for(&loop, 1);
+    ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf), "EXISTS wf-f"), 0);
+    if (strcmp(buf, "1") == 0)
+      break;
+    if (harness_now_ms() > end)
+      TEST_FAIL("f) the waiter did not retry on the message");
+  }
+  /* The release publishes on master 0 while that attempt waits for
+   * master 1; master 1's own message comes only after its sleep. */
+  {
+    /* The holder's release: yes on master 0, nothing on master 2, no
+     * answer from master 1 (ENOQUORUM: it is sent again there later). */
+    uint64_t t_rel = harness_now_ms();
+    ASSERT_EQ(tu_release(&loop, h, &op), REDLOCK_ENOQUORUM);
+    ASSERT_EQ(op.nodes[0].vote, REDLOCK_VOTE_YES);
+    if (harness_run_until(&loop, &wop.done, 60000) != 0)
+      TEST_FAIL("f) the waiter never got the lock");
+    ASSERT_EQ(wop.status, 0);
+    took = wop.cb_ms - t_rel;
+  }
+  fprintf(stderr, "f) release heard during an attempt: granted %llu ms "
+          "after the release (retry delay %d ms, master 1 asleep %s s)\n",
+          (unsigned long long)took, retry, sleep_argv[2]);
+  ASSERT_EQ(harness_cmdf(&srv[1], buf, sizeof(buf), "PING"), 0);
+  harness_close_fd(fd);
+  finish(&loop, ch, cw, h, w);
+  if (took >= wake_ms) {
+    fprintf(stderr, "%s:%d: f) FAIL: a release message that came while "
+            "the waiter's attempt was in flight was lost: granted %llu ms "
+            "after the release (>= %llu ms)\n", __FILE__, __LINE__,
+            (unsigned long long)took, (unsigned long long)wake_ms);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- g) a failed attempt's release is quiet ------------------------------- */
+
+/* Bytes readable on fd within ms, appended to buf (NUL-terminated). */
+static void read_for(int fd, char *buf, size_t cap, int ms) {
+  uint64_t end = harness_now_ms() + (uint64_t)ms;
+  size_t len = strlen(buf);
+  for (;;) {
+    struct pollfd p;
+    int64_t left = (int64_t)end - (int64_t)harness_now_ms();
+    ssize_t n;
+    if (left <= 0 || len + 1 >= cap)
+      return;
+    p.fd = fd;
+    p.events = POLLIN;
+    if (poll(&p, 1, (int)left) <= 0)
+      return;
+    n = read(fd, buf + len, cap - 1 - len);
+    if (n <= 0)
+      return;
+    len += (size_t)n;
+    buf[len] = '\0';
+  }
+}
+
+static int count_messages(const char *buf) {
+  int n = 0;
+  const char *p = buf;
+  while ((p = strstr(p, "\r\nmessage\r\n")) != NULL) {
+    n++;
+    p += 11;
+  }
+  return n;
+}
+
+/* Calls of a command on master i so far (INFO commandstats). */
+static long cmd_calls(int i, const char *name) {
+  char buf[8192];
+  char pat[64];
+  const char *p;
+  snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", name);
+  if (harness_cmdf(&srv[i], buf, sizeof(buf), "INFO commandstats") != 0)
+    return -1;
+  p = strstr(buf, pat);
+  return p == NULL ? 0 : atol(p + strlen(pat));
+}
+
+static int case_quiet_giveup(void) {
+  const char *sub_argv[] = {"SUBSCRIBE", "__redlock__:wf-g"};
+  redlock_acquire_opts once = {.wait_ms = -1};
+  uv_loop_t loop;
+  redlock_client_t *ch, *cc;
+  redlock_lock_t *h, *c;
+  tu_op op;
+  char buf[4096] = "";
+  char reply[64];
+  int fd, failed_msgs, held_msgs;
+  uint64_t end;
+  long sets, releases;
+
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  ch = client(&loop, 0, 0);
+  cc = client(&loop, 0, 0);
+  ASSERT_EQ(redlock_lock_new(ch, "wf-g", 4, &h), 0);
+  ASSERT_EQ(redlock_lock_new(cc, "wf-g", 4, &c), 0);
+  fd = harness_send_nowait(&srv[2], 2, sub_argv);
+  end = harness_now_ms() + 2000;
+  while (strstr(buf, ":1\r\n") == NULL) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("g) SUBSCRIBE was not confirmed");
+    read_for(fd, buf, sizeof(buf), 20);
+  }
+  buf[0] = '\0';
+  ASSERT_EQ(tu_acquire(&loop, h, 10000, &once, &op), 0);
+  ASSERT_EQ(harness_cmdf(&srv[2], reply, sizeof(reply), "DEL wf-g"), 0);
+  /* C's attempt: no on masters 0 and 1, yes on master 2 (its SET lands
+   * there even if the attempt is decided before that answer), given up:
+   * wait until the release ran there and the key is gone. */
+  sets = cmd_calls(2, "set");
+  releases = cmd_calls(2, "evalsha");
+  ASSERT_EQ(tu_acquire(&loop, c, 10000, &once, &op), REDLOCK_ETAKEN);
+  end = harness_now_ms() + 2000;
+  for (;;) {
+    tu_run_for(&loop, 2);
+    ASSERT_EQ(harness_cmdf(&srv[2], reply, sizeof(reply), "EXISTS wf-g"),
+              0);
+    if (strcmp(reply, "0") == 0 && cmd_calls(2, "set") == sets + 1 &&
+        cmd_calls(2, "evalsha") == releases + 1)
+      break;
+    if (harness_now_ms() > end)
+      TEST_FAIL("g) the failed attempt's yes was never released");
+  }
+  read_for(fd, buf, sizeof(buf), 100);
+  failed_msgs = count_messages(buf);
+  /* Control: a lock that was held, released, is announced. */
+  ASSERT_EQ(tu_release(&loop, h, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, c, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_release(&loop, c, &op), 0);
+  buf[0] = '\0';
+  read_for(fd, buf, sizeof(buf), slow ? 2000 : 1000);
+  held_msgs = count_messages(buf);
+  harness_close_fd(fd);
+  fprintf(stderr, "g) release messages on master 2: %d for a failed "
+          "attempt's yes, %d for a held lock's release\n", failed_msgs,
+          held_msgs);
+  ASSERT_EQ(redlock_lock_free(h), 0);
+  ASSERT_EQ(redlock_lock_free(c), 0);
+  ASSERT_EQ(redlock_client_close(ch, NULL, NULL), 0);
+  tu_close(&loop, cc);
+  if (held_msgs != 1)
+    TEST_FAIL("g) the release of a held lock sent %d messages on master 2, "
+              "wanted 1", held_msgs);
+  if (failed_msgs != 0) {
+    fprintf(stderr, "%s:%d: g) FAIL: giving up a failed attempt's yes sent "
+            "%d release message(s): every waiter wakes at once\n",
+            __FILE__, __LINE__, failed_msgs);
+    return 1;
+  }
+  return 0;
+}
+
 int main(void) {
   int failed = 0;
   const char *s = getenv("REDLOCK_TEST_SLOW");
@@ -534,8 +765,10 @@ int main(void) {
   failed += case_unreachable();
   failed += case_down_first();
   failed += case_needless_password();
+  failed += case_in_flight();
+  failed += case_quiet_giveup();
   if (failed > 0)
-    TEST_FAIL("%d of 5 wake-up cases failed (see above)", failed);
+    TEST_FAIL("%d of 7 wake-up cases failed (see above)", failed);
   harness_stop_all();
   return 0;
 }
