@@ -25,6 +25,8 @@
 
 #include <hiredis.h>
 
+#include <uv.h>
+
 #include "redlock.h"
 #include "raw.h"
 

@@ -28,7 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <uv.h>
+/* The async API runs on a libuv loop (include <uv.h> to use it); this
+ * header only names the type, so it compiles in any C99/C11 program (even
+ * strict -std=c11 -pedantic, where <uv.h> itself needs
+ * _POSIX_C_SOURCE=200809L) and the blocking API needs no libuv headers. */
+struct uv_loop_s;
 
 #ifdef __cplusplus
 extern "C" {
@@ -167,7 +171,7 @@ typedef void (*redlock_close_cb)(redlock_client_t *client, void *arg);
 
 /* Creates a client on `loop` and starts connecting to every master. The
  * config is copied. Errors: EINVAL (with a message), ENOMEM. */
-REDLOCK_EXTERN int redlock_client_new(uv_loop_t *loop,
+REDLOCK_EXTERN int redlock_client_new(struct uv_loop_s *loop,
                                       const redlock_client_config *cfg,
                                       redlock_client_t **out);
 
@@ -183,7 +187,8 @@ REDLOCK_EXTERN size_t redlock_client_n_servers(const redlock_client_t *c);
 REDLOCK_EXTERN unsigned redlock_client_quorum(const redlock_client_t *c);
 /* Number of masters connected and ready right now. */
 REDLOCK_EXTERN unsigned redlock_client_n_up(const redlock_client_t *c);
-REDLOCK_EXTERN uv_loop_t *redlock_client_loop(const redlock_client_t *c);
+REDLOCK_EXTERN struct uv_loop_s *redlock_client_loop(
+    const redlock_client_t *c);
 
 /* ------------------------------------------------------------------------
  * Results: what each master said in the operation that just finished.

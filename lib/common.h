@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <uv.h>
+
 #include "redlock.h"
 #include "alloc.h"
 #include "pure.h"

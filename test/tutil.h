@@ -4,6 +4,8 @@
 #ifndef REDLOCK_TEST_TUTIL_H
 #define REDLOCK_TEST_TUTIL_H
 
+#include <uv.h>
+
 #include "redlock.h"
 #include "harness.h"
 

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uv.h>
+
 #include "redlock.h"
 
 #define MAX_WORKERS 64

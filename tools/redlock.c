@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uv.h>
+
 #include "redlock.h"
 
 /* Exit codes (documented in --help and the README). */
