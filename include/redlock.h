@@ -210,6 +210,11 @@ typedef struct redlock_node_result {
   const char *holder;     /* the key's value ("" if free), cut at 159
                              bytes */
   int64_t pttl_ms;        /* the key's remaining ttl; -2 if missing */
+  /* error ERESTARTED (restart guard) only: when this master's yes votes
+   * count again, in ms from the decision, and the guard window; -1 when
+   * not a matter of time (e.g. the ttl record could not be read). */
+  int64_t guard_wait_ms;
+  int64_t guard_window_ms;
 } redlock_node_result;
 
 typedef struct redlock_result {
@@ -220,7 +225,17 @@ typedef struct redlock_result {
   int64_t validity_ms;    /* remaining validity when decided; <= 0 if none */
   uint64_t elapsed_us;    /* last attempt: first send to decision */
   const redlock_node_result *nodes;   /* n_nodes entries */
+  unsigned quorum;        /* votes that were needed */
 } redlock_result;
+
+/* Writes into buf (always NUL-terminated when len > 0) why an operation
+ * ended as it did, in words an operator understands, e.g. "no quorum (3
+ * needed): 3 of 5 masters restarted less than 10.0 s ago (restart guard)
+ * and their votes count again within 8.3 s; 1 unreachable
+ * (127.0.0.1:7104: connection refused)". Returns the length the full text
+ * needs, as snprintf does. */
+REDLOCK_EXTERN int redlock_result_explain(const redlock_result *res,
+                                          char *buf, size_t len);
 
 /* ------------------------------------------------------------------------
  * Locks. A handle names one resource; it can be acquired, extended and
@@ -296,9 +311,13 @@ REDLOCK_EXTERN int redlock_lock_new_multi(redlock_client_t *client,
                                           const size_t *lens, size_t k,
                                           redlock_lock_t **out);
 
+/* The side of a read-write lock a handle takes. (Not 0/1: a bare boolean
+ * is refused with EINVAL.) */
+typedef enum { REDLOCK_READ = 'R', REDLOCK_WRITE = 'W' } redlock_rw_side;
+
 /* A read-write lock on `resource`: many readers or one writer, each with
- * its own expiry (server time), over the quorum as usual. `write` picks
- * the side this handle takes. Expired readers are purged by every script;
+ * its own expiry (server time), over the quorum as usual. `side` is
+ * REDLOCK_READ or REDLOCK_WRITE. Expired readers are purged by every script;
  * a writer that finds readers leaves an intent that keeps new readers out
  * while it waits (until it gets the lock, gives up - the intent is then
  * withdrawn - or the intent expires after its ttl), so a stream of
@@ -307,7 +326,8 @@ REDLOCK_EXTERN int redlock_lock_new_multi(redlock_client_t *client,
  * apply. Errors: as redlock_lock_new. */
 REDLOCK_EXTERN int redlock_rwlock_new(redlock_client_t *client,
                                       const void *resource, size_t len,
-                                      int write, redlock_lock_t **out);
+                                      redlock_rw_side side,
+                                      redlock_lock_t **out);
 
 /* Frees the handle. A lock still held is released in the background first.
  * Allowed inside the lock's own callback (the free is deferred). Errors:
@@ -329,6 +349,16 @@ REDLOCK_EXTERN int redlock_lock_detach(redlock_lock_t *lock);
 REDLOCK_EXTERN int redlock_lock_acquire(redlock_lock_t *lock, int64_t ttl_ms,
                                         const redlock_acquire_opts *opts,
                                         redlock_lock_cb cb, void *arg);
+
+/* Cancels the acquisition in flight on this handle (waiting between
+ * attempts, or an attempt on the wire): whatever its current token set on
+ * the masters is released (and a waiting writer's intent withdrawn), and
+ * its callback gets ECANCELED on the next loop turn (the result shows the
+ * votes so far). A reentrant acquisition waiting for its extend leaves the
+ * lock held as it was. Errors: EINVAL (NULL, freed, or no acquisition in
+ * flight: none started, or already decided, when its callback brings its
+ * own status). */
+REDLOCK_EXTERN int redlock_lock_cancel(redlock_lock_t *lock);
 
 /* Extends a held lock to `ttl_ms` from now, only where the key still holds
  * our token. Success renews the validity. The callback gets 0, ENOTHELD
@@ -428,9 +458,27 @@ REDLOCK_EXTERN int redlock_sync_acquire_multi(redlock_sync_t *s,
                                               redlock_sync_lock_t **out);
 REDLOCK_EXTERN int redlock_sync_acquire_rw(redlock_sync_t *s,
                                            const void *resource, size_t len,
-                                           int write, int64_t ttl_ms,
+                                           redlock_rw_side side,
+                                           int64_t ttl_ms,
                                            const redlock_acquire_opts *opts,
                                            redlock_sync_lock_t **out);
+/* The scoped form: acquires `resource` (as redlock_sync_acquire, with
+ * auto_extend always on), runs fn(lock, arg) in the calling thread while
+ * it is held, then releases it whatever fn returned, even if the lock was
+ * lost meanwhile. fn learns of a loss through redlock_sync_is_lost(lock)
+ * (or opts->on_lost, called on the background thread) and should stop
+ * its work; it must not release the lock itself (EINVAL) and the handle
+ * is gone when fn returns. *fn_result (may be NULL) gets fn's return
+ * value. Returns the acquisition's error (fn did not run), ELOST if the
+ * lock was lost before fn returned (or was found gone at the release),
+ * else 0. */
+typedef int (*redlock_sync_fn)(redlock_sync_lock_t *lock, void *arg);
+REDLOCK_EXTERN int redlock_sync_with_lock(redlock_sync_t *s,
+                                          const void *resource, size_t len,
+                                          int64_t ttl_ms,
+                                          const redlock_acquire_opts *opts,
+                                          redlock_sync_fn fn, void *arg,
+                                          int *fn_result);
 /* Extends a held lock (see redlock_lock_extend): ELOST once an
  * auto-extended lock was lost. */
 REDLOCK_EXTERN int redlock_sync_extend(redlock_sync_lock_t *lock,

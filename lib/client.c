@@ -268,6 +268,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       redlock__scripts_all(&c->env.scripts, &c->env.script_lens);
   c->env.maxttl_key = c->maxttl_key;
   c->env.maxttl_keylen = c->maxttl_keylen;
+  c->env.guarded = c->restart_guard_ms >= 0;
   c->env.prng = &c->prng;
   c->env.on_state = on_node_state;
   c->env.arg = c;
@@ -284,6 +285,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     c->idle[i].errstr = "";
     c->idle[i].holder = "";
     c->idle[i].pttl_ms = -2;
+    c->idle[i].guard_wait_ms = -1;
+    c->idle[i].guard_window_ms = -1;
   }
   redlock__free(uris);
   for (i = 0; i < c->n; i++)

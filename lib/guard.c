@@ -162,6 +162,12 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
                     ? redlock__start_bound(now, node->uptime_s) : now;
     memcpy(gn->run_id, node->run_id, sizeof(gn->run_id));
   }
+  if (node->durable && node->run_id[0] != '\0') {
+    /* appendonly + appendfsync always: this instance loaded every key its
+     * predecessor acknowledged, so it lost no lock: its votes count at
+     * once. */
+    clear(gn);
+  }
   if (g->mode_ms >= 0 && !is_cleared(gn)) {
     gn->cleared[0] = '\0';
     gn->read = GUARD_READ_NONE;
@@ -276,10 +282,13 @@ void redlock__guard_close(redlock__guard *g) {
 
 redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
                                             redlock__ns now, char *why,
-                                            size_t whylen) {
+                                            size_t whylen, int64_t *wait_ms,
+                                            int64_t *window_ms) {
   redlock__guard_node *gn = &g->gn[idx];
   int64_t age;
   int64_t window;
+  *wait_ms = -1;
+  *window_ms = -1;
   if (g->mode_ms < 0)
     return REDLOCK__GUARD_COUNT;
   if (!gn->up) {
@@ -320,6 +329,8 @@ redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
     clear(gn);
     return REDLOCK__GUARD_COUNT;
   }
+  *wait_ms = window - age;
+  *window_ms = window;
   snprintf(why, whylen,
            "restart guard: %s %lld ms ago, counts in %lld ms (window %lld "
            "ms)",

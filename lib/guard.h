@@ -73,10 +73,13 @@ void redlock__guard_node_down(redlock__guard *g, unsigned idx);
 void redlock__guard_close(redlock__guard *g);
 
 /* The verdict on a YES vote of master idx for an acquisition, at `now`.
- * REFUSE writes the reason (for the per-master result) into why. */
+ * REFUSE writes the reason (for the per-master result) into why, and when
+ * it is a matter of time, the ms until the vote counts and the window
+ * (else -1 in both). */
 redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
                                             redlock__ns now, char *why,
-                                            size_t whylen);
+                                            size_t whylen, int64_t *wait_ms,
+                                            int64_t *window_ms);
 /* Auto guard: 1 once every master made its first connection (up at least
  * once, or down). Until then an acquisition cannot know which masters hold
  * the ttl record, so it waits (bounded by the connect deadline). */

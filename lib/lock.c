@@ -199,6 +199,7 @@ static void lock_deliver(redlock_lock_t *l) {
   res.validity_ms = status == 0 ? l->result_validity_ms : 0;
   res.elapsed_us = l->result_elapsed_us;
   res.nodes = r != NULL ? r->res : c->idle;
+  res.quorum = c->quorum;
   if (r != NULL) {
     res.yes = r->yes;
     res.no = r->no;
@@ -372,6 +373,7 @@ static void inspect_deliver(redlock_lock_t *l, int status) {
   res.n_nodes = c->n;
   res.elapsed_us = (redlock__now_ns() - r->start) / REDLOCK__NS_PER_US;
   res.nodes = r->res;
+  res.quorum = c->quorum;
   if (cb != NULL)
     cb(l, status, &res, arg);
   redlock__round_detach(r);
@@ -525,13 +527,17 @@ int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
 }
 
 int redlock_rwlock_new(redlock_client_t *c, const void *resource, size_t len,
-                       int write, redlock_lock_t **out) {
+                       redlock_rw_side side, redlock_lock_t **out) {
   char *name;
   const void *res;
   size_t n;
   int rc;
   if (out != NULL)
     *out = NULL;
+  if (side != REDLOCK_READ && side != REDLOCK_WRITE)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_rwlock_new: side must be REDLOCK_READ or "
+                         "REDLOCK_WRITE (got %d)", (int)side);
   if (resource == NULL || len == 0 || len > REDLOCK_MAX_KEY - 3)
     return redlock_lock_new(c, resource, len, out);   /* its messages */
   name = redlock__malloc(len + 3);
@@ -544,7 +550,8 @@ int redlock_rwlock_new(redlock_client_t *c, const void *resource, size_t len,
   rc = redlock_lock_new_multi(c, &res, &n, 1, out);
   redlock__free(name);
   if (rc == 0)
-    (*out)->kind = write ? REDLOCK__KIND_WRITE : REDLOCK__KIND_READ;
+    (*out)->kind =
+        side == REDLOCK_WRITE ? REDLOCK__KIND_WRITE : REDLOCK__KIND_READ;
   return rc;
 }
 
@@ -705,6 +712,40 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
   redlock__lock_set_state(l, REDLOCK__LOCK_ADOPTED);
   l->lost = 0;
   l->holds = 0;
+  return 0;
+}
+
+/* ---- cancel -------------------------------------------------------------- */
+
+int redlock_lock_cancel(redlock_lock_t *l) {
+  redlock_client_t *c;
+  if (l == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_lock_cancel: lock is NULL");
+  if (l->user_freed)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_cancel: lock was freed");
+  if (l->op != REDLOCK__OP_ACQUIRE || l->timer_mode == REDLOCK__TIMER_DELIVER)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_cancel: no acquisition in flight "
+                         "(none started, or already decided)");
+  c = l->client;
+  c->in_api++;
+  /* The round in flight decides nothing any more; its votes stay for the
+   * callback's result. */
+  if (l->round != NULL && l->slot == REDLOCK__SLOT_USER)
+    redlock__round_stop(l->round);
+  if (l->state == REDLOCK__LOCK_HELD) {
+    /* A re-entry waiting for its longer-ttl extend: the lock stays held
+     * with its holds; the extension (if any) resumes. */
+    l->pending_holds = 0;
+    redlock__wd_after_user_extend(l, REDLOCK_ECANCELED);
+  } else {
+    uv_timer_stop(&l->timer);
+    l->timer_mode = REDLOCK__TIMER_IDLE;
+    redlock__acquire_abort(l);
+  }
+  redlock__lock_complete(l, REDLOCK_ECANCELED);
+  c->in_api--;
   return 0;
 }
 

@@ -200,6 +200,8 @@ redlock__round *redlock__round_get(redlock_client_t *c);
 /* Sends cmd to every master (only where only_yes voted YES, if given). */
 void redlock__round_send(redlock__round *r, const redlock__round *only_yes);
 void redlock__round_detach(redlock__round *r);
+/* The round decides nothing more (its late replies are only consumed). */
+void redlock__round_stop(redlock__round *r);
 /* Encodes the command of `cmd` for lock l: EVALSHA, or EVAL with
  * REDLOCK__ARGV_EVAL; a release with REDLOCK__ARGV_QUIET publishes no
  * release message (it gives up a failed attempt's keys: nobody waited for

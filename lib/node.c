@@ -51,6 +51,8 @@ enum {
   HS_SELECT,
   HS_SCRIPT,
   HS_INFO,
+  HS_PERSIST,
+  HS_FSYNC,
   HS_MAXTTL
 };
 
@@ -427,6 +429,10 @@ static const char *hs_step_name(int kind) {
       return "SCRIPT LOAD";
     case HS_INFO:
       return "INFO";
+    case HS_PERSIST:
+      return "INFO persistence";
+    case HS_FSYNC:
+      return "CONFIG GET appendfsync";
     case HS_MAXTTL:
       return "GET";
   }
@@ -458,6 +464,11 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
       n->uptime_s = -1;
       goto next;
     }
+    if (req->kind == HS_PERSIST || req->kind == HS_FSYNC) {
+      /* Refused (ACL, CONFIG renamed): not known to be durable. */
+      n->durable = 0;
+      goto next;
+    }
     if (req->kind == HS_MAXTTL) {
       /* The record cannot be read here (ACL): unknown, read as none. */
       n->maxttl_ms = 0;
@@ -479,6 +490,17 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
     case HS_INFO:
       if (r->type == REDLOCK__R_STRING)
         parse_info(n, r->str);
+      break;
+    case HS_PERSIST:
+      n->aof_enabled = r->type == REDLOCK__R_STRING &&
+                       strstr(r->str, "aof_enabled:1") != NULL;
+      break;
+    case HS_FSYNC:
+      /* ["appendfsync", "always"]; sent after HS_PERSIST, same FIFO. */
+      n->durable = n->aof_enabled == 1 && r->type == REDLOCK__R_ARRAY &&
+                   r->elements == 2 &&
+                   r->element[1]->type == REDLOCK__R_STRING &&
+                   strcmp(r->element[1]->str, "always") == 0;
       break;
     case HS_MAXTTL:
       n->maxttl_ms = r->type == REDLOCK__R_STRING
@@ -532,6 +554,8 @@ static int node_send_handshake(redlock__node *n) {
   n->run_id[0] = '\0';
   n->uptime_s = -1;
   n->maxttl_ms = 0;
+  n->aof_enabled = -1;
+  n->durable = 0;
   if (pass != NULL) {
     int argc = 0;
     argv[argc] = "AUTH";
@@ -569,6 +593,21 @@ static int node_send_handshake(redlock__node *n) {
   lens[1] = 6;
   if (hs_send(n, HS_INFO, 2, argv, lens) != 0)
     return REDLOCK_ENOMEM;
+  if (env->guarded) {
+    /* Durable masters need no restart delay (guard.c). */
+    argv[1] = "persistence";
+    lens[1] = 11;
+    if (hs_send(n, HS_PERSIST, 2, argv, lens) != 0)
+      return REDLOCK_ENOMEM;
+    argv[0] = "CONFIG";
+    lens[0] = 6;
+    argv[1] = "GET";
+    lens[1] = 3;
+    argv[2] = "appendfsync";
+    lens[2] = 11;
+    if (hs_send(n, HS_FSYNC, 3, argv, lens) != 0)
+      return REDLOCK_ENOMEM;
+  }
   if (env->maxttl_key != NULL) {
     argv[0] = "GET";
     lens[0] = 3;

@@ -64,6 +64,7 @@ typedef struct redlock__node_env {
   const size_t *script_lens;
   unsigned n_scripts;
   const char *maxttl_key;         /* GET at every handshake, or NULL */
+  int guarded;                    /* restart guard on: ask for durability */
   size_t maxttl_keylen;
   uint64_t *prng;                 /* backoff jitter */
   redlock__queue free_reqs;       /* request pool */
@@ -111,6 +112,11 @@ struct redlock__node {
   char run_id[41];             /* "" when INFO was refused */
   int64_t uptime_s;            /* -1 when unknown */
   int64_t maxttl_ms;           /* the recorded longest ttl; 0 none */
+  /* Keys survive a restart of this instance: INFO persistence says
+   * aof_enabled:1 and CONFIG GET appendfsync says always (0 when either
+   * is off or cannot be read). */
+  int durable;
+  int aof_enabled;             /* handshake: -1 unknown */
   redlock__ns up_ns;           /* when the handshake ended */
   uint64_t connects;           /* handshakes completed */
   /* Releases to send again after the next handshake: */

@@ -82,6 +82,8 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     res->latency_us = 0;
     res->holder = "";
     res->pttl_ms = -2;
+    res->guard_wait_ms = -1;
+    res->guard_window_ms = -1;
     errbuf(r, i)[0] = '\0';
     r->pend[i] = 0;
   }
@@ -109,6 +111,15 @@ void redlock__round_detach(redlock__round *r) {
     redlock__lock_unref(l);
 }
 
+void redlock__round_stop(redlock__round *r) {
+  r->decided = 1;
+  r->all = 0;
+  if (r->waiting_guard) {
+    redlock__guard_unwait(&r->gw);
+    r->waiting_guard = 0;
+  }
+}
+
 /* ---- votes --------------------------------------------------------------- */
 
 static void set_result(redlock__round *r, unsigned i, redlock_vote_t vote,
@@ -117,6 +128,8 @@ static void set_result(redlock__round *r, unsigned i, redlock_vote_t vote,
   redlock_node_result *res = &r->res[i];
   res->vote = vote;
   res->error = error;
+  res->guard_wait_ms = -1;
+  res->guard_window_ms = -1;
   res->latency_us = now > sent ? (now - sent) / REDLOCK__NS_PER_US : 0;
   redlock__strlcpy(errbuf(r, i), errstr, REDLOCK__ERRSTR_LEN);
   res->errstr = errbuf(r, i);
@@ -170,6 +183,7 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
                        redlock__ns sent) {
   redlock_client_t *c = r->client;
   char why[REDLOCK__ERRSTR_LEN + 80];
+  int64_t wait_ms, window_ms;
   if (r->pend[i] && c->nodes[i].connects != r->pend_conn[i]) {
     /* Its connection was lost while the vote waited. */
     r->pend[i] = 0;
@@ -184,7 +198,8 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
                sent);
     return;
   }
-  switch (redlock__guard_check(&c->guard, i, now, why, sizeof(why))) {
+  switch (redlock__guard_check(&c->guard, i, now, why, sizeof(why),
+                               &wait_ms, &window_ms)) {
     case REDLOCK__GUARD_COUNT:
       r->pend[i] = 0;
       set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
@@ -192,6 +207,8 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
     case REDLOCK__GUARD_REFUSE:
       r->pend[i] = 0;
       set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, why, now, sent);
+      r->res[i].guard_wait_ms = wait_ms;
+      r->res[i].guard_window_ms = window_ms;
       return;
     case REDLOCK__GUARD_PENDING:
       if (!r->pend[i])

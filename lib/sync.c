@@ -36,6 +36,7 @@ struct redlock_sync_lock_s {
   redlock__queue deferred;    /* calls waiting for it, in order (loop) */
   redlock_lost_cb lost_cb;    /* the caller's on_lost */
   void *lost_arg;
+  int scoped;                 /* redlock_sync_with_lock releases it */
 };
 
 typedef struct sync_call {
@@ -52,6 +53,7 @@ typedef struct sync_call {
   const size_t *lens;
   size_t k;
   int rw;                         /* 0 plain, 1 read, 2 write */
+  int scoped;                     /* redlock_sync_with_lock's own call */
   redlock_sync_lock_t *slock;
   redlock_sync_lock_t *held;      /* referenced while the call is queued */
   char *buf;
@@ -188,7 +190,8 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
   }
   if (call->rw != 0)
     rc = redlock_rwlock_new(s->client, call->resource, call->len,
-                            call->rw == 2, &sl->lock);
+                            call->rw == 2 ? REDLOCK_WRITE : REDLOCK_READ,
+                            &sl->lock);
   else if (call->k > 0)
     rc = redlock_lock_new_multi(s->client, call->resources, call->lens,
                                 call->k, &sl->lock);
@@ -201,6 +204,7 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
   }
   sl->sync = s;
   sl->refs = 1;   /* the caller's, until release */
+  sl->scoped = call->scoped;
   redlock__queue_init(&sl->deferred);
   redlock__queue_insert_tail(&s->locks, &sl->link);
   call->slock = sl;
@@ -269,6 +273,14 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       return;
     case CALL_RELEASE: {
       redlock_sync_lock_t *sl = call->slock;
+      if (sl->scoped && !call->scoped) {
+        redlock__strlcpy(call->msg,
+                         "redlock_sync_release: this lock is released by "
+                         "redlock_sync_with_lock when its function returns",
+                         sizeof(call->msg));
+        call_done(call, REDLOCK_EINVAL);
+        return;
+      }
       if (sl->active != NULL) {
         redlock__queue_insert_tail(&sl->deferred, &call->link);
         return;
@@ -493,7 +505,7 @@ int redlock_sync_acquire_multi(redlock_sync_t *s,
 }
 
 int redlock_sync_acquire_rw(redlock_sync_t *s, const void *resource,
-                            size_t len, int write, int64_t ttl_ms,
+                            size_t len, redlock_rw_side side, int64_t ttl_ms,
                             const redlock_acquire_opts *opts,
                             redlock_sync_lock_t **out) {
   sync_call call;
@@ -503,44 +515,92 @@ int redlock_sync_acquire_rw(redlock_sync_t *s, const void *resource,
   if (s == NULL || resource == NULL || len == 0)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_sync_acquire_rw: bad arguments");
+  if (side != REDLOCK_READ && side != REDLOCK_WRITE)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire_rw: side must be REDLOCK_READ "
+                         "or REDLOCK_WRITE (got %d)", (int)side);
   if (ttl_ms <= 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
     return redlock__fail(REDLOCK_EINVAL, "ttl %lld ms out of range 1..%d",
                          (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
   memset(&call, 0, sizeof(call));
   call.resource = resource;
   call.len = len;
-  call.rw = write ? 2 : 1;
+  call.rw = side == REDLOCK_WRITE ? 2 : 1;
   call.ttl_ms = ttl_ms;
   call.opts = opts;
   return sync_acquire(s, &call, out);
 }
 
-int redlock_sync_acquire(redlock_sync_t *s, const void *resource, size_t len,
-                         int64_t ttl_ms, const redlock_acquire_opts *opts,
-                         redlock_sync_lock_t **out) {
+static int acquire_one(redlock_sync_t *s, const void *resource, size_t len,
+                       int64_t ttl_ms, const redlock_acquire_opts *opts,
+                       int scoped, const char *fn,
+                       redlock_sync_lock_t **out) {
   sync_call call;
   int rc;
-  if (out == NULL)
-    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_acquire: out NULL");
-  *out = NULL;
   if (s == NULL || resource == NULL || len == 0)
     return redlock__fail(REDLOCK_EINVAL,
-                         "redlock_sync_acquire: NULL handle or empty "
-                         "resource");
+                         "%s: NULL handle or empty resource", fn);
   if (ttl_ms <= 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
-    return redlock__fail(REDLOCK_EINVAL,
-                         "redlock_sync_acquire: ttl %lld ms out of range "
-                         "1..%d", (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
+    return redlock__fail(REDLOCK_EINVAL, "%s: ttl %lld ms out of range "
+                         "1..%d", fn, (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
   memset(&call, 0, sizeof(call));
   call.kind = CALL_ACQUIRE;
   call.resource = resource;
   call.len = len;
   call.ttl_ms = ttl_ms;
   call.opts = opts;
+  call.scoped = scoped;
   rc = sync_post(s, &call);
   if (rc == 0)
     *out = call.slock;
   return rc;
+}
+
+int redlock_sync_acquire(redlock_sync_t *s, const void *resource, size_t len,
+                         int64_t ttl_ms, const redlock_acquire_opts *opts,
+                         redlock_sync_lock_t **out) {
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_acquire: out NULL");
+  *out = NULL;
+  return acquire_one(s, resource, len, ttl_ms, opts, 0,
+                     "redlock_sync_acquire", out);
+}
+
+int redlock_sync_with_lock(redlock_sync_t *s, const void *resource,
+                           size_t len, int64_t ttl_ms,
+                           const redlock_acquire_opts *opts,
+                           redlock_sync_fn fn, void *arg, int *fn_result) {
+  redlock_acquire_opts o;
+  redlock_sync_lock_t *sl = NULL;
+  sync_call call;
+  int rc, lost, r;
+  if (fn == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_with_lock: fn NULL");
+  if (opts != NULL)
+    o = *opts;
+  else
+    memset(&o, 0, sizeof(o));
+  o.auto_extend = 1;   /* held for as long as fn runs */
+  rc = acquire_one(s, resource, len, ttl_ms, &o, 1, "redlock_sync_with_lock",
+                   &sl);
+  if (rc != 0)
+    return rc;
+  r = fn(sl, arg);
+  if (fn_result != NULL)
+    *fn_result = r;
+  lost = redlock_sync_is_lost(sl);
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_RELEASE;
+  call.slock = sl;
+  call.scoped = 1;
+  rc = sync_post(s, &call);
+  /* A release without a quorum is not an error here: the keys expire by
+   * their ttl. Nothing of ours found on a quorum is a loss fn missed. */
+  if (lost || rc == REDLOCK_ENOTHELD)
+    return redlock__fail(REDLOCK_ELOST,
+                         "redlock_sync_with_lock: the lock was lost while "
+                         "the function ran");
+  return 0;
 }
 
 static int lock_call(redlock_sync_lock_t *sl, call_kind kind, int64_t ttl,

@@ -80,9 +80,9 @@ static void giveup_case(uv_loop_t *loop, redlock_client_t *c,
   redlock_lock_t *r1, *r2, *w;
   tu_op op, wop;
   int rc;
-  ASSERT_EQ(redlock_rwlock_new(c, res, strlen(res), 0, &r1), 0);
-  ASSERT_EQ(redlock_rwlock_new(c, res, strlen(res), 0, &r2), 0);
-  ASSERT_EQ(redlock_rwlock_new(wc, res, strlen(res), 1, &w), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, res, strlen(res), REDLOCK_READ, &r1), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, res, strlen(res), REDLOCK_READ, &r2), 0);
+  ASSERT_EQ(redlock_rwlock_new(wc, res, strlen(res), REDLOCK_WRITE, &w), 0);
   ASSERT_EQ(tu_acquire(loop, r1, TTL, &once, &op), 0);
   rc = tu_acquire(loop, w, TTL, wopts, &wop);
   if (rc != REDLOCK_ETAKEN && rc != REDLOCK_ETIMEDOUT)
@@ -151,9 +151,9 @@ static void between_attempts(uv_loop_t *loop, redlock_client_t *c,
   int admitted = 0;
   int rc;
   int i;
-  ASSERT_EQ(redlock_rwlock_new(c, "g-between", 9, 0, &r1), 0);
-  ASSERT_EQ(redlock_rwlock_new(c, "g-between", 9, 0, &r2), 0);
-  ASSERT_EQ(redlock_rwlock_new(wc, "g-between", 9, 1, &w), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "g-between", 9, REDLOCK_READ, &r1), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "g-between", 9, REDLOCK_READ, &r2), 0);
+  ASSERT_EQ(redlock_rwlock_new(wc, "g-between", 9, REDLOCK_WRITE, &w), 0);
   ASSERT_EQ(tu_acquire(loop, r1, TTL, &once, &op), 0);
   for (i = 0; i < N; i++) {
     base[i] = script_calls(&srv[i]);
@@ -241,9 +241,9 @@ int main(void) {
               "writer out of retries");
 
   /* 3. While the writer is still trying, new readers stay out. */
-  ASSERT_EQ(redlock_rwlock_new(c, "g-pref", 6, 0, &r1), 0);
-  ASSERT_EQ(redlock_rwlock_new(c, "g-pref", 6, 0, &r2), 0);
-  ASSERT_EQ(redlock_rwlock_new(c2, "g-pref", 6, 1, &w), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "g-pref", 6, REDLOCK_READ, &r1), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "g-pref", 6, REDLOCK_READ, &r2), 0);
+  ASSERT_EQ(redlock_rwlock_new(c2, "g-pref", 6, REDLOCK_WRITE, &w), 0);
   ASSERT_EQ(tu_acquire(&loop, r1, TTL, &once, &op), 0);
   memset(&wop, 0, sizeof(wop));
   ASSERT_EQ(redlock_lock_acquire(w, TTL, &longer, tu_cb, &wop), 0);

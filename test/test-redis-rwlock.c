@@ -23,10 +23,10 @@ int main(void) {
   harness_start(srv, N);
   ASSERT_EQ(uv_loop_init(&loop), 0);
   c = tu_client(&loop, srv, N, NULL, N);
-  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, 0, &r1), 0);
-  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, 0, &r2), 0);
-  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, 1, &w1), 0);
-  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, 1, &w2), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, REDLOCK_READ, &r1), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, REDLOCK_READ, &r2), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, REDLOCK_WRITE, &w1), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, REDLOCK_WRITE, &w2), 0);
   ASSERT_EQ(redlock_lock_acquire(r1, 1000, &fenced, tu_cb, &op),
             REDLOCK_EINVAL);
   ASSERT_EQ(redlock_lock_inspect(r1, tu_cb, &op), REDLOCK_EINVAL);
@@ -42,7 +42,7 @@ int main(void) {
    * so a new reader is refused although only readers hold the lock ... */
   memset(&wop, 0, sizeof(wop));
   ASSERT_EQ(redlock_lock_acquire(w1, 10000, &wait, tu_cb, &wop), 0);
-  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, 0, &r2), 0);   /* fresh handle */
+  ASSERT_EQ(redlock_rwlock_new(c, "doc", 3, REDLOCK_READ, &r2), 0);   /* fresh handle */
   {
     /* (bounded: until the writer's first refused attempt set it) */
     uint64_t end = harness_now_ms() + 5000;

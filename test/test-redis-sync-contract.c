@@ -250,7 +250,7 @@ static void part_a(redlock_sync_t *s) {
 
   make_stale();
   out = NULL;
-  rc = redlock_sync_acquire_rw(s, "msg-rw", 6, 1, 10000, &fence, &out);
+  rc = redlock_sync_acquire_rw(s, "msg-rw", 6, REDLOCK_WRITE, 10000, &fence, &out);
   check_msg(rc, "redlock_sync_acquire_rw with opts.fence", "fenc", NULL);
   ASSERT_NULL(out);
 
@@ -337,7 +337,8 @@ static void lost_case(redlock_sync_t *s, harness_server *srv, int kind,
     rc = redlock_sync_acquire_multi(s, res, lens, 2, 1000, &ae, &sl);
     key = "lost-m1";
   } else {
-    rc = redlock_sync_acquire_rw(s, "lost-rw", 7, 0, 1000, &ae, &sl);
+    rc = redlock_sync_acquire_rw(s, "lost-rw", 7, REDLOCK_READ, 1000, &ae,
+                                 &sl);
     key = "lost-rw:rw";
   }
   ASSERT_EQ(rc, 0);

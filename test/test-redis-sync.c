@@ -133,15 +133,15 @@ int main(void) {
     ASSERT_EQ(redlock_sync_acquire(shared, "s-m2", 4, 10000, &ae, &w),
               REDLOCK_ETAKEN);
     ASSERT_EQ(redlock_sync_release(m), 0);
-    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, 0, 10000, &ae, &r1),
+    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, REDLOCK_READ, 10000, &ae, &r1),
               0);
-    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, 0, 10000, &ae, &r2),
+    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, REDLOCK_READ, 10000, &ae, &r2),
               0);
-    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, 1, 10000, &ae, &w),
+    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, REDLOCK_WRITE, 10000, &ae, &w),
               REDLOCK_ETAKEN);
     ASSERT_EQ(redlock_sync_release(r1), 0);
     ASSERT_EQ(redlock_sync_release(r2), 0);
-    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, 1, 10000, &ae, &w),
+    ASSERT_EQ(redlock_sync_acquire_rw(shared, "doc", 3, REDLOCK_WRITE, 10000, &ae, &w),
               0);
     ASSERT_EQ(redlock_sync_release(w), 0);
   }

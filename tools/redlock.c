@@ -624,7 +624,8 @@ static int make_client(void) {
   if (opt.rw != 0 && (opt.n_also > 0 || opt.fence))
     usage_error("--read/--write do not combine with --also or --fence");
   if (opt.rw != 0) {
-    rc = redlock_rwlock_new(client, key, strlen(key), opt.rw == 2, &lock);
+    rc = redlock_rwlock_new(client, key, strlen(key),
+                            opt.rw == 2 ? REDLOCK_WRITE : REDLOCK_READ, &lock);
   } else {
     const void *res[REDLOCK_MAX_RESOURCES];
     size_t lens[REDLOCK_MAX_RESOURCES];

@@ -1,0 +1,205 @@
+/* explain.c: redlock_result_explain, why an operation ended as it did.
+ *
+ * Owns: the wording of results for people (the CLI, logs, the README's
+ * example). It reads only the public result: the status, the quorum and
+ * each master's vote, error and restart-guard timing. Masters are grouped
+ * by reason (restarted, unreachable, answered with an error, held by
+ * another owner, no answer before the decision); each group names up to
+ * three masters with their own text. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "redlock.h"
+
+#define SHOW_MAX 3   /* masters named per group */
+
+typedef struct out {
+  char *buf;
+  size_t len;
+  size_t used;   /* what the full text needs, as snprintf counts */
+} out;
+
+static void put(out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void put(out *o, const char *fmt, ...) {
+  va_list ap;
+  int n;
+  char *at = o->used < o->len ? o->buf + o->used : NULL;
+  size_t room = o->used < o->len ? o->len - o->used : 0;
+  va_start(ap, fmt);
+  n = vsnprintf(at, room, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    o->used += (size_t)n;
+}
+
+static int unreachable(int err) {
+  return err == REDLOCK_EIO || err == REDLOCK_ETIMEDOUT;
+}
+
+static int answered_error(int err) {
+  return err == REDLOCK_ESERVER || err == REDLOCK_EPROTO ||
+         err == REDLOCK_ENOMEM;
+}
+
+/* "; K of N masters WHAT (server: text, ...)" for the masters that match. */
+static void group(out *o, const redlock_result *r, const char *what,
+                  int (*match)(const redlock_node_result *), int details,
+                  int *first) {
+  unsigned i, k = 0, shown = 0;
+  for (i = 0; i < r->n_nodes; i++)
+    k += match(&r->nodes[i]) != 0;
+  if (k == 0)
+    return;
+  put(o, "%s%u of %u master%s %s", *first ? "" : "; ", k, r->n_nodes,
+      r->n_nodes == 1 ? "" : "s", what);
+  *first = 0;
+  if (!details)
+    return;
+  for (i = 0; i < r->n_nodes; i++) {
+    const redlock_node_result *n = &r->nodes[i];
+    if (!match(n))
+      continue;
+    if (shown == SHOW_MAX) {
+      put(o, ", ...");
+      break;
+    }
+    put(o, "%s%s", shown == 0 ? " (" : ", ", n->server);
+    if (n->errstr != NULL && n->errstr[0] != '\0')
+      put(o, ": %s", n->errstr);
+    shown++;
+  }
+  if (shown > 0)
+    put(o, ")");
+}
+
+static int m_guard_timed(const redlock_node_result *n) {
+  return n->vote == REDLOCK_VOTE_ERR && n->error == REDLOCK_ERESTARTED &&
+         n->guard_wait_ms >= 0;
+}
+static int m_guard_other(const redlock_node_result *n) {
+  return n->vote == REDLOCK_VOTE_ERR && n->error == REDLOCK_ERESTARTED &&
+         n->guard_wait_ms < 0;
+}
+static int m_unreachable(const redlock_node_result *n) {
+  return n->vote == REDLOCK_VOTE_ERR && unreachable(n->error);
+}
+static int m_error(const redlock_node_result *n) {
+  return n->vote == REDLOCK_VOTE_ERR && answered_error(n->error);
+}
+static int m_other_err(const redlock_node_result *n) {
+  return n->vote == REDLOCK_VOTE_ERR && n->error != REDLOCK_ERESTARTED &&
+         !unreachable(n->error) && !answered_error(n->error);
+}
+static int m_no(const redlock_node_result *n) {
+  return n->vote == REDLOCK_VOTE_NO;
+}
+static int m_none(const redlock_node_result *n) {
+  return n->vote == REDLOCK_VOTE_NONE;
+}
+
+/* The restart guard: how many, how young at most, and when their votes
+ * count again (all of them; and enough of them for a quorum). */
+static void guard_group(out *o, const redlock_result *r, int *first) {
+  int64_t waits[64];
+  int64_t window = 0, wait_max = 0;
+  unsigned i, k = 0, j, need;
+  for (i = 0; i < r->n_nodes; i++) {
+    const redlock_node_result *n = &r->nodes[i];
+    if (!m_guard_timed(n))
+      continue;
+    if (k < sizeof(waits) / sizeof(waits[0]))
+      waits[k] = n->guard_wait_ms;
+    k++;
+    if (n->guard_window_ms > window)
+      window = n->guard_window_ms;
+    if (n->guard_wait_ms > wait_max)
+      wait_max = n->guard_wait_ms;
+  }
+  if (k == 0)
+    return;
+  put(o, "%s%u of %u master%s restarted less than %.1f s ago (restart "
+      "guard): %s votes count again within %.1f s", *first ? "" : "; ", k,
+      r->n_nodes, r->n_nodes == 1 ? "" : "s", (double)window / 1000.0,
+      k == 1 ? "its" : "their", (double)wait_max / 1000.0);
+  *first = 0;
+  /* The quorum needs this many of them (yes votes already count). */
+  need = r->quorum > r->yes ? r->quorum - r->yes : 0;
+  if (need > 0 && need < k && k <= sizeof(waits) / sizeof(waits[0])) {
+    for (i = 1; i < k; i++)   /* insertion sort: k <= 64 */
+      for (j = i; j > 0 && waits[j - 1] > waits[j]; j--) {
+        int64_t t = waits[j];
+        waits[j] = waits[j - 1];
+        waits[j - 1] = t;
+      }
+    put(o, ", enough for a quorum within %.1f s",
+        (double)waits[need - 1] / 1000.0);
+  }
+}
+
+int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
+  out o;
+  int first = 0;
+  o.buf = buf;
+  o.len = len;
+  o.used = 0;
+  if (buf != NULL && len > 0)
+    buf[0] = '\0';
+  if (r == NULL) {
+    put(&o, "no result");
+    return (int)o.used;
+  }
+  switch (r->status) {
+    case 0:
+      put(&o, "ok: %u of %u masters said yes (quorum %u)", r->yes,
+          r->n_nodes, r->quorum);
+      return (int)o.used;
+    case REDLOCK_ETAKEN:
+      put(&o, "held by another owner on %u of %u masters (quorum %u)",
+          r->no, r->n_nodes, r->quorum);
+      break;
+    case REDLOCK_ENOQUORUM:
+      put(&o, "no quorum: %u of %u masters said yes, %u needed", r->yes,
+          r->n_nodes, r->quorum);
+      break;
+    case REDLOCK_EEXPIRED:
+      put(&o, "a quorum said yes but the ttl had run out (the round took "
+          "%.1f ms)", (double)r->elapsed_us / 1000.0);
+      break;
+    case REDLOCK_ETIMEDOUT:
+      put(&o, "gave up at the wait deadline after %u attempt%s; the last: "
+          "%u of %u masters said yes, %u needed", r->attempts,
+          r->attempts == 1 ? "" : "s", r->yes, r->n_nodes, r->quorum);
+      break;
+    case REDLOCK_ENOTHELD:
+      put(&o, "not held: gone or someone else's on %u of %u masters",
+          r->no, r->n_nodes);
+      break;
+    case REDLOCK_ECANCELED:
+      put(&o, "canceled");
+      break;
+    default:
+      put(&o, "%s", redlock_strerror(r->status));
+      break;
+  }
+  /* Then why, per reason. */
+  put(&o, ": ");
+  first = 1;
+  guard_group(&o, r, &first);
+  group(&o, r, "refused by the restart guard", m_guard_other, 1, &first);
+  group(&o, r, "unreachable", m_unreachable, 1, &first);
+  group(&o, r, "answered with an error", m_error, 1, &first);
+  group(&o, r, "failed", m_other_err, 1, &first);
+  if (r->status != REDLOCK_ETAKEN && r->status != REDLOCK_ENOTHELD)
+    group(&o, r, "held by another owner", m_no, 0, &first);
+  group(&o, r, "did not answer before the decision", m_none, 0, &first);
+  if (first) {
+    /* Nothing to add: take the ": " back. */
+    o.used -= 2;
+    if (buf != NULL && o.used < len)
+      buf[o.used] = '\0';
+  }
+  return (int)o.used;
+}
