@@ -1,27 +1,50 @@
 /* redlock: the command-line tool. Like flock(1), across hosts: a Redlock
  * over N Redis masters. Public API only (include/redlock.h).
  *
- *   redlock [GLOBAL] run [--ttl D] [--wait D] [--heal] [--grace D]
- *                        KEY -- CMD [ARGS...]
- *   redlock [GLOBAL] acquire [--ttl D] [--wait D] KEY
+ *   redlock [GLOBAL] run [OPTIONS] KEY [--] CMD [ARGS...]
+ *   redlock [GLOBAL] acquire [OPTIONS] KEY
  *   redlock [GLOBAL] extend [--ttl D] KEY TOKEN
  *   redlock [GLOBAL] release KEY TOKEN
  *   redlock [GLOBAL] status [--token TOKEN] KEY
+ *   redlock help [COMMAND]
  *
- * See usage() for the options and the exit codes. */
+ * Options go before or after the command and its arguments, until "--"
+ * (as GNU getopt_long permutes them); --opt=value works too. See
+ * usage_text and cmd_help for the options and the exit codes; the man page
+ * is tools/redlock.1.
+ *
+ * Decisions worth knowing (docs: README, redlock.1):
+ *  - Credentials never stay visible: a password in --servers is overwritten
+ *    in argv as soon as it is parsed (ps shows '*'), and the child of `run`
+ *    gets no REDLOCK_PASSWORD and no user:password in REDLOCK_SERVERS.
+ *    Files: --password-file / REDLOCK_PASSWORD_FILE (first line).
+ *  - `run` forwards signals, except one the child already got: a signal
+ *    the kernel sent to our process group (Ctrl-C, Ctrl-\, hangup) while
+ *    the child is in that group. SIGTERM to `run` escalates: the child gets
+ *    SIGTERM, then SIGKILL after --grace, the lock is released and run
+ *    exits 143. On Linux the child gets SIGTERM if `run` itself dies
+ *    (PR_SET_PDEATHSIG, set by a small exec helper: run re-executes itself
+ *    as "redlock __exec PPID CMD..." which sets it and execs CMD). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <uv.h>
 
 #include <uv.h>
 
 #include "redlock.h"
 
-/* Exit codes (documented in --help and the README). */
+/* Exit codes (documented in --help, the README and redlock(1)). */
 #define EXIT_OK 0
 #define EXIT_FAIL 1          /* extend/release/status failed */
 #define EXIT_USAGE 64        /* EX_USAGE */
@@ -29,45 +52,39 @@
 #define EXIT_LOST 76         /* run: the lock was lost, child terminated */
 #define EXIT_NOEXEC 127      /* run: the command could not be started */
 
+#define EXEC_HELPER "__exec"
+
+enum { C_RUN = 1, C_ACQUIRE = 2, C_EXTEND = 4, C_RELEASE = 8, C_STATUS = 16,
+       C_ALL = 31 };
+
 static const char usage_text[] =
-    "usage: redlock [GLOBAL OPTIONS] COMMAND [OPTIONS] ARGS\n"
+    "usage: redlock [OPTIONS] COMMAND [OPTIONS] ARGS\n"
     "\n"
     "A distributed lock over N independent Redis masters (Redlock).\n"
     "\n"
-    "Commands:\n"
-    "  run [--ttl D] [--wait D] [--heal] [--fence] [--grace D] KEY -- CMD...\n"
-    "        hold KEY while CMD runs (extended automatically); forward\n"
-    "        SIGINT/SIGTERM/SIGHUP to CMD; exit with CMD's status. If the\n"
-    "        lock is lost, CMD gets SIGTERM, then SIGKILL after the grace\n"
-    "        period (default 10s). CMD sees REDLOCK_KEY and REDLOCK_TOKEN;\n"
-    "        with --fence also REDLOCK_FENCE, a number that strictly\n"
-    "        increases across holders (masters need appendonly).\n"
-    "  acquire [--ttl D] [--wait D] [--fence] KEY\n"
-    "        acquire and print the token (for scripts; not extended)\n"
-    "  run, acquire, extend, release: --also KEY2 (repeatable) locks more\n"
-    "        resources together with KEY, all or none on each master;\n"
-    "        --read / --write take KEY's read-write lock instead (many\n"
-    "        readers or one writer; a waiting writer keeps new readers out)\n"
-    "  run, acquire: --wake waits for the holder's release message instead\n"
-    "        of polling (the retry delay stays as the fallback)\n"
-    "  extend [--ttl D] KEY TOKEN    extend a lock held under TOKEN\n"
-    "  release KEY TOKEN             release a lock held under TOKEN\n"
-    "  status [--token TOKEN] KEY    per master: reachable, latency, held,\n"
-    "        remaining ttl, holder (first 8 characters only; 'mine' when\n"
-    "        it is TOKEN)\n"
+    "Commands (redlock COMMAND --help for each):\n"
+    "  run KEY -- CMD [ARGS...]  hold KEY while CMD runs (like flock)\n"
+    "  acquire KEY               acquire KEY and print its token\n"
+    "  extend KEY TOKEN          extend a lock held under TOKEN\n"
+    "  release KEY TOKEN         release a lock held under TOKEN\n"
+    "  status KEY                show KEY on every master\n"
     "\n"
-    "Global options:\n"
-    "  --servers LIST     comma-separated masters (default $REDLOCK_SERVERS):\n"
+    "Options for every command (before or after it):\n"
+    "  --servers LIST     masters, comma-separated (default $REDLOCK_SERVERS):\n"
     "                     host:port, redis://[user[:pass]@]host[:port][/db],\n"
-    "                     unix:///path\n"
+    "                     rediss://... (TLS), unix:///path\n"
+    "  --password-file F  password for masters without one in their URI\n"
+    "                     (first line of F; also $REDLOCK_PASSWORD_FILE,\n"
+    "                     or $REDLOCK_PASSWORD; user: $REDLOCK_USERNAME)\n"
     "  --json             machine-readable output (one JSON object)\n"
     "  --prefix P         key prefix\n"
     "  --quorum N         votes needed (default N/2+1; only raised)\n"
     "  --timeout D        per-master command timeout (default 50ms)\n"
     "  --connect-timeout D  connect timeout (default 250ms)\n"
     "  --restart-guard D|off  a master younger than D does not count for\n"
-    "                     acquisitions (default: the ttl; also\n"
-    "                     $REDLOCK_RESTART_GUARD)\n"
+    "                     acquisitions (default: the longest ttl in use; also\n"
+    "                     $REDLOCK_RESTART_GUARD); masters with appendonly yes\n"
+    "                     and appendfsync always count at once\n"
     "  --tls-ca FILE      CA bundle for rediss:// masters (default: the\n"
     "                     system store; also $REDLOCK_TLS_CA);\n"
     "                     --tls-ca-dir DIR ($REDLOCK_TLS_CA_DIR)\n"
@@ -80,14 +97,12 @@ static const char usage_text[] =
     "  --tls-insecure     DANGEROUS: no certificate verification at all:\n"
     "                     anyone on the path can pose as the master (tests\n"
     "                     only; also $REDLOCK_TLS_INSECURE=1)\n"
-    "  -h, --help         this text;  --version\n"
+    "  -h, --help         help (for a command: redlock COMMAND --help)\n"
+    "  -V, --version      the version\n"
     "\n"
-    "Durations: 500ms, 10s, 2m, 1h; a bare number is seconds (like\n"
-    "flock -w). --ttl defaults to 30s. --wait: 0 = one attempt; default:\n"
-    "wait forever (run, like flock) or 0 (acquire).\n"
-    "Passwords never need argv: REDLOCK_PASSWORD (and REDLOCK_USERNAME) apply\n"
-    "to masters without credentials, or put URIs with credentials in\n"
-    "REDLOCK_SERVERS.\n"
+    "Durations: 500ms, 10s, 2m, 1h, 1d; a bare number is seconds.\n"
+    "Passwords never need argv: a password given there is hidden from ps\n"
+    "once read, but use --password-file or the environment.\n"
     "\n"
     "Exit codes:\n"
     "  0    ok\n"
@@ -96,6 +111,7 @@ static const char usage_text[] =
     "  75   not acquired (held by another owner, or no quorum within --wait)\n"
     "  76   run: the lock was lost; the command was terminated\n"
     "  127  run: the command could not be started\n"
+    "  143  run: stopped by SIGTERM (the command was killed after --grace)\n"
     "  run otherwise exits with the command's status (128+N if it was\n"
     "  killed by signal N).\n"
     "\n"
@@ -104,10 +120,139 @@ static const char usage_text[] =
     "  redlock run --ttl 30s --wait 5m nightly-backup -- /usr/local/bin/backup\n"
     "  tok=$(redlock acquire --ttl 1m deploy) || exit 1\n"
     "  redlock extend --ttl 1m deploy \"$tok\"; redlock release deploy \"$tok\"\n"
-    "  redlock --json status deploy\n";
+    "  redlock status deploy\n";
+
+static const char help_run[] =
+    "usage: redlock run [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "\n"
+    "Hold KEY while CMD runs, extended automatically, and exit with CMD's\n"
+    "status. CMD sees REDLOCK_KEY and REDLOCK_TOKEN (and REDLOCK_FENCE with\n"
+    "--fence); never the masters' password.\n"
+    "\n"
+    "  --ttl D      lock ttl, extended every ttl/3 (default 30s)\n"
+    "  --wait D     how long to wait for the lock (default: forever; 0: one\n"
+    "               attempt)\n"
+    "  --grace D    after SIGTERM to CMD, SIGKILL it this much later\n"
+    "               (default 10s)\n"
+    "  --heal       extensions re-create the key on masters that lost it\n"
+    "  --fence      REDLOCK_FENCE: a number that strictly increases across\n"
+    "               holders (masters need appendonly)\n"
+    "  --wake       wait for the holder's release message instead of polling\n"
+    "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
+    "  --read, --write  take KEY's read-write lock (many readers or one\n"
+    "               writer)\n"
+    "\n"
+    "Signals: SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGUSR1 and SIGUSR2 are\n"
+    "forwarded to CMD, except when CMD already got it from the terminal\n"
+    "(Ctrl-C reaches the whole foreground process group once). SIGTERM to\n"
+    "run: CMD gets SIGTERM, then SIGKILL after --grace; the lock is\n"
+    "released; exit 143 if CMD had to be killed. While waiting for the lock,\n"
+    "SIGINT/SIGTERM/SIGHUP/SIGQUIT give up: exit 128+N, nothing held.\n"
+    "If the lock is lost: CMD gets SIGTERM, then SIGKILL after --grace; exit\n"
+    "76. If run itself is killed, CMD gets SIGTERM (Linux, PR_SET_PDEATHSIG).\n";
+
+static const char help_acquire[] =
+    "usage: redlock acquire [OPTIONS] KEY\n"
+    "\n"
+    "Acquire KEY and print its token on stdout (one line; with --fence the\n"
+    "fencing number on a second line). The lock is not extended: extend it\n"
+    "or release it with the token.\n"
+    "\n"
+    "  --ttl D      lock ttl (default 30s)\n"
+    "  --wait D     keep trying this long (default 0: one attempt)\n"
+    "  --fence      also print the fencing number (second line)\n"
+    "  --wake       wait for the holder's release message instead of polling\n"
+    "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
+    "  --read, --write  take KEY's read-write lock\n"
+    "\n"
+    "  tok=$(redlock acquire --ttl 1m deploy) || exit 1\n";
+
+static const char help_extend[] =
+    "usage: redlock extend [OPTIONS] KEY TOKEN\n"
+    "\n"
+    "Extend the lock held under TOKEN to --ttl from now (default 30s), only\n"
+    "where the key still holds TOKEN. Prints the new validity in ms (how\n"
+    "long the lock is safe to use). Exit 1 if it is not held any more.\n"
+    "  --also KEY2, --read, --write  as given to acquire\n";
+
+static const char help_release[] =
+    "usage: redlock release [OPTIONS] KEY TOKEN\n"
+    "\n"
+    "Release the lock held under TOKEN on every master (only where the key\n"
+    "holds TOKEN). Prints nothing; exit 1 if nothing of TOKEN was found.\n"
+    "  --also KEY2, --read, --write  as given to acquire\n";
+
+static const char help_status[] =
+    "usage: redlock status [OPTIONS] KEY\n"
+    "\n"
+    "Show KEY on every master: reachable, latency, held, remaining ttl and\n"
+    "holder (its first 8 characters only; 'mine' when it is --token).\n"
+    "  --token TOKEN  mark the masters where TOKEN holds KEY\n";
+
+/* ---- options ------------------------------------------------------------- */
+
+enum {
+  O_SERVERS, O_PASSWORD_FILE, O_JSON, O_PREFIX, O_QUORUM, O_TIMEOUT,
+  O_CONNECT_TIMEOUT, O_RESTART_GUARD, O_TLS_CA, O_TLS_CA_DIR, O_TLS_CERT,
+  O_TLS_KEY, O_TLS_KEY_PASS_FILE, O_TLS_SERVER_NAME, O_TLS_INSECURE,
+  O_HELP, O_VERSION, O_TTL, O_WAIT, O_GRACE, O_HEAL, O_FENCE, O_WAKE,
+  O_ALSO, O_READ, O_WRITE, O_TOKEN
+};
+
+typedef struct optdef {
+  const char *name;   /* without "--" */
+  char shortname;
+  int has_arg;
+  unsigned cmds;      /* where it applies */
+  int id;
+} optdef;
+
+static const optdef options[] = {
+    {"servers", 0, 1, C_ALL, O_SERVERS},
+    {"password-file", 0, 1, C_ALL, O_PASSWORD_FILE},
+    {"json", 0, 0, C_ALL, O_JSON},
+    {"prefix", 0, 1, C_ALL, O_PREFIX},
+    {"quorum", 0, 1, C_ALL, O_QUORUM},
+    {"timeout", 0, 1, C_ALL, O_TIMEOUT},
+    {"connect-timeout", 0, 1, C_ALL, O_CONNECT_TIMEOUT},
+    {"restart-guard", 0, 1, C_ALL, O_RESTART_GUARD},
+    {"tls-ca", 0, 1, C_ALL, O_TLS_CA},
+    {"tls-ca-dir", 0, 1, C_ALL, O_TLS_CA_DIR},
+    {"tls-cert", 0, 1, C_ALL, O_TLS_CERT},
+    {"tls-key", 0, 1, C_ALL, O_TLS_KEY},
+    {"tls-key-pass-file", 0, 1, C_ALL, O_TLS_KEY_PASS_FILE},
+    {"tls-server-name", 0, 1, C_ALL, O_TLS_SERVER_NAME},
+    {"tls-insecure", 0, 0, C_ALL, O_TLS_INSECURE},
+    {"help", 'h', 0, C_ALL, O_HELP},
+    {"version", 'V', 0, C_ALL, O_VERSION},
+    {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND, O_TTL},
+    {"wait", 0, 1, C_RUN | C_ACQUIRE, O_WAIT},
+    {"grace", 0, 1, C_RUN, O_GRACE},
+    {"heal", 0, 0, C_RUN, O_HEAL},
+    {"fence", 0, 0, C_RUN | C_ACQUIRE, O_FENCE},
+    {"wake", 0, 0, C_RUN | C_ACQUIRE, O_WAKE},
+    {"also", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_ALSO},
+    {"read", 0, 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_READ},
+    {"write", 0, 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_WRITE},
+    {"token", 0, 1, C_STATUS, O_TOKEN},
+};
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+static const struct {
+  const char *name;
+  unsigned bit;
+  const char *help;
+} commands[] = {
+    {"run", C_RUN, help_run},         {"acquire", C_ACQUIRE, help_acquire},
+    {"extend", C_EXTEND, help_extend}, {"release", C_RELEASE, help_release},
+    {"status", C_STATUS, help_status},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 static struct {
   const char *servers_arg;
+  char *servers_copy;   /* --servers, before its password was hidden */
+  const char *password_file;
   int json;
   const char *prefix;
   unsigned quorum;
@@ -128,20 +273,44 @@ static struct {
   const char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_key_pass_file;
   const char *tls_server_name;
   int tls_insecure;
-} opt = {NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0, {NULL}, 0,
-         10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+} opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
+         {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+
+static uv_loop_t loop;
+static redlock_client_t *client;
+static redlock_lock_t *lock;
+static const char *key;
+static const char *cmd_name;
+static unsigned cmd_bit;
+static int exit_code = EXIT_FAIL;
+static int finishing;          /* the exit code is decided */
+
+static void usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+
+static void usage_error(const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "redlock: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  if (cmd_name != NULL)
+    fprintf(stderr, "\nTry 'redlock %s --help'.\n", cmd_name);
+  else
+    fprintf(stderr, "\nTry 'redlock --help'.\n");
+  exit(EXIT_USAGE);
+}
 
 /* A secret from a file: its first line, without the newline. NULL if the
  * file cannot be read (a message says why). */
-static char *read_secret(const char *path) {
-  static char buf[1024];
+static char *read_secret(const char *path, char *buf, size_t len) {
   FILE *f = fopen(path, "r");
   size_t n;
   if (f == NULL) {
     fprintf(stderr, "redlock: cannot read %s: %s\n", path, strerror(errno));
     return NULL;
   }
-  n = fread(buf, 1, sizeof(buf) - 1, f);
+  n = fread(buf, 1, len - 1, f);
   fclose(f);
   buf[n] = '\0';
   buf[strcspn(buf, "\r\n")] = '\0';
@@ -156,31 +325,11 @@ static const char *opt_or_env(const char *v, const char *env) {
   return e != NULL && *e != '\0' ? e : NULL;
 }
 
-static uv_loop_t loop;
-static redlock_client_t *client;
-static redlock_lock_t *lock;
-static const char *key;
-static int exit_code = EXIT_FAIL;
-static int finishing;          /* the exit code is decided */
-
-static void usage_error(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2), noreturn));
-
-static void usage_error(const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "redlock: ");
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nTry 'redlock --help'.\n");
-  exit(EXIT_USAGE);
-}
-
-/* "500ms", "10s", "2m", "1h", "1.5s"; a bare number is seconds. */
+/* "500ms", "10s", "2m", "1h", "1d", "1.5s"; a bare number is seconds. */
 static int parse_duration(const char *s, int64_t *out) {
   char *end;
   double v;
-  double mult = 1000;
+  double mult;
   if (s == NULL || *s == '\0')
     return -1;
   errno = 0;
@@ -195,6 +344,8 @@ static int parse_duration(const char *s, int64_t *out) {
     mult = 60000;
   else if (strcmp(end, "h") == 0)
     mult = 3600000;
+  else if (strcmp(end, "d") == 0)
+    mult = 86400000;
   else
     return -1;
   v *= mult;
@@ -207,9 +358,354 @@ static int parse_duration(const char *s, int64_t *out) {
 static int64_t duration_arg(const char *flag, const char *v) {
   int64_t d;
   if (parse_duration(v, &d) != 0)
-    usage_error("bad duration for %s: '%s' (use e.g. 500ms, 10s, 2m)",
-                flag, v ? v : "");
+    usage_error("bad duration for %s: '%s' (use e.g. 500ms, 10s, 2m, 1h, "
+                "1d; at most 24.8 days)", flag, v ? v : "");
   return d;
+}
+
+/* ---- credentials --------------------------------------------------------- */
+
+/* In a server list, the password of each URI: [start, end) offsets of
+ * "pass" in scheme://user:pass@host... Calls fn for each. */
+static void each_password(char *list, void (*fn)(char *p, size_t n)) {
+  char *item = list;
+  while (item != NULL && *item != '\0') {
+    char *next = strchr(item, ',');
+    char *end = next != NULL ? next : item + strlen(item);
+    char *scheme = strstr(item, "://");
+    if (scheme != NULL && scheme < end) {
+      char *auth = scheme + 3;
+      char *slash = auth;
+      char *at = NULL;
+      char *p;
+      while (slash < end && *slash != '/' && *slash != '?')
+        slash++;
+      for (p = auth; p < slash; p++)
+        if (*p == '@')
+          at = p;   /* the last '@': a password may contain one */
+      if (at != NULL) {
+        char *colon = memchr(auth, ':', (size_t)(at - auth));
+        if (colon != NULL)
+          fn(colon + 1, (size_t)(at - colon - 1));
+      }
+    }
+    item = next != NULL ? next + 1 : NULL;
+  }
+}
+
+static void star_out(char *p, size_t n) {
+  memset(p, '*', n);
+}
+
+/* The list without any user[:password]@ (for the child's environment). */
+static char *strip_userinfo(const char *list) {
+  char *out = malloc(strlen(list) + 1);
+  const char *item = list;
+  char *o = out;
+  if (out == NULL)
+    return NULL;
+  while (*item != '\0') {
+    const char *next = strchr(item, ',');
+    const char *end = next != NULL ? next : item + strlen(item);
+    const char *scheme = strstr(item, "://");
+    const char *copy_from = item;
+    if (scheme != NULL && scheme < end) {
+      const char *auth = scheme + 3;
+      const char *slash = auth;
+      const char *at = NULL;
+      const char *p;
+      while (slash < end && *slash != '/' && *slash != '?')
+        slash++;
+      for (p = auth; p < slash; p++)
+        if (*p == '@')
+          at = p;
+      if (at != NULL) {
+        memcpy(o, item, (size_t)(auth - item));
+        o += auth - item;
+        copy_from = at + 1;
+      }
+    }
+    memcpy(o, copy_from, (size_t)(end - copy_from));
+    o += end - copy_from;
+    if (next == NULL)
+      break;
+    *o++ = ',';
+    item = next + 1;
+  }
+  *o = '\0';
+  return out;
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+static const optdef *find_long(const char *name, size_t len) {
+  size_t i;
+  for (i = 0; i < N_OPTIONS; i++)
+    if (strlen(options[i].name) == len &&
+        strncmp(options[i].name, name, len) == 0)
+      return &options[i];
+  return NULL;
+}
+
+static const optdef *find_short(char c) {
+  size_t i;
+  for (i = 0; i < N_OPTIONS; i++)
+    if (options[i].shortname == c)
+      return &options[i];
+  return NULL;
+}
+
+static int find_command(const char *a) {
+  size_t i;
+  for (i = 0; i < N_COMMANDS; i++)
+    if (strcmp(commands[i].name, a) == 0)
+      return (int)i;
+  return -1;
+}
+
+/* The command word: the first argument that is neither an option nor an
+ * option's value. -1 if none; *help_cmd set for "help CMD". */
+static int scan_command(int argc, char **argv, int *at) {
+  int i;
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0)
+      return -1;
+    if (a[0] == '-' && a[1] == '-') {
+      const char *eq = strchr(a + 2, '=');
+      const optdef *o = find_long(a + 2, eq ? (size_t)(eq - a - 2)
+                                            : strlen(a + 2));
+      if (o != NULL && o->has_arg && eq == NULL)
+        i++;
+      continue;
+    }
+    if (a[0] == '-' && a[1] != '\0')
+      continue;
+    *at = i;
+    return find_command(a);
+  }
+  return -1;
+}
+
+static void print_help(int cmd_index) {
+  fputs(cmd_index >= 0 ? commands[cmd_index].help : usage_text, stdout);
+  exit(EXIT_OK);
+}
+
+static void set_option(const optdef *o, const char *v) {
+  const char *flag = o->name;
+  if (cmd_bit != 0 && !(o->cmds & cmd_bit))
+    usage_error("--%s does not apply to %s", flag, cmd_name);
+  switch (o->id) {
+    case O_SERVERS:
+      opt.servers_arg = v;
+      break;
+    case O_PASSWORD_FILE:
+      opt.password_file = v;
+      break;
+    case O_JSON:
+      opt.json = 1;
+      break;
+    case O_PREFIX:
+      opt.prefix = v;
+      break;
+    case O_QUORUM: {
+      char *end;
+      long q = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || q < 1 || q > REDLOCK_MAX_SERVERS)
+        usage_error("bad --quorum '%s' (1..%d)", v, REDLOCK_MAX_SERVERS);
+      opt.quorum = (unsigned)q;
+      break;
+    }
+    case O_TIMEOUT:
+      opt.timeout_ms = (int)duration_arg("--timeout", v);
+      if (opt.timeout_ms == 0)
+        usage_error("--timeout must be > 0");
+      break;
+    case O_CONNECT_TIMEOUT:
+      opt.connect_timeout_ms = (int)duration_arg("--connect-timeout", v);
+      if (opt.connect_timeout_ms == 0)
+        usage_error("--connect-timeout must be > 0");
+      break;
+    case O_RESTART_GUARD:
+      opt.restart_guard = v;
+      break;
+    case O_TLS_CA:
+      opt.tls_ca = v;
+      break;
+    case O_TLS_CA_DIR:
+      opt.tls_ca_dir = v;
+      break;
+    case O_TLS_CERT:
+      opt.tls_cert = v;
+      break;
+    case O_TLS_KEY:
+      opt.tls_key = v;
+      break;
+    case O_TLS_KEY_PASS_FILE:
+      opt.tls_key_pass_file = v;
+      break;
+    case O_TLS_SERVER_NAME:
+      opt.tls_server_name = v;
+      break;
+    case O_TLS_INSECURE:
+      opt.tls_insecure = 1;
+      break;
+    case O_HELP:
+    case O_VERSION:
+      break;   /* handled before */
+    case O_TTL:
+      opt.ttl_ms = duration_arg("--ttl", v);
+      if (opt.ttl_ms <= 0)
+        usage_error("--ttl must be > 0");
+      break;
+    case O_WAIT:
+      opt.wait_ms = duration_arg("--wait", v);
+      opt.wait_given = 1;
+      break;
+    case O_GRACE:
+      opt.grace_ms = duration_arg("--grace", v);
+      break;
+    case O_HEAL:
+      opt.heal = 1;
+      break;
+    case O_FENCE:
+      opt.fence = 1;
+      break;
+    case O_WAKE:
+      opt.wake = 1;
+      break;
+    case O_ALSO:
+      if (opt.n_also == REDLOCK_MAX_RESOURCES - 1)
+        usage_error("too many --also (at most %d)",
+                    REDLOCK_MAX_RESOURCES - 1);
+      if (*v == '\0')
+        usage_error("--also needs a non-empty KEY");
+      opt.also[opt.n_also++] = v;
+      break;
+    case O_READ:
+      opt.rw = 1;
+      break;
+    case O_WRITE:
+      opt.rw = 2;
+      break;
+    case O_TOKEN:
+      opt.token = v;
+      break;
+  }
+}
+
+/* Parses everything; returns the index of the first argument of run's
+ * command (0 for other commands). positional[] gets the others. */
+static int parse_args(int argc, char **argv, const char **positional,
+                      int *n_pos) {
+  int i;
+  int cmd_at = -1;
+  int cmd_index;
+  int seen_cmd = 0;
+  *n_pos = 0;
+
+  cmd_index = scan_command(argc, argv, &cmd_at);
+  /* --help and --version anywhere win (before any other complaint). */
+  for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+      print_help(cmd_index);
+    if (strcmp(argv[i], "-V") == 0 || strcmp(argv[i], "--version") == 0) {
+      printf("redlock %s\n", redlock_version_string());
+      exit(EXIT_OK);
+    }
+    if (cmd_at == i && cmd_index < 0 && strcmp(argv[i], "help") == 0) {
+      int h = i + 1 < argc ? find_command(argv[i + 1]) : -1;
+      if (i + 1 < argc && h < 0)
+        usage_error("no command '%s' (run, acquire, extend, release, "
+                    "status)", argv[i + 1]);
+      print_help(h);
+    }
+  }
+  if (cmd_at < 0)
+    usage_error("no command (run, acquire, extend, release, status)");
+  if (cmd_index < 0)
+    usage_error("unknown command '%s' (run, acquire, extend, release, "
+                "status)", argv[cmd_at]);
+  cmd_name = commands[cmd_index].name;
+  cmd_bit = commands[cmd_index].bit;
+
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (i == cmd_at) {
+      seen_cmd = 1;
+      continue;
+    }
+    if (strcmp(a, "--") == 0) {
+      if (!seen_cmd)
+        usage_error("'--' before the command");
+      i++;
+      /* The rest is positional: run's KEY if not given yet, then its
+       * command; the other commands' KEY and TOKEN. */
+      if (cmd_bit == C_RUN && *n_pos == 0 && i < argc)
+        positional[(*n_pos)++] = argv[i++];
+      if (cmd_bit != C_RUN)
+        for (; i < argc; i++) {
+          if (*n_pos == 2)
+            usage_error("%s: unexpected argument '%s'", cmd_name, argv[i]);
+          positional[(*n_pos)++] = argv[i];
+        }
+      break;
+    }
+    if (a[0] == '-' && a[1] != '\0') {
+      const optdef *o;
+      const char *v = NULL;
+      if (a[1] == '-') {
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        o = find_long(a + 2, len);
+        if (o == NULL)
+          usage_error("unknown option '%.*s'", (int)len + 2, a);
+        if (eq != NULL) {
+          if (!o->has_arg)
+            usage_error("--%s takes no value", o->name);
+          v = eq + 1;
+        }
+      } else {
+        o = a[2] == '\0' ? find_short(a[1]) : NULL;
+        if (o == NULL)
+          usage_error("unknown option '%s'", a);
+      }
+      if (o->has_arg && v == NULL) {
+        if (i + 1 >= argc)
+          usage_error("--%s needs a value", o->name);
+        v = argv[++i];
+      }
+      set_option(o, v);
+      if (o->id == O_SERVERS) {
+        /* Keep a copy for the client; hide passwords from ps now. */
+        free(opt.servers_copy);
+        opt.servers_copy = strdup(v);
+        if (opt.servers_copy == NULL)
+          usage_error("out of memory");
+        opt.servers_arg = opt.servers_copy;
+        each_password(argv[i], star_out);
+      }
+      continue;
+    }
+    if (!seen_cmd)
+      continue;   /* cannot happen: the first positional is the command */
+    if (cmd_bit == C_RUN && *n_pos == 1) {
+      /* run KEY CMD...: the command starts here, options stop. */
+      break;
+    }
+    positional[(*n_pos)++] = a;
+    if (*n_pos > 2)
+      usage_error("%s: unexpected argument '%s'", cmd_name, a);
+  }
+  if (cmd_bit == C_RUN) {
+    if (i >= argc)
+      usage_error("run: expected KEY [--] CMD [ARGS...]");
+    return i;
+  }
+  if (i < argc)
+    usage_error("%s: unexpected argument '%s'", cmd_name, argv[i]);
+  return 0;
 }
 
 /* ---- output -------------------------------------------------------------- */
@@ -255,6 +751,9 @@ static void json_nodes(const redlock_result *r) {
       printf(",\"error\":\"%s\",\"detail\":", redlock_err_name(n->error));
       json_str(n->errstr);
     }
+    if (n->error == REDLOCK_ERESTARTED && n->guard_wait_ms >= 0)
+      printf(",\"guard_wait_ms\":%lld,\"guard_window_ms\":%lld",
+             (long long)n->guard_wait_ms, (long long)n->guard_window_ms);
     putchar('}');
   }
   putchar(']');
@@ -262,11 +761,17 @@ static void json_nodes(const redlock_result *r) {
 
 static void report_result(const char *what, int status,
                           const redlock_result *r) {
+  char why[2048];
+  redlock_result_explain(r, why, sizeof(why));
   if (opt.json) {
     printf("{\"command\":\"%s\",\"key\":", what);
     json_str(key);
     printf(",\"ok\":%s,\"status\":\"%s\"", status == 0 ? "true" : "false",
            redlock_err_name(status));
+    if (status != 0) {
+      printf(",\"reason\":");
+      json_str(why);
+    }
     if (status == 0 && lock != NULL && redlock_lock_is_held(lock)) {
       printf(",\"token\":");
       json_str(redlock_lock_token(lock));
@@ -283,8 +788,7 @@ static void report_result(const char *what, int status,
   }
   if (status != 0) {
     unsigned i;
-    fprintf(stderr, "redlock: %s %s: %s (%u yes, %u no, %u errors)\n", what,
-            key, redlock_strerror(status), r->yes, r->no, r->err);
+    fprintf(stderr, "redlock: %s %s: %s\n", what, key, why);
     for (i = 0; i < r->n_nodes; i++)
       if (r->nodes[i].error != 0)
         fprintf(stderr, "  %s: %s %s\n", r->nodes[i].server,
@@ -300,6 +804,8 @@ static void on_client_closed(redlock_client_t *c, void *arg) {
   client = NULL;
 }
 
+static void close_signals(void);
+
 /* Ends the run with `code` (the first call decides; closing the client
  * cancels what is in flight, whose callbacks then come back here). */
 static void finish(int code) {
@@ -307,6 +813,7 @@ static void finish(int code) {
     return;
   finishing = 1;
   exit_code = code;
+  close_signals();
   if (lock != NULL && redlock_lock_free(lock) == 0)
     lock = NULL;   /* released in the background if held */
   if (client != NULL)
@@ -320,19 +827,21 @@ static void on_acquire_cmd(redlock_lock_t *l, int status,
   (void)arg;
   report_result("acquire", status, r);
   if (status == 0) {
-    if (!opt.json && opt.fence)
-      printf("%s %llu\n", redlock_lock_token(l),
-             (unsigned long long)redlock_lock_fence(l));
-    else if (!opt.json)
+    if (!opt.json) {
+      /* One value a line: tok=$(redlock acquire K) stays the token. */
       printf("%s\n", redlock_lock_token(l));
+      if (opt.fence)
+        printf("%llu\n", (unsigned long long)redlock_lock_fence(l));
+    }
     /* Keep the key: the caller releases it with the token. */
     redlock_lock_detach(l);
     lock = NULL;
     redlock_client_close(client, on_client_closed, NULL);
     exit_code = EXIT_OK;
+    finishing = 1;
     return;
   }
-  finish(EXIT_NOT_ACQUIRED);
+  finish(status == REDLOCK_ECANCELED ? EXIT_FAIL : EXIT_NOT_ACQUIRED);
 }
 
 static void on_extend_cmd(redlock_lock_t *l, int status,
@@ -346,6 +855,7 @@ static void on_extend_cmd(redlock_lock_t *l, int status,
   lock = NULL;
   redlock_client_close(client, on_client_closed, NULL);
   exit_code = status == 0 ? EXIT_OK : EXIT_FAIL;
+  finishing = 1;
 }
 
 static void on_release_cmd(redlock_lock_t *l, int status,
@@ -417,49 +927,143 @@ static void on_status_cmd(redlock_lock_t *l, int status,
   finish(status == 0 ? EXIT_OK : EXIT_FAIL);
 }
 
-/* ---- run ---------------------------------------------------------------- */
+/* ---- run: signals -------------------------------------------------------- */
 
-static uv_process_t child;
-static int child_running;
-static uv_signal_t sig_int, sig_term, sig_hup;
+/* Signals arrive through a pipe (self-pipe): the handler writes what
+ * happened, the loop reads it. SA_SIGINFO tells who sent it. */
+typedef struct sig_event {
+  int signum;
+  int from_kernel;   /* si_code SI_KERNEL: sent to our process group */
+} sig_event;
+
+static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
+                                SIGUSR2};
+#define N_FORWARDED (sizeof(forwarded) / sizeof(forwarded[0]))
+
+static int sig_pipe[2] = {-1, -1};
+static uv_poll_t sig_poll;
 static uv_timer_t grace_timer;
 static int signals_open;
+static uv_process_t child;
+static int child_running;
 static int lost;
+static int term_escalated;     /* SIGKILL after SIGTERM to run */
+static int wait_signal;        /* a signal ended the wait for the lock */
 static char **child_argv;
 
-/* Once: a signal while waiting and the acquisition's callback both end
- * the run. */
+static void on_signal_raw(int signum, siginfo_t *si, void *ctx) {
+  sig_event ev;
+  int saved = errno;
+  (void)ctx;
+  ev.signum = signum;
+  ev.from_kernel = si != NULL && si->si_code == SI_KERNEL;
+  if (write(sig_pipe[1], &ev, sizeof(ev)) < 0) {
+    /* the pipe is full: the same signal is pending already */
+  }
+  errno = saved;
+}
+
 static void close_signals(void) {
+  size_t i;
   if (!signals_open)
     return;
   signals_open = 0;
-  uv_close((uv_handle_t *)&sig_int, NULL);
-  uv_close((uv_handle_t *)&sig_term, NULL);
-  uv_close((uv_handle_t *)&sig_hup, NULL);
+  for (i = 0; i < N_FORWARDED; i++)
+    signal(forwarded[i], SIG_DFL);
+  uv_close((uv_handle_t *)&sig_poll, NULL);
   uv_close((uv_handle_t *)&grace_timer, NULL);
 }
+
+static void on_grace_over(uv_timer_t *t) {
+  (void)t;
+  if (!child_running)
+    return;
+  fprintf(stderr, "redlock: %s still running %lld ms after SIGTERM: "
+          "SIGKILL\n", child_argv[0], (long long)opt.grace_ms);
+  if (!lost)
+    term_escalated = 1;
+  uv_process_kill(&child, SIGKILL);
+}
+
+static void start_grace(void) {
+  if (!uv_is_active((uv_handle_t *)&grace_timer))
+    uv_timer_start(&grace_timer, on_grace_over, (uint64_t)opt.grace_ms, 0);
+}
+
+static void term_child(void) {
+  uv_process_kill(&child, SIGTERM);
+  start_grace();
+}
+
+static void on_signal(const sig_event *ev) {
+  if (!child_running) {
+    /* Still waiting for the lock: give up (nothing stays held). */
+    if (ev->signum == SIGUSR1 || ev->signum == SIGUSR2 || finishing ||
+        wait_signal != 0)
+      return;
+    wait_signal = 128 + ev->signum;
+    if (lock != NULL && redlock_lock_cancel(lock) == 0)
+      return;   /* its callback ends the run */
+    finish(wait_signal);
+    return;
+  }
+  /* The terminal sent it to the whole foreground process group: the
+   * child, in our group, got it too. Anything else (kill PID) only we
+   * got: forward it. */
+  if (!(ev->from_kernel && getpgid(uv_process_get_pid(&child)) == getpgrp()))
+    uv_process_kill(&child, ev->signum);
+  /* SIGTERM to run: the child has --grace to finish, then SIGKILL. */
+  if (ev->signum == SIGTERM)
+    start_grace();
+}
+
+static void on_sig_readable(uv_poll_t *h, int status, int events) {
+  sig_event ev;
+  (void)h;
+  (void)status;
+  (void)events;
+  while (read(sig_pipe[0], &ev, sizeof(ev)) == (ssize_t)sizeof(ev))
+    on_signal(&ev);
+}
+
+static int open_signals(void) {
+  struct sigaction sa;
+  size_t i;
+  if (pipe(sig_pipe) != 0)
+    return -1;
+  for (i = 0; i < 2; i++) {
+    fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+    fcntl(sig_pipe[i], F_SETFL, fcntl(sig_pipe[i], F_GETFL) | O_NONBLOCK);
+  }
+  if (uv_poll_init(&loop, &sig_poll, sig_pipe[0]) != 0)
+    return -1;
+  uv_poll_start(&sig_poll, UV_READABLE, on_sig_readable);
+  uv_timer_init(&loop, &grace_timer);
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_signal_raw;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (i = 0; i < N_FORWARDED; i++)
+    sigaction(forwarded[i], &sa, NULL);
+  signals_open = 1;
+  return 0;
+}
+
+/* ---- run: the child ------------------------------------------------------ */
 
 static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   int code;
   child_running = 0;
   uv_close((uv_handle_t *)p, NULL);
-  close_signals();
   code = sig != 0 ? 128 + sig : (int)status;
   if (lost) {
     fprintf(stderr, "redlock: lock on %s was lost; command terminated\n",
             key);
     code = EXIT_LOST;
+  } else if (term_escalated) {
+    code = 128 + SIGTERM;
   }
   finish(code);   /* releases the lock (auto-extension stops first) */
-}
-
-static void on_grace_over(uv_timer_t *t) {
-  (void)t;
-  if (child_running) {
-    fprintf(stderr, "redlock: command still running after the grace "
-                    "period: SIGKILL\n");
-    uv_process_kill(&child, SIGKILL);
-  }
 }
 
 static void on_lost(redlock_lock_t *l, int reason, void *arg) {
@@ -469,76 +1073,131 @@ static void on_lost(redlock_lock_t *l, int reason, void *arg) {
   fprintf(stderr, "redlock: lock on %s lost (%s): sending SIGTERM\n", key,
           reason == REDLOCK_ENOTHELD ? "a majority says it is not ours"
                                      : "validity ran out");
-  if (child_running) {
-    uv_process_kill(&child, SIGTERM);
-    uv_timer_start(&grace_timer, on_grace_over, (uint64_t)opt.grace_ms, 0);
-  }
+  if (child_running)
+    term_child();
 }
 
-static void on_signal(uv_signal_t *h, int signum) {
-  (void)h;
-  if (child_running) {
-    uv_process_kill(&child, signum);   /* forward; the child decides */
-    return;
+/* The child's environment: ours, without credentials, plus the lock's. */
+static char **child_env(void) {
+  extern char **environ;
+  static char env_key[4096], env_tok[256], env_fence[64];
+  static char *env_servers;
+  char **envp;
+  size_t n = 0, k = 0, i;
+  while (environ[n] != NULL)
+    n++;
+  envp = calloc(n + 4, sizeof(*envp));
+  if (envp == NULL)
+    return NULL;
+  for (i = 0; i < n; i++) {
+    const char *e = environ[i];
+    if (strncmp(e, "REDLOCK_PASSWORD=", 17) == 0 ||
+        strncmp(e, "REDLOCK_KEY=", 12) == 0 ||
+        strncmp(e, "REDLOCK_TOKEN=", 14) == 0 ||
+        strncmp(e, "REDLOCK_FENCE=", 14) == 0)
+      continue;
+    if (strncmp(e, "REDLOCK_SERVERS=", 16) == 0) {
+      char *stripped = strip_userinfo(e + 16);
+      if (stripped == NULL)
+        continue;
+      free(env_servers);
+      env_servers = malloc(strlen(stripped) + 17);
+      if (env_servers == NULL) {
+        free(stripped);
+        continue;
+      }
+      sprintf(env_servers, "REDLOCK_SERVERS=%s", stripped);
+      free(stripped);
+      envp[k++] = env_servers;
+      continue;
+    }
+    envp[k++] = environ[i];
   }
-  /* Still waiting for the lock: give up. */
-  close_signals();
-  finish(128 + signum);
+  snprintf(env_key, sizeof(env_key), "REDLOCK_KEY=%s", key);
+  snprintf(env_tok, sizeof(env_tok), "REDLOCK_TOKEN=%s",
+           redlock_lock_token(lock));
+  envp[k++] = env_key;
+  envp[k++] = env_tok;
+  if (opt.fence) {
+    snprintf(env_fence, sizeof(env_fence), "REDLOCK_FENCE=%llu",
+             (unsigned long long)redlock_lock_fence(lock));
+    envp[k++] = env_fence;
+  }
+  return envp;
 }
 
 static void start_child(void) {
   uv_process_options_t po;
-  static char env_key[4096];
-  static char env_tok[256];
-  static char env_fence[64];
-  extern char **environ;
-  static char **envp;
-  size_t n = 0;
-  size_t i;
+  static uv_stdio_container_t stdio[3];
+  char **envp = child_env();
+  char **args = child_argv;
+  char **helper = NULL;
+  char ppid[24];
+  size_t i, n = 0;
   int rc;
-  while (environ[n] != NULL)
-    n++;
-  envp = calloc(n + 4, sizeof(*envp));
   if (envp == NULL) {
     finish(EXIT_FAIL);
     return;
   }
-  for (i = 0; i < n; i++)
-    envp[i] = environ[i];
-  snprintf(env_key, sizeof(env_key), "REDLOCK_KEY=%s", key);
-  snprintf(env_tok, sizeof(env_tok), "REDLOCK_TOKEN=%s",
-           redlock_lock_token(lock));
-  envp[n] = env_key;
-  envp[n + 1] = env_tok;
-  if (opt.fence) {
-    snprintf(env_fence, sizeof(env_fence), "REDLOCK_FENCE=%llu",
-             (unsigned long long)redlock_lock_fence(lock));
-    envp[n + 2] = env_fence;
-  }
   memset(&po, 0, sizeof(po));
   po.file = child_argv[0];
-  po.args = child_argv;
+#ifdef __linux__
+  /* Through the exec helper, so that the child dies with us. */
+  if (access("/proc/self/exe", X_OK) == 0) {
+    while (child_argv[n] != NULL)
+      n++;
+    helper = calloc(n + 4, sizeof(*helper));
+    if (helper != NULL) {
+      snprintf(ppid, sizeof(ppid), "%ld", (long)getpid());
+      helper[0] = "redlock";
+      helper[1] = EXEC_HELPER;
+      helper[2] = ppid;
+      for (i = 0; i < n; i++)
+        helper[3 + i] = child_argv[i];
+      args = helper;
+      po.file = "/proc/self/exe";
+    }
+  }
+#else
+  (void)ppid;
+  (void)n;
+#endif
+  po.args = args;
   po.env = envp;
   po.exit_cb = on_child_exit;
   po.stdio_count = 3;
-  {
-    static uv_stdio_container_t stdio[3];
-    for (i = 0; i < 3; i++) {
-      stdio[i].flags = UV_INHERIT_FD;
-      stdio[i].data.fd = (int)i;
-    }
-    po.stdio = stdio;
+  for (i = 0; i < 3; i++) {
+    stdio[i].flags = UV_INHERIT_FD;
+    stdio[i].data.fd = (int)i;
   }
+  po.stdio = stdio;
   rc = uv_spawn(&loop, &child, &po);
   free(envp);
+  free(helper);
   if (rc != 0) {
     fprintf(stderr, "redlock: cannot run %s: %s\n", child_argv[0],
             uv_strerror(rc));
-    close_signals();
     finish(EXIT_NOEXEC);
     return;
   }
   child_running = 1;
+}
+
+/* The exec helper: "redlock __exec PPID CMD ARGS...". */
+static int exec_helper(int argc, char **argv) {
+  (void)argc;
+#ifdef __linux__
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
+    fprintf(stderr, "redlock: prctl: %s\n", strerror(errno));
+    return EXIT_NOEXEC;
+  }
+  /* run died before the prctl: never start without the lock. */
+  if ((long)getppid() != strtol(argv[2], NULL, 10))
+    return EXIT_FAIL;
+#endif
+  execvp(argv[3], argv + 3);
+  fprintf(stderr, "redlock: cannot run %s: %s\n", argv[3], strerror(errno));
+  return errno == ENOENT ? EXIT_NOEXEC : 126;
 }
 
 static void on_run_acquired(redlock_lock_t *l, int status,
@@ -546,11 +1205,18 @@ static void on_run_acquired(redlock_lock_t *l, int status,
   (void)l;
   (void)arg;
   if (status != 0) {
-    close_signals();
+    if (wait_signal != 0) {
+      finish(wait_signal);   /* a signal ended the wait */
+      return;
+    }
     if (finishing)
-      return;   /* a signal ended the wait: its exit code stands */
+      return;
     report_result("run", status, r);
     finish(status == REDLOCK_ECANCELED ? EXIT_FAIL : EXIT_NOT_ACQUIRED);
+    return;
+  }
+  if (wait_signal != 0) {
+    finish(wait_signal);   /* granted in the same turn as the signal */
     return;
   }
   start_child();
@@ -560,10 +1226,12 @@ static void on_run_acquired(redlock_lock_t *l, int status,
 
 static int make_client(void) {
   static const char *servers[REDLOCK_MAX_SERVERS];
+  static char password[1024], key_password[1024];
   redlock_client_config cfg;
   const char *list = opt.servers_arg ? opt.servers_arg
                                      : getenv("REDLOCK_SERVERS");
-  char *copy;
+  const char *pf;
+  char *copy, *t, *save = NULL;
   size_t n = 0;
   int rc;
   if (list == NULL || *list == '\0')
@@ -571,11 +1239,24 @@ static int make_client(void) {
   copy = strdup(list);
   if (copy == NULL)
     return EXIT_FAIL;
-  for (char *t = strtok(copy, ","); t != NULL; t = strtok(NULL, ",")) {
+  for (t = strtok_r(copy, ",", &save); t != NULL;
+       t = strtok_r(NULL, ",", &save)) {
+    char *end;
+    while (*t == ' ' || *t == '\t')
+      t++;
+    end = t + strlen(t);
+    while (end > t && (end[-1] == ' ' || end[-1] == '\t'))
+      *--end = '\0';
+    if (*t == '\0')
+      usage_error("empty entry in the server list '%s'", opt.servers_arg
+                                                          ? "--servers"
+                                                          : list);
     if (n == REDLOCK_MAX_SERVERS)
       usage_error("too many servers (at most %d)", REDLOCK_MAX_SERVERS);
     servers[n++] = t;
   }
+  if (n == 0)
+    usage_error("no servers in the list");
   memset(&cfg, 0, sizeof(cfg));
   cfg.servers = servers;
   cfg.n_servers = n;
@@ -603,17 +1284,22 @@ static int make_client(void) {
       opt_or_env(opt.tls_server_name, "REDLOCK_TLS_SERVER_NAME");
   cfg.tls_insecure = opt.tls_insecure ||
                      opt_or_env(NULL, "REDLOCK_TLS_INSECURE") != NULL;
-  {
-    const char *pf = opt_or_env(opt.tls_key_pass_file,
-                                "REDLOCK_TLS_KEY_PASSWORD_FILE");
-    if (pf != NULL) {
-      cfg.tls_key_password = read_secret(pf);
-      if (cfg.tls_key_password == NULL)
-        return EXIT_FAIL;
-    }
+  pf = opt_or_env(opt.tls_key_pass_file, "REDLOCK_TLS_KEY_PASSWORD_FILE");
+  if (pf != NULL) {
+    cfg.tls_key_password = read_secret(pf, key_password,
+                                       sizeof(key_password));
+    if (cfg.tls_key_password == NULL)
+      return EXIT_FAIL;
   }
-  cfg.password = getenv("REDLOCK_PASSWORD");
-  cfg.username = cfg.password ? getenv("REDLOCK_USERNAME") : NULL;
+  pf = opt_or_env(opt.password_file, "REDLOCK_PASSWORD_FILE");
+  if (pf != NULL) {
+    cfg.password = read_secret(pf, password, sizeof(password));
+    if (cfg.password == NULL)
+      return EXIT_FAIL;
+  } else {
+    cfg.password = opt_or_env(NULL, "REDLOCK_PASSWORD");
+  }
+  cfg.username = cfg.password ? opt_or_env(NULL, "REDLOCK_USERNAME") : NULL;
   rc = redlock_client_new(&loop, &cfg, &client);
   if (rc == REDLOCK_EINVAL)
     usage_error("%s", redlock_last_error());
@@ -625,7 +1311,8 @@ static int make_client(void) {
     usage_error("--read/--write do not combine with --also or --fence");
   if (opt.rw != 0) {
     rc = redlock_rwlock_new(client, key, strlen(key),
-                            opt.rw == 2 ? REDLOCK_WRITE : REDLOCK_READ, &lock);
+                            opt.rw == 2 ? REDLOCK_WRITE : REDLOCK_READ,
+                            &lock);
   } else {
     const void *res[REDLOCK_MAX_RESOURCES];
     size_t lens[REDLOCK_MAX_RESOURCES];
@@ -645,15 +1332,15 @@ static int make_client(void) {
   return 0;
 }
 
-static int is_flag(const char *a, const char *name) {
-  return strcmp(a, name) == 0;
-}
-
 int main(int argc, char **argv) {
-  const char *cmd;
-  int i = 1;
+  const char *pos[3];
+  int n_pos;
+  int run_at;
   int rc;
   redlock_acquire_opts ao;
+
+  if (argc >= 4 && strcmp(argv[1], EXEC_HELPER) == 0)
+    return exec_helper(argc, argv);
 
   /* A closed pipe (stdout to `head`, a master's socket) must be an error
    * to handle, never a signal that kills us while a child runs under our
@@ -661,137 +1348,18 @@ int main(int argc, char **argv) {
    * signal dispositions before exec.) */
   signal(SIGPIPE, SIG_IGN);
 
-  /* Global options. */
-  for (; i < argc && argv[i][0] == '-'; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (is_flag(a, "-h") || is_flag(a, "--help")) {
-      fputs(usage_text, stdout);
-      return EXIT_OK;
-    } else if (is_flag(a, "--version")) {
-      printf("redlock %s\n", redlock_version_string());
-      return EXIT_OK;
-    } else if (is_flag(a, "--json")) {
-      opt.json = 1;
-      continue;
-    } else if (is_flag(a, "--tls-insecure")) {
-      opt.tls_insecure = 1;
-      continue;
-    }
-    if (v == NULL)
-      usage_error("%s needs a value", a);
-    if (is_flag(a, "--tls-ca")) {
-      opt.tls_ca = v;
-    } else if (is_flag(a, "--tls-ca-dir")) {
-      opt.tls_ca_dir = v;
-    } else if (is_flag(a, "--tls-cert")) {
-      opt.tls_cert = v;
-    } else if (is_flag(a, "--tls-key")) {
-      opt.tls_key = v;
-    } else if (is_flag(a, "--tls-key-pass-file")) {
-      opt.tls_key_pass_file = v;
-    } else if (is_flag(a, "--tls-server-name")) {
-      opt.tls_server_name = v;
-    } else if (is_flag(a, "--servers")) {
-      opt.servers_arg = v;
-    } else if (is_flag(a, "--prefix")) {
-      opt.prefix = v;
-    } else if (is_flag(a, "--quorum")) {
-      char *end;
-      long q = strtol(v, &end, 10);
-      if (*v == '\0' || *end != '\0' || q < 1 || q > REDLOCK_MAX_SERVERS)
-        usage_error("bad --quorum '%s'", v);
-      opt.quorum = (unsigned)q;
-    } else if (is_flag(a, "--timeout")) {
-      opt.timeout_ms = (int)duration_arg(a, v);
-      if (opt.timeout_ms == 0)
-        usage_error("--timeout must be > 0");
-    } else if (is_flag(a, "--restart-guard")) {
-      opt.restart_guard = v;
-    } else if (is_flag(a, "--connect-timeout")) {
-      opt.connect_timeout_ms = (int)duration_arg(a, v);
-      if (opt.connect_timeout_ms == 0)
-        usage_error("--connect-timeout must be > 0");
-    } else {
-      usage_error("unknown option '%s'", a);
-    }
-    i++;
-  }
-  if (i >= argc)
-    usage_error("no command");
-  cmd = argv[i++];
-  if (!is_flag(cmd, "run") && !is_flag(cmd, "acquire") &&
-      !is_flag(cmd, "extend") && !is_flag(cmd, "release") &&
-      !is_flag(cmd, "status"))
-    usage_error("unknown command '%s'", cmd);
-
-  /* Command options, then positional arguments. */
-  for (; i < argc && argv[i][0] == '-' && !is_flag(argv[i], "--"); i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (is_flag(a, "--heal") && is_flag(cmd, "run")) {
-      opt.heal = 1;
-      continue;
-    }
-    if (is_flag(a, "--fence") &&
-        (is_flag(cmd, "run") || is_flag(cmd, "acquire"))) {
-      opt.fence = 1;
-      continue;
-    }
-    if ((is_flag(a, "--read") || is_flag(a, "--write")) &&
-        !is_flag(cmd, "status")) {
-      opt.rw = is_flag(a, "--read") ? 1 : 2;
-      continue;
-    }
-    if (is_flag(a, "--wake") &&
-        (is_flag(cmd, "run") || is_flag(cmd, "acquire"))) {
-      opt.wake = 1;
-      continue;
-    }
-    if (is_flag(a, "--json")) {
-      opt.json = 1;
-      continue;
-    }
-    if (v == NULL)
-      usage_error("%s needs a value", a);
-    if (is_flag(a, "--ttl") && !is_flag(cmd, "release") &&
-        !is_flag(cmd, "status")) {
-      opt.ttl_ms = duration_arg(a, v);
-      if (opt.ttl_ms <= 0)
-        usage_error("--ttl must be > 0");
-    } else if (is_flag(a, "--wait") &&
-               (is_flag(cmd, "run") || is_flag(cmd, "acquire"))) {
-      opt.wait_ms = duration_arg(a, v);
-      opt.wait_given = 1;
-    } else if (is_flag(a, "--also") && !is_flag(cmd, "status")) {
-      if (opt.n_also == REDLOCK_MAX_RESOURCES - 1)
-        usage_error("too many --also (at most %d)",
-                    REDLOCK_MAX_RESOURCES - 1);
-      if (*v == '\0')
-        usage_error("--also needs a non-empty KEY");
-      opt.also[opt.n_also++] = v;
-    } else if (is_flag(a, "--grace") && is_flag(cmd, "run")) {
-      opt.grace_ms = duration_arg(a, v);
-    } else if (is_flag(a, "--token") && is_flag(cmd, "status")) {
-      opt.token = v;
-    } else {
-      usage_error("unknown option '%s' for %s", a, cmd);
-    }
-    i++;
-  }
-  if (i >= argc || argv[i][0] == '\0')
-    usage_error("%s: missing KEY", cmd);
-  key = argv[i++];
-  if (is_flag(cmd, "run")) {
-    if (i >= argc || !is_flag(argv[i], "--") || i + 1 >= argc)
-      usage_error("run: expected KEY -- CMD [ARGS...]");
-    child_argv = argv + i + 1;
-  } else if (is_flag(cmd, "extend") || is_flag(cmd, "release")) {
-    if (i + 1 != argc)
-      usage_error("%s: expected KEY TOKEN", cmd);
-    opt.token = argv[i];
-  } else if (i != argc) {
-    usage_error("%s: unexpected argument '%s'", cmd, argv[i]);
+  run_at = parse_args(argc, argv, pos, &n_pos);
+  if (n_pos < 1 || pos[0][0] == '\0')
+    usage_error("%s: missing KEY", cmd_name);
+  key = pos[0];
+  if (cmd_bit == C_RUN) {
+    child_argv = argv + run_at;
+  } else if (cmd_bit == C_EXTEND || cmd_bit == C_RELEASE) {
+    if (n_pos != 2)
+      usage_error("%s: expected KEY TOKEN", cmd_name);
+    opt.token = pos[1];
+  } else if (n_pos != 1) {
+    usage_error("%s: unexpected argument '%s'", cmd_name, pos[1]);
   }
 
   if (uv_loop_init(&loop) != 0)
@@ -801,9 +1369,9 @@ int main(int argc, char **argv) {
     return rc;
 
   memset(&ao, 0, sizeof(ao));
-  if (is_flag(cmd, "acquire") || is_flag(cmd, "run")) {
+  if (cmd_bit == C_ACQUIRE || cmd_bit == C_RUN) {
     int64_t wait = opt.wait_ms;
-    if (!opt.wait_given && is_flag(cmd, "acquire"))
+    if (!opt.wait_given && cmd_bit == C_ACQUIRE)
       wait = 0;
     if (wait == 0) {
       ao.wait_ms = -1;                  /* one attempt */
@@ -814,30 +1382,27 @@ int main(int argc, char **argv) {
       ao.retry_count = INT_MAX;         /* forever */
     }
   }
-  if (is_flag(cmd, "run")) {
+  if (cmd_bit == C_RUN) {
     ao.auto_extend = 1;
     ao.heal = opt.heal;
     ao.fence = opt.fence;
     ao.wake = opt.wake;
     ao.on_lost = on_lost;
-    uv_signal_init(&loop, &sig_int);
-    uv_signal_init(&loop, &sig_term);
-    uv_signal_init(&loop, &sig_hup);
-    uv_timer_init(&loop, &grace_timer);
-    signals_open = 1;
-    uv_signal_start(&sig_int, on_signal, SIGINT);
-    uv_signal_start(&sig_term, on_signal, SIGTERM);
-    uv_signal_start(&sig_hup, on_signal, SIGHUP);
+    if (open_signals() != 0) {
+      fprintf(stderr, "redlock: cannot set up signals: %s\n",
+              strerror(errno));
+      return EXIT_FAIL;
+    }
     rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_run_acquired, NULL);
-  } else if (is_flag(cmd, "acquire")) {
+  } else if (cmd_bit == C_ACQUIRE) {
     ao.fence = opt.fence;
     ao.wake = opt.wake;
     rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_acquire_cmd, NULL);
-  } else if (is_flag(cmd, "extend")) {
+  } else if (cmd_bit == C_EXTEND) {
     rc = redlock_lock_adopt(lock, opt.token);
     if (rc == 0)
       rc = redlock_lock_extend(lock, opt.ttl_ms, on_extend_cmd, NULL);
-  } else if (is_flag(cmd, "release")) {
+  } else if (cmd_bit == C_RELEASE) {
     rc = redlock_lock_adopt(lock, opt.token);
     if (rc == 0)
       rc = redlock_lock_release(lock, on_release_cmd, NULL);
@@ -852,5 +1417,10 @@ int main(int argc, char **argv) {
   }
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
+  free(opt.servers_copy);
+  if (sig_pipe[0] >= 0) {
+    close(sig_pipe[0]);
+    close(sig_pipe[1]);
+  }
   return exit_code;
 }
