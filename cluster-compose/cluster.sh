@@ -22,8 +22,11 @@
 # and the proxy commands are refused.
 #
 # State (pids, logs, N, base port) lives in $REDLOCK_CLUSTER_DIR, default
-# ${TMPDIR:-/tmp}/redlock-cluster-$UID. REDLOCK_PERSIST=aof starts masters
-# with appendonly yes + appendfsync always (keys survive kill + restart).
+# ${TMPDIR:-/tmp}/redlock-cluster-$UID. Masters run with appendonly yes +
+# appendfsync always by default (keys survive kill + restart, so the
+# restart guard lets their votes count at once); REDLOCK_PERSIST=none
+# starts them without persistence (a restart loses every key: the guard
+# holds a restarted master's votes for the longest ttl in use).
 # REDLOCK_TLS=1 makes test certificates (tls-certs.sh, in the state dir)
 # and has the masters speak TLS on their client ports (addrs prints
 # rediss:// addresses; give clients the CA: REDLOCK_TLS_CA=$(cluster.sh
@@ -87,7 +90,7 @@ start_one() {
   local i=$1 port persist=() listen
   port=$(mport "$1")
   mkdir -p "$dir/$i"
-  if [ "${PERSIST:-none}" = aof ]; then
+  if [ "${PERSIST:-aof}" = aof ]; then
     persist=(--appendonly yes --appendfsync always)
   else
     persist=(--appendonly no)
@@ -147,7 +150,9 @@ case "$cmd" in
         && die "port $((BASEPORT + i - 1)) is in use"
     done
     mkdir -p "$dir"
-    PERSIST=${REDLOCK_PERSIST:-none}
+    PERSIST=${REDLOCK_PERSIST:-aof}
+    [ "$PERSIST" = aof ] || [ "$PERSIST" = none ] ||
+      die "REDLOCK_PERSIST must be aof or none"
     TLS=0
     if [ -n "${REDLOCK_TLS:-}" ] && [ "${REDLOCK_TLS}" != 0 ]; then
       TLS=1

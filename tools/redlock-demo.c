@@ -295,9 +295,11 @@ int main(int argc, char **argv) {
           n_workers, resource, n_servers,
           redlock_client_quorum(workers[0].client), seconds, hold_ms);
   fprintf(stderr,
-          "[demo] the masters were just started: the restart guard keeps "
-          "their votes from counting for one ttl (%lld ms), so the first "
-          "grants come after that\n", (long long)ttl_ms);
+          "[demo] the masters were just started: with appendonly yes and "
+          "appendfsync always (cluster.sh's default) they lose no key in a "
+          "restart and their votes count at once; without persistence the "
+          "restart guard holds their votes for one ttl (%lld ms)\n",
+          (long long)ttl_ms);
   uv_timer_init(&loop, &stop_timer);
   uv_timer_init(&loop, &kill_timer);
   uv_timer_start(&stop_timer, on_stop, (uint64_t)seconds * 1000, 0);
