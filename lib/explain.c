@@ -194,7 +194,10 @@ int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
   group(&o, r, "failed", m_other_err, 1, &first);
   if (r->status != REDLOCK_ETAKEN && r->status != REDLOCK_ENOTHELD)
     group(&o, r, "held by another owner", m_no, 0, &first);
-  group(&o, r, "did not answer before the decision", m_none, 0, &first);
+  /* A refusal is decided by the others' votes: who had not answered yet
+   * says nothing. */
+  if (r->status != REDLOCK_ETAKEN)
+    group(&o, r, "did not answer before the decision", m_none, 0, &first);
   if (first) {
     /* Nothing to add: take the ": " back. */
     o.used -= 2;

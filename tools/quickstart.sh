@@ -139,6 +139,7 @@ case "$cmd" in
     run_suite build valgrind --setup valgrind --suite redis
     run_suite build slow --suite slow
     run_suite build install --suite install
+    run_suite build readme --suite readme
     if echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
        clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
       CC=clang build build-fuzz -Dfuzz=true

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""check-readme.py SRCDIR BUILDDIR: every C and shell example of README.md,
+compiled and run, so that the documentation cannot rot (issue 11, item 7).
+
+Blocks, by their fence:
+  ```c        with main(): compiled against the build's library and run
+              against the demo's masters (exit 0 wanted);
+              without main(): a fragment, compiled at file scope after the
+              includes and an on_acquired declaration (its README comment
+              says so: <!-- readme-test: fragment ... -->)
+  ```sh       run with bash -e from the source root, `redlock` on PATH
+  ```console  a session: the `$ ` lines run in one shell, their output is
+              compared with the README's, line by line, with numbers and
+              hex tokens taken out
+A block preceded by <!-- readme-test: skip: WHY --> is listed, not run;
+```text and unlabelled blocks are output or pseudo-code, not examples.
+
+The demo's masters: cluster-compose/cluster.sh up 5 7101 (appendonly +
+appendfsync always, the default), in a private state dir, stopped at the
+end whatever happens. Ports 7101-7105 and 7200-7205 must be free (the
+examples name them); the test fails clearly if they are not. Blocks that
+start a cluster of their own get another private state dir.
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+SRC = os.path.abspath(sys.argv[1])
+BUILD = os.path.abspath(sys.argv[2])
+CC = os.environ.get("CC", "cc")
+
+PRELUDE = """#include <stdio.h>
+#include <string.h>
+
+#include <uv.h>
+#include <redlock.h>
+
+void on_acquired(redlock_lock_t *lock, int status, const redlock_result *res,
+                 void *arg);
+"""
+
+failures = []
+
+
+def fail(what, detail):
+    failures.append(what)
+    print(f"FAIL {what}\n{detail}", file=sys.stderr)
+
+
+def blocks(text):
+    """(line, lang, body, directive) for each fenced block."""
+    lines = text.split("\n")
+    out = []
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^```(\w*)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        lang, start = m.group(1), i
+        j = i + 1
+        while j < len(lines) and not lines[j].startswith("```"):
+            j += 1
+        body = "\n".join(lines[i + 1:j]) + "\n"
+        # The directive: an HTML comment ending on the line before.
+        directive = ""
+        k = i - 1
+        if k >= 0 and lines[k].rstrip().endswith("-->"):
+            while k >= 0 and "<!--" not in lines[k]:
+                k -= 1
+            comment = " ".join(lines[k:i])
+            m2 = re.search(r"<!--\s*readme-test:\s*(.*?)\s*-->", comment)
+            if m2:
+                directive = m2.group(1)
+        out.append((start + 1, lang, body, directive))
+        i = j + 1
+    return out
+
+
+def port_busy(port):
+    s = socket.socket()
+    s.settimeout(0.2)
+    try:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+    finally:
+        s.close()
+
+
+def norm(line):
+    line = re.sub(r"\b[0-9a-f]{8,}\b", "H", line)
+    line = re.sub(r"\d+", "N", line)
+    return " ".join(line.split())
+
+
+def run(cmd, env, timeout, cwd=SRC, stdin=None):
+    return subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          input=stdin, text=True)
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="redlock-readme.")
+    main_dir = os.path.join(work, "cluster-main")
+    other_dir = os.path.join(work, "cluster-other")
+    cluster = os.path.join(SRC, "cluster-compose", "cluster.sh")
+    env = dict(os.environ)
+    env["PATH"] = os.path.join(BUILD, "tools") + os.pathsep + env["PATH"]
+    env["REDLOCK_FAULTPROXY"] = os.path.join(BUILD, "tools",
+                                             "redlock-faultproxy")
+    for k in list(env):
+        if k.startswith("REDLOCK_") and k != "REDLOCK_FAULTPROXY":
+            del env[k]
+    text = open(os.path.join(SRC, "README.md")).read()
+    busy = [p for p in list(range(7101, 7106)) + list(range(7200, 7206))
+            if port_busy(p)]
+    if busy:
+        print(f"check-readme: ports {busy} are in use: the README's "
+              "examples use the demo's ports 7101-7105; stop what holds "
+              "them (cluster-compose/cluster.sh down)", file=sys.stderr)
+        return 1
+    up = dict(env, REDLOCK_CLUSTER_DIR=main_dir)
+    r = run(["bash", cluster, "up", "5", "7101"], up, 60)
+    if r.returncode != 0:
+        print(r.stdout, file=sys.stderr)
+        return 1
+    ran = compiled = skipped = 0
+    try:
+        env["REDLOCK_CLUSTER_DIR"] = other_dir
+        libdir = os.path.join(BUILD, "lib")
+        uv = subprocess.run(["pkg-config", "--cflags", "--libs", "libuv"],
+                            capture_output=True, text=True,
+                            check=True).stdout.split()
+        flags = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                 "-Werror", "-I", os.path.join(SRC, "include")]
+        for n, (line, lang, body, directive) in enumerate(blocks(text)):
+            what = f"README.md:{line} ({lang or 'plain'})"
+            if lang not in ("c", "sh", "console"):
+                continue
+            if directive.startswith("skip"):
+                print(f"skip {what}: {directive[4:].lstrip(': ')}")
+                skipped += 1
+                continue
+            if lang == "c":
+                src = os.path.join(work, f"ex{n}.c")
+                if re.search(r"\bint main\s*\(", body):
+                    open(src, "w").write(body)
+                    exe = os.path.join(work, f"ex{n}")
+                    r = run([CC] + flags + [src, "-o", exe,
+                             os.path.join(libdir, "libredlock.so"),
+                             "-Wl,-rpath," + libdir] + uv, env, 120)
+                    if r.returncode != 0:
+                        fail(what + ": does not compile", r.stdout)
+                        continue
+                    r = run([exe], env, 60)
+                    if r.returncode != 0:
+                        fail(what + f": exit {r.returncode}", r.stdout)
+                        continue
+                    print(f"ran {what}: {r.stdout.strip().splitlines()[-1]}")
+                    ran += 1
+                else:
+                    if "fragment" not in directive:
+                        fail(what, "a C block without main() must say "
+                             "<!-- readme-test: fragment ... -->")
+                        continue
+                    open(src, "w").write(PRELUDE + body)
+                    r = run([CC] + flags + ["-Wno-unused-function", "-c",
+                             src, "-o", src + ".o"] +
+                            [f for f in uv if f.startswith("-I")], env, 60)
+                    if r.returncode != 0:
+                        fail(what + ": fragment does not compile", r.stdout)
+                        continue
+                    print(f"compiled {what} (fragment)")
+                    compiled += 1
+            elif lang == "sh":
+                r = run(["bash", "-e", "-o", "pipefail"], env, 120,
+                        stdin=body)
+                if r.returncode != 0:
+                    fail(what + f": exit {r.returncode}", r.stdout)
+                    continue
+                print(f"ran {what}")
+                ran += 1
+            else:
+                ran += console(what, body, env, work, n)
+    finally:
+        run(["bash", cluster, "down"], dict(env, REDLOCK_CLUSTER_DIR=other_dir),
+            60)
+        run(["bash", cluster, "down"], up, 60)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"README examples: {ran} run, {compiled} fragments compiled, "
+          f"{skipped} skipped, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+def console(what, body, env, work, n):
+    """Replays a `$ ` session and compares its output."""
+    cmds, expected = [], []
+    for line in body.rstrip("\n").split("\n"):
+        if line.startswith("$ "):
+            cmds.append(line[2:])
+            expected.append([])
+        elif cmds:
+            expected[-1].append(line)
+    script = "exec 2>&1\n"
+    for i, c in enumerate(cmds):
+        script += f"echo '@@{i}@@'\n{c}\n"
+    r = run(["bash"], env, 120, stdin=script)
+    got = re.split(r"^@@\d+@@\n", r.stdout, flags=re.M)[1:]
+    if len(got) != len(cmds):
+        fail(what, f"the session stopped early:\n{r.stdout}")
+        return 0
+    for c, want, out in zip(cmds, expected, got):
+        have = out.rstrip("\n").split("\n") if out.strip() else []
+        w = [norm(x) for x in want if x.strip() != "..."]
+        h = [norm(x) for x in have]
+        if "..." in [x.strip() for x in want]:
+            h = h[:len(w)]
+        if w != h:
+            fail(what, f"$ {c}\nREADME:\n  " + "\n  ".join(want) +
+                 "\ngot:\n  " + "\n  ".join(have))
+            return 0
+    print(f"replayed {what}: {len(cmds)} commands")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
