@@ -149,7 +149,87 @@ static void test_codec(void) {
   redlock__buf_free(&b);
 }
 
+/* redlock_result_explain: the wording per reason, and snprintf's
+ * contract for the buffer. */
+static void node(redlock_node_result *n, const char *server,
+                 redlock_vote_t vote, int error, const char *errstr,
+                 int64_t wait, int64_t window) {
+  memset(n, 0, sizeof(*n));
+  n->server = server;
+  n->vote = vote;
+  n->error = error;
+  n->errstr = errstr;
+  n->holder = "";
+  n->guard_wait_ms = wait;
+  n->guard_window_ms = window;
+}
+
+static void test_explain(void) {
+  redlock_node_result n[5];
+  redlock_result r;
+  char buf[1024], small[16];
+  int len;
+  memset(&r, 0, sizeof(r));
+  r.nodes = n;
+  r.n_nodes = 5;
+  r.quorum = 3;
+  /* Fresh masters: three guarded (waits 8300, 5100, 9000 of 10000), one
+   * unreachable, one yes. */
+  node(&n[0], "a:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "g", 8300, 10000);
+  node(&n[1], "b:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "g", 5100, 10000);
+  node(&n[2], "c:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "g", 9000, 10000);
+  node(&n[3], "d:1", REDLOCK_VOTE_ERR, REDLOCK_EIO, "connection refused", -1,
+       -1);
+  node(&n[4], "e:1", REDLOCK_VOTE_YES, 0, "", -1, -1);
+  r.status = REDLOCK_ENOQUORUM;
+  r.yes = 1;
+  r.err = 4;
+  len = redlock_result_explain(&r, buf, sizeof(buf));
+  ASSERT_EQ(len, (int)strlen(buf));
+  ASSERT_STR_EQ(buf, "no quorum: 1 of 5 masters said yes, 3 needed: 3 of 5 "
+                "masters restarted less than 10.0 s ago (restart guard): "
+                "their votes count again within 9.0 s, enough for a quorum "
+                "within 8.3 s; 1 of 5 masters unreachable (d:1: connection "
+                "refused)");
+  /* snprintf's contract: the full length, a cut and terminated text. */
+  ASSERT_EQ(redlock_result_explain(&r, small, sizeof(small)), len);
+  ASSERT_EQ(strlen(small), sizeof(small) - 1);
+  ASSERT_EQ(redlock_result_explain(&r, NULL, 0), len);
+  /* Held by another owner: the count, no noise about late answers. */
+  node(&n[0], "a:1", REDLOCK_VOTE_NO, 0, "", -1, -1);
+  node(&n[1], "b:1", REDLOCK_VOTE_NO, 0, "", -1, -1);
+  node(&n[2], "c:1", REDLOCK_VOTE_NO, 0, "", -1, -1);
+  node(&n[3], "d:1", REDLOCK_VOTE_NONE, 0, "", -1, -1);
+  node(&n[4], "e:1", REDLOCK_VOTE_NONE, 0, "", -1, -1);
+  r.status = REDLOCK_ETAKEN;
+  r.yes = 0;
+  r.no = 3;
+  r.err = 0;
+  redlock_result_explain(&r, buf, sizeof(buf));
+  ASSERT_STR_EQ(buf, "held by another owner on 3 of 5 masters (quorum 3)");
+  /* More than three in a group: named up to three. */
+  for (len = 0; len < 5; len++)
+    node(&n[len], "m:1", REDLOCK_VOTE_ERR, REDLOCK_ETIMEDOUT, "timed out",
+         -1, -1);
+  r.status = REDLOCK_ETIMEDOUT;
+  r.attempts = 4;
+  r.no = 0;
+  r.err = 5;
+  redlock_result_explain(&r, buf, sizeof(buf));
+  ASSERT_STR_EQ(buf, "gave up at the wait deadline after 4 attempts; the "
+                "last: 0 of 5 masters said yes, 3 needed: 5 of 5 masters "
+                "unreachable (m:1: timed out, m:1: timed out, m:1: timed "
+                "out, ...)");
+  r.status = 0;
+  r.yes = 3;
+  redlock_result_explain(&r, buf, sizeof(buf));
+  ASSERT_STR_EQ(buf, "ok: 3 of 5 masters said yes (quorum 3)");
+  redlock_result_explain(NULL, buf, sizeof(buf));
+  ASSERT_STR_EQ(buf, "no result");
+}
+
 int main(void) {
+  test_explain();
   test_guard_math();
   test_codec();
   test_validity();
