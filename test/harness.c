@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -834,4 +835,77 @@ int harness_send_nowait(const harness_server *s, int argc,
 void harness_close_fd(int fd) {
   if (fd >= 0)
     close(fd);
+}
+
+/* ---- processes ----------------------------------------------------------- */
+
+extern char **environ;
+
+int harness_spawn(const char *exe, char *const *argv, const char *out,
+                  const char *err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  sigset_t def, none;
+  pid_t pid;
+  int rc;
+  if (posix_spawn_file_actions_init(&fa) != 0 ||
+      posix_spawnattr_init(&at) != 0)
+    TEST_FAIL("posix_spawn setup");
+  if (out != NULL)
+    posix_spawn_file_actions_addopen(&fa, 1, out,
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (err != NULL)
+    posix_spawn_file_actions_addopen(&fa, 2, err,
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  sigemptyset(&def);
+  sigaddset(&def, SIGINT);
+  sigaddset(&def, SIGTERM);
+  sigaddset(&def, SIGHUP);
+  sigaddset(&def, SIGQUIT);
+  sigaddset(&def, SIGPIPE);
+  sigemptyset(&none);
+  posix_spawnattr_setsigdefault(&at, &def);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF |
+                                    POSIX_SPAWN_SETSIGMASK);
+  rc = posix_spawn(&pid, exe, &fa, &at, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  if (rc != 0)
+    TEST_FAIL("posix_spawn %s: %s", exe, strerror(rc));
+  return (int)pid;
+}
+
+int harness_spawn_sh(const char *cmd) {
+  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+  return harness_spawn("/bin/sh", argv, NULL, NULL);
+}
+
+int harness_wait_exit(int pid, uint64_t timeout_ms) {
+  uint64_t end = harness_now_ms() + timeout_ms;
+  int st;
+  for (;;) {
+    pid_t r = waitpid((pid_t)pid, &st, WNOHANG);
+    if (r == (pid_t)pid)
+      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (harness_now_ms() > end) {
+      kill((pid_t)pid, SIGKILL);
+      waitpid((pid_t)pid, &st, 0);
+      fprintf(stderr, "harness: pid %d did not exit within %llu ms: "
+              "killed\n", pid, (unsigned long long)timeout_ms);
+      return -1;
+    }
+    pause_ms(2);
+  }
+}
+
+void harness_read_file(const char *path, char *buf, size_t len) {
+  FILE *f = fopen(path, "r");
+  size_t n;
+  buf[0] = '\0';
+  if (f == NULL)
+    return;
+  n = fread(buf, 1, len - 1, f);
+  buf[n] = '\0';
+  fclose(f);
 }

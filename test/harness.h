@@ -168,6 +168,22 @@ int harness_wait_for(int (*cond)(void *arg), void *arg, uint64_t timeout_ms);
 
 #endif
 
+/* ---- processes: the CLI and shells ---------------------------------------- */
+
+/* `/bin/sh -c cmd` in the background (inherits stdio); aborts on failure. */
+int harness_spawn_sh(const char *cmd);
+/* exe with argv (argv[0] as given), stdout and stderr to files (truncated;
+ * NULL: inherited), SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGPIPE at their default
+ * and no signal blocked, whatever this process does with them. */
+int harness_spawn(const char *exe, char *const *argv, const char *out,
+                  const char *err);
+/* The exit status of pid (128+N if killed by signal N), waiting at most
+ * timeout_ms (bounded polling); on timeout the process is killed with
+ * SIGKILL and -1 is returned. */
+int harness_wait_exit(int pid, uint64_t timeout_ms);
+/* The file's content (NUL-terminated, cut at len - 1); "" if unreadable. */
+void harness_read_file(const char *path, char *buf, size_t len);
+
 /* ---- the fault proxy (tools/redlock-faultproxy) ------------------------- */
 
 typedef struct harness_proxy {

@@ -15,32 +15,6 @@
 
 extern char **environ;
 
-static pid_t spawn_sh(const char *cmd) {
-  pid_t pid;
-  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
-  if (posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) != 0)
-    TEST_FAIL("spawn %s", cmd);
-  return pid;
-}
-
-/* Exit status of pid, waiting at most timeout_ms (bounded polling). */
-static int wait_exit(pid_t pid, uint64_t timeout_ms) {
-  uint64_t end = harness_now_ms() + timeout_ms;
-  int st;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid)
-      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (harness_now_ms() > end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      TEST_FAIL("command did not finish within %llu ms",
-                (unsigned long long)timeout_ms);
-    }
-    uv_sleep(2);
-  }
-}
-
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int sh(const char *fmt, ...) {
@@ -49,18 +23,7 @@ static int sh(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(cmd, sizeof(cmd), fmt, ap);
   va_end(ap);
-  return wait_exit(spawn_sh(cmd), 20000);
-}
-
-static void read_file(const char *path, char *buf, size_t len) {
-  FILE *f = fopen(path, "r");
-  size_t n = 0;
-  buf[0] = '\0';
-  if (f == NULL)
-    return;
-  n = fread(buf, 1, len - 1, f);
-  buf[n] = '\0';
-  fclose(f);
+  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
 }
 
 int main(int argc, char **argv) {
@@ -91,12 +54,12 @@ int main(int argc, char **argv) {
 
   rc = sh("%s --servers redis://127.0.0.1:%d/99 acquire --ttl 30s hs-cli "
           "> %s 2> %s", cli, srv[0].port, out, err);
-  read_file(out, buf, sizeof(buf));
+  harness_read_file(out, buf, sizeof(buf));
   fprintf(stderr, "exit %d, stdout \"%s\"\n", rc, buf);
   ASSERT_EQ(rc, 75);
   ASSERT_STR_EQ(buf, "");                     /* no token printed */
   ASSERT_EQ(harness_dbsize(&srv[0]), 0);      /* nothing in db 0 */
-  read_file(err, buf, sizeof(buf));
+  harness_read_file(err, buf, sizeof(buf));
   fprintf(stderr, "stderr: %s", buf);
   ASSERT_NOT_NULL(strstr(buf, "DB index is out of range"));
 

@@ -32,51 +32,10 @@ extern char **environ;
 static const char *cli;
 static char tmpdir[200];
 
-static void read_file(const char *path, char *buf, size_t len) {
-  FILE *f = fopen(path, "r");
-  size_t n = 0;
-  buf[0] = '\0';
-  if (f == NULL)
-    return;
-  n = fread(buf, 1, len - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-}
-
-/* Starts the CLI with argv (argv[0] is replaced by the CLI path), stdout
- * and stderr to files, SIGINT/SIGTERM/SIGHUP/SIGPIPE at their defaults
- * and no signal blocked, whatever this process does with them. */
+/* The CLI with argv (argv[0] replaced), stdout/stderr to files. */
 static pid_t spawn_cli(char **argv, const char *out, const char *err) {
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  sigset_t def, none;
-  pid_t pid;
-  int rc;
   argv[0] = (char *)cli;
-  ASSERT_EQ(posix_spawn_file_actions_init(&fa), 0);
-  ASSERT_EQ(posix_spawn_file_actions_addopen(&fa, 1, out,
-                                             O_WRONLY | O_CREAT | O_TRUNC,
-                                             0644), 0);
-  ASSERT_EQ(posix_spawn_file_actions_addopen(&fa, 2, err,
-                                             O_WRONLY | O_CREAT | O_TRUNC,
-                                             0644), 0);
-  ASSERT_EQ(posix_spawnattr_init(&at), 0);
-  sigemptyset(&def);
-  sigaddset(&def, SIGINT);
-  sigaddset(&def, SIGTERM);
-  sigaddset(&def, SIGHUP);
-  sigaddset(&def, SIGPIPE);
-  sigemptyset(&none);
-  ASSERT_EQ(posix_spawnattr_setsigdefault(&at, &def), 0);
-  ASSERT_EQ(posix_spawnattr_setsigmask(&at, &none), 0);
-  ASSERT_EQ(posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF |
-                                              POSIX_SPAWN_SETSIGMASK), 0);
-  rc = posix_spawn(&pid, cli, &fa, &at, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  if (rc != 0)
-    TEST_FAIL("posix_spawn %s: %s", cli, strerror(rc));
-  return pid;
+  return (pid_t)harness_spawn(cli, argv, out, err);
 }
 
 /* Raw wait status of pid, waiting at most timeout_ms (bounded polling);
@@ -149,7 +108,7 @@ static void check_only_first_owner(const harness_server *srv,
     int64_t n = harness_dbsize(&srv[i]);
     int got = harness_get(&srv[i], KEY, val, sizeof(val));
     if (got != 1 || strcmp(val, tok) != 0 || n != 1) {
-      read_file(errfile, err, sizeof(err));
+      harness_read_file(errfile, err, sizeof(err));
       TEST_FAIL("master %d: %s = %s, %lld keys; wanted the first owner's "
                 "token and 1 key\n--- redlock stderr ---\n%s", i, KEY,
                 got == 1 ? val : "(none)", (long long)n, err);
@@ -205,7 +164,7 @@ static int interrupt_waiting_run(const harness_server *srv,
       break;
     if (waitpid(pid, &st, WNOHANG) == pid) {
       describe(st, how, sizeof(how));
-      read_file(errf, err, sizeof(err));
+      harness_read_file(errf, err, sizeof(err));
       TEST_FAIL("run ended before it was signalled (%s)\n%s", how, err);
     }
     if (harness_now_ms() - t0 > 10000) {
@@ -225,7 +184,7 @@ static int interrupt_waiting_run(const harness_server *srv,
   /* The run never held the lock and left nothing behind. */
   check_only_first_owner(srv, tok, errf);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 128 + sig) {
-    read_file(errf, err, sizeof(err));
+    harness_read_file(errf, err, sizeof(err));
     fprintf(stderr, "%s:%d: run%s interrupted by %s while waiting: %s, "
             "wanted exit status %d\n--- redlock stderr ---\n%s\n",
             __FILE__, __LINE__, wake ? " --wake" : "", strsignal(sig), how,
@@ -282,7 +241,7 @@ int main(int argc, char **argv) {
   describe(st, how, sizeof(how));
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
     TEST_FAIL("redlock acquire: %s", how);
-  read_file(out, tok, sizeof(tok));
+  harness_read_file(out, tok, sizeof(tok));
   tok[strcspn(tok, "\n")] = '\0';
   ASSERT_GE(strlen(tok), 32);
   check_only_first_owner(srv, tok, errf);

@@ -446,17 +446,6 @@ static void cli_cleanup(void) {
     TEST_FAIL(__VA_ARGS__);                                                 \
   } while (0)
 
-static void read_file(const char *path, char *buf, size_t len) {
-  FILE *fp = fopen(path, "r");
-  size_t n = 0;
-  buf[0] = '\0';
-  if (fp == NULL)
-    return;
-  n = fread(buf, 1, len - 1, fp);
-  buf[n] = '\0';
-  fclose(fp);
-}
-
 static void describe(int st, char *buf, size_t len) {
   if (WIFEXITED(st))
     snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
@@ -565,14 +554,14 @@ static int cli_part(harness_server *srv) {
     fake_pump(&f);
     if (cli_exited(&st)) {
       describe(st, how, sizeof(how));
-      read_file(errf, err, sizeof(err));
+      harness_read_file(errf, err, sizeof(err));
       CLI_FAIL("redlock run ended early: %s\n%s", how, err);
     }
     if (harness_now_ms() - t0 > 20000)
       CLI_FAIL("redlock run did not start its command within 20 s");
     uv_sleep(2);
   }
-  read_file(started, info, sizeof(info));
+  harness_read_file(started, info, sizeof(info));
   if (sscanf(info, "%ld %95s", &child, tok) != 2)
     CLI_FAIL("bad started file: %s", info);
   cmd_pid = (pid_t)child;
@@ -604,7 +593,7 @@ static int cli_part(harness_server *srv) {
   while (!fake_has_new_connection(&f)) {
     if (cli_exited(&st)) {
       describe(st, how, sizeof(how));
-      read_file(errf, err, sizeof(err));
+      harness_read_file(errf, err, sizeof(err));
       fprintf(stderr, "%s:%d: redlock run %s after the master reset its "
               "connection; its command (pid %ld) %s\n"
               "--- redlock stderr ---\n%s\n", __FILE__, __LINE__, how,
@@ -639,7 +628,7 @@ static int cli_part(harness_server *srv) {
   describe(st, how, sizeof(how));
   fprintf(stderr, "cli: redlock run %s\n", how);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    read_file(errf, err, sizeof(err));
+    harness_read_file(errf, err, sizeof(err));
     TEST_FAIL("redlock run: %s, wanted exit status 0\n%s", how, err);
   }
   for (i = 0; i < 2; i++)

@@ -75,36 +75,8 @@ static int sigint_child(const char *logpath, const char *stop) {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static void read_file(const char *path, char *buf, size_t len) {
-  FILE *f = fopen(path, "r");
-  size_t n = 0;
-  buf[0] = '\0';
-  if (f == NULL)
-    return;
-  n = fread(buf, 1, len - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-}
-
 static void path_of(char *buf, size_t len, const char *name) {
   snprintf(buf, len, "%s/%s", tmpdir, name);
-}
-
-/* Exit status of pid, waiting at most timeout_ms (bounded polling). */
-static int wait_exit(pid_t pid, uint64_t timeout_ms) {
-  uint64_t end = harness_now_ms() + timeout_ms;
-  int st;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid)
-      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (harness_now_ms() > end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return -1;
-    }
-    uv_sleep(2);
-  }
 }
 
 static void wait_file(const char *path, uint64_t timeout_ms,
@@ -122,33 +94,17 @@ static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int sh(const char *fmt, ...) {
   char cmd[4096];
-  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
   va_list ap;
-  pid_t pid;
   va_start(ap, fmt);
   vsnprintf(cmd, sizeof(cmd), fmt, ap);
   va_end(ap);
-  if (posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) != 0)
-    TEST_FAIL("spawn %s", cmd);
-  return wait_exit(pid, 20000);
+  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
 }
 
 /* The CLI with argv (argv[0] replaced), stdout/stderr to files. */
 static pid_t spawn_cli(char **argv, const char *out, const char *err) {
-  posix_spawn_file_actions_t fa;
-  pid_t pid;
   argv[0] = (char *)cli;
-  ASSERT_EQ(posix_spawn_file_actions_init(&fa), 0);
-  ASSERT_EQ(posix_spawn_file_actions_addopen(&fa, 1, out,
-                                             O_WRONLY | O_CREAT | O_TRUNC,
-                                             0644), 0);
-  ASSERT_EQ(posix_spawn_file_actions_addopen(&fa, 2, err,
-                                             O_WRONLY | O_CREAT | O_TRUNC,
-                                             0644), 0);
-  if (posix_spawn(&pid, cli, &fa, NULL, argv, environ) != 0)
-    TEST_FAIL("spawn %s", cli);
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
+  return (pid_t)harness_spawn(cli, argv, out, err);
 }
 
 static int count(const char *hay, const char *needle) {
@@ -183,19 +139,19 @@ static void case_usage(harness_server *srv, const char *servers) {
   path_of(out, sizeof(out), "out");
 
   ASSERT_EQ(sh("%s acquire --help > %s", cli, out), 0);
-  read_file(out, buf, sizeof(buf));
+  harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "usage: redlock acquire"));
   ASSERT_EQ(sh("%s run -h > %s", cli, out), 0);
-  read_file(out, buf, sizeof(buf));
+  harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "usage: redlock run"));
   ASSERT_EQ(sh("%s help release > %s", cli, out), 0);
-  read_file(out, buf, sizeof(buf));
+  harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "usage: redlock release"));
   ASSERT_EQ(sh("%s status --token x --help > %s", cli, out), 0);
-  read_file(out, buf, sizeof(buf));
+  harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "usage: redlock status"));
   ASSERT_EQ(sh("%s extend --help > %s", cli, out), 0);
-  read_file(out, buf, sizeof(buf));
+  harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "validity in ms"));
   ASSERT_EQ(sh("%s help bogus 2>/dev/null", cli), 64);
   ASSERT_EQ(sh("%s status --ttl 5s k 2>/dev/null", cli), 64);
@@ -215,7 +171,7 @@ static void case_usage(harness_server *srv, const char *servers) {
     spaced[o] = '\0';
     ASSERT_EQ(sh("%s acquire ux-a --also ux-b --ttl=1d "
                  "--servers '%s' > %s", cli, spaced, out), 0);
-    read_file(out, tok, sizeof(tok));
+    harness_read_file(out, tok, sizeof(tok));
     tok[strcspn(tok, "\n")] = '\0';
     for (i = 0; i < N; i++) {
       ASSERT_EQ(harness_get(&srv[i], "ux-b", val, sizeof(val)), 1);
@@ -232,7 +188,7 @@ static void case_usage(harness_server *srv, const char *servers) {
     char *nl;
     long long fence;
     ASSERT_EQ(sh("%s acquire --fence ux-f > %s", cli, out), 0);
-    read_file(out, buf, sizeof(buf));
+    harness_read_file(out, buf, sizeof(buf));
     ASSERT_EQ(count(buf, "\n"), 2);
     nl = strchr(buf, '\n');
     *nl = '\0';
@@ -244,7 +200,7 @@ static void case_usage(harness_server *srv, const char *servers) {
                  "[ \"$fence\" -gt 0 ] && %s release ux-g \"$tok\"; }", cli,
                  cli), 0);
     ASSERT_EQ(sh("%s extend --ttl 45s ux-f %s > %s", cli, buf, out), 0);
-    read_file(out, val, sizeof(val));
+    harness_read_file(out, val, sizeof(val));
     ASSERT_GT(strtoll(val, NULL, 10), 40000);
     ASSERT_LE(strtoll(val, NULL, 10), 45000);
     ASSERT_EQ(sh("%s release ux-f %s", cli, buf), 0);
@@ -307,7 +263,7 @@ static void case_credentials(harness_server *srv) {
     TEST_FAIL("3) the password is visible in /proc/%ld/cmdline: %s",
               (long)pid, buf);
   ASSERT_NOT_NULL(strstr(buf, "redis://:*********@"));
-  read_file(envf, buf, sizeof(buf));
+  harness_read_file(envf, buf, sizeof(buf));
   if (strstr(buf, PASSWORD) != NULL)
     TEST_FAIL("3) the child's environment holds the password:\n%s", buf);
   ASSERT_NULL(strstr(buf, "REDLOCK_PASSWORD="));
@@ -315,7 +271,7 @@ static void case_credentials(harness_server *srv) {
   ASSERT_NOT_NULL(strstr(buf, "REDLOCK_TOKEN="));
   ASSERT_NOT_NULL(strstr(buf, "REDLOCK_KEY=ux-cred"));
   close(open(stop, O_WRONLY | O_CREAT, 0644));
-  ASSERT_EQ(wait_exit(pid, 10000), 0);
+  ASSERT_EQ(harness_wait_exit(pid, 10000), 0);
   fprintf(stderr, "3) password hidden from ps and from the child: ok\n");
 
   /* --password-file and REDLOCK_PASSWORD_FILE. */
@@ -383,7 +339,7 @@ static void case_ctrl_c(const char *self) {
     uint64_t end = harness_now_ms() + 10000;
     for (;;) {
       struct pollfd p = {master, POLLIN, 0};
-      read_file(logp, buf, sizeof(buf));
+      harness_read_file(logp, buf, sizeof(buf));
       if (strstr(buf, "READY") != NULL)
         break;
       if (harness_now_ms() > end)
@@ -397,7 +353,7 @@ static void case_ctrl_c(const char *self) {
     uint64_t end = harness_now_ms() + 5000;
     ASSERT_EQ(write(master, "\003", 1), 1);
     for (;;) {
-      read_file(logp, buf, sizeof(buf));
+      harness_read_file(logp, buf, sizeof(buf));
       if (count(buf, "INT ") >= i + 1)
         break;
       if (harness_now_ms() > end)
@@ -408,8 +364,8 @@ static void case_ctrl_c(const char *self) {
   }
   close(open(stop, O_WRONLY | O_CREAT, 0644));
   {
-    int st = wait_exit(pid, 10000);
-    read_file(logp, buf, sizeof(buf));
+    int st = harness_wait_exit(pid, 10000);
+    harness_read_file(logp, buf, sizeof(buf));
     fprintf(stderr, "4) %d Ctrl-C on the terminal; the child got:\n%s", presses,
             buf);
     {
@@ -446,13 +402,13 @@ static void case_sigterm(harness_server *srv) {
     pid = spawn_cli(argv, out, err);
   }
   wait_file(started, 10000, "SIGTERM case");
-  read_file(pidf, buf, sizeof(buf));
+  harness_read_file(pidf, buf, sizeof(buf));
   child = (pid_t)strtol(buf, NULL, 10);
   ASSERT_GT(child, 0);
   ASSERT_EQ(held_on(srv, "ux-term"), N);
   t0 = harness_now_ms();
   ASSERT_EQ(kill(pid, SIGTERM), 0);
-  st = wait_exit(pid, 5000);
+  st = harness_wait_exit(pid, 5000);
   if (st != 143)
     TEST_FAIL("4) SIGTERM to run whose child ignores it: exit %d after "
               "%llu ms, wanted 143 after the 300 ms grace", st,
@@ -484,10 +440,10 @@ static void case_parent_death(void) {
     pid = spawn_cli(argv, out, err);
   }
   wait_file(started, 10000, "parent-death case");
-  read_file(pidf, buf, sizeof(buf));
+  harness_read_file(pidf, buf, sizeof(buf));
   child = (pid_t)strtol(buf, NULL, 10);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
-  ASSERT_EQ(wait_exit(pid, 5000), 128 + SIGKILL);
+  ASSERT_EQ(harness_wait_exit(pid, 5000), 128 + SIGKILL);
   end = harness_now_ms() + 5000;
   while (access(termed, F_OK) != 0) {
     if (harness_now_ms() > end) {
@@ -512,7 +468,7 @@ static void case_guard_words(const char *servers) {
   unsetenv("REDLOCK_RESTART_GUARD");
   ASSERT_EQ(sh("%s --servers %s acquire --ttl 20s ux-guard > %s 2> %s", cli,
                servers, out, err), 75);
-  read_file(err, buf, sizeof(buf));
+  harness_read_file(err, buf, sizeof(buf));
   fprintf(stderr, "5) %s", buf);
   if (strstr(buf, "restarted less than 20.0 s ago (restart guard)") ==
       NULL || strstr(buf, "votes count again within") == NULL)

@@ -17,32 +17,6 @@ extern char **environ;
 static const char *cli;
 static char tmpdir[200];
 
-static pid_t spawn_sh(const char *cmd) {
-  pid_t pid;
-  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
-  if (posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) != 0)
-    TEST_FAIL("spawn %s", cmd);
-  return pid;
-}
-
-/* Exit status of pid, waiting at most timeout_ms (bounded polling). */
-static int wait_exit(pid_t pid, uint64_t timeout_ms) {
-  uint64_t end = harness_now_ms() + timeout_ms;
-  int st;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid)
-      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (harness_now_ms() > end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      TEST_FAIL("command did not finish within %llu ms",
-                (unsigned long long)timeout_ms);
-    }
-    uv_sleep(2);
-  }
-}
-
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static int sh(const char *fmt, ...) {
@@ -51,23 +25,12 @@ static int sh(const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(cmd, sizeof(cmd), fmt, ap);
   va_end(ap);
-  return wait_exit(spawn_sh(cmd), 20000);
-}
-
-static void read_file(const char *path, char *buf, size_t len) {
-  FILE *f = fopen(path, "r");
-  size_t n = 0;
-  buf[0] = '\0';
-  if (f == NULL)
-    return;
-  n = fread(buf, 1, len - 1, f);
-  buf[n] = '\0';
-  fclose(f);
+  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
 }
 
 static int file_has(const char *path, const char *needle) {
   char buf[8192];
-  read_file(path, buf, sizeof(buf));
+  harness_read_file(path, buf, sizeof(buf));
   return strstr(buf, needle) != NULL;
 }
 
@@ -118,7 +81,7 @@ int main(int argc, char **argv) {
 
   /* acquire prints the token; a second acquire is refused with 75. */
   ASSERT_EQ(sh("%s acquire --ttl 30s cli-key > %s", cli, out), 0);
-  read_file(out, tok, sizeof(tok));
+  harness_read_file(out, tok, sizeof(tok));
   tok[strcspn(tok, "\n")] = '\0';
   ASSERT_GE(strlen(tok), 32);
   ASSERT_EQ(harness_get(&srv[0], "cli-key", val, sizeof(val)), 1);
@@ -128,12 +91,12 @@ int main(int argc, char **argv) {
   ASSERT_LT(harness_now_ms() - t0, 3000);
   /* status: per master, mine, never the full token. */
   ASSERT_EQ(sh("%s status --token %s cli-key > %s", cli, tok, out), 0);
-  read_file(out, buf, sizeof(buf));
+  harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "held on 3 of 3"));
   ASSERT_NOT_NULL(strstr(buf, "(mine)"));
   ASSERT_NULL(strstr(buf, tok));
   ASSERT_EQ(sh("%s --json status cli-key > %s", cli, out), 0);
-  read_file(out, buf, sizeof(buf));
+  harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "\"held_on\":3"));
   ASSERT_NULL(strstr(buf, tok));
   /* extend and release by token. */
@@ -158,10 +121,10 @@ int main(int argc, char **argv) {
     char f1[64], f2[64];
     ASSERT_EQ(sh("%s run --fence cli-fence -- sh -c 'echo $REDLOCK_FENCE' "
                  "> %s", cli, out), 0);
-    read_file(out, f1, sizeof(f1));
+    harness_read_file(out, f1, sizeof(f1));
     ASSERT_EQ(sh("%s run --fence cli-fence -- sh -c 'echo $REDLOCK_FENCE' "
                  "> %s", cli, out), 0);
-    read_file(out, f2, sizeof(f2));
+    harness_read_file(out, f2, sizeof(f2));
     ASSERT_GT(strtoll(f1, NULL, 10), 0);
     ASSERT_GT(strtoll(f2, NULL, 10), strtoll(f1, NULL, 10));
   }
@@ -169,7 +132,7 @@ int main(int argc, char **argv) {
   /* --also: several resources at once; an overlapping one is refused. */
   ASSERT_EQ(sh("%s acquire --ttl 30s --also cli-m2 cli-m1 > %s", cli, out),
             0);
-  read_file(out, tok, sizeof(tok));
+  harness_read_file(out, tok, sizeof(tok));
   tok[strcspn(tok, "\n")] = '\0';
   ASSERT_EQ(harness_get(&srv[0], "cli-m2", val, sizeof(val)), 1);
   ASSERT_STR_EQ(val, tok);
@@ -183,10 +146,10 @@ int main(int argc, char **argv) {
   {
     char t1[128], t2[128];
     ASSERT_EQ(sh("%s acquire --read --ttl 30s cli-rw > %s", cli, out), 0);
-    read_file(out, t1, sizeof(t1));
+    harness_read_file(out, t1, sizeof(t1));
     t1[strcspn(t1, "\n")] = '\0';
     ASSERT_EQ(sh("%s acquire --read --ttl 30s cli-rw > %s", cli, out), 0);
-    read_file(out, t2, sizeof(t2));
+    harness_read_file(out, t2, sizeof(t2));
     t2[strcspn(t2, "\n")] = '\0';
     ASSERT_EQ(sh("%s acquire --write cli-rw 2>/dev/null", cli), 75);
     ASSERT_EQ(sh("%s release --read cli-rw %s", cli, t1), 0);
@@ -206,11 +169,11 @@ int main(int argc, char **argv) {
              "%s run --ttl 2s --wait 20s cli-serial -- sh -c "
              "'echo start >> %s; sleep 0.4; echo end >> %s'",
              cli, log, log);
-    a = spawn_sh(cmd);
-    b = spawn_sh(cmd);
-    ASSERT_EQ(wait_exit(a, 20000), 0);
-    ASSERT_EQ(wait_exit(b, 20000), 0);
-    read_file(log, buf, sizeof(buf));
+    a = harness_spawn_sh(cmd);
+    b = harness_spawn_sh(cmd);
+    ASSERT_EQ(harness_wait_exit(a, 20000), 0);
+    ASSERT_EQ(harness_wait_exit(b, 20000), 0);
+    harness_read_file(log, buf, sizeof(buf));
     ASSERT_STR_EQ(buf, "start\nend\nstart\nend\n");
   }
 
@@ -221,7 +184,7 @@ int main(int argc, char **argv) {
     snprintf(buf, sizeof(buf),
              "%s run --ttl 2s cli-busy -- sh -c 'touch %s; sleep 1.5'", cli,
              mark);
-    pid = spawn_sh(buf);
+    pid = harness_spawn_sh(buf);
     t0 = harness_now_ms();
     while (access(mark, F_OK) != 0) {
       if (harness_now_ms() - t0 > 10000)
@@ -231,7 +194,7 @@ int main(int argc, char **argv) {
     t0 = harness_now_ms();
     ASSERT_EQ(sh("%s run --wait 0 cli-busy -- true 2>/dev/null", cli), 75);
     ASSERT_LT(harness_now_ms() - t0, 3000);
-    ASSERT_EQ(wait_exit(pid, 20000), 0);
+    ASSERT_EQ(harness_wait_exit(pid, 20000), 0);
   }
 
   /* A lost lock: the keys vanish (masters restarted empty); the child gets
@@ -246,7 +209,7 @@ int main(int argc, char **argv) {
              "'trap \"touch %s; exit 0\" TERM; touch %s; "
              "while :; do sleep 0.05; done' 2>/dev/null",
              cli, termed, mark);
-    pid = spawn_sh(buf);
+    pid = harness_spawn_sh(buf);
     t0 = harness_now_ms();
     while (access(mark, F_OK) != 0) {
       if (harness_now_ms() - t0 > 10000)
@@ -255,7 +218,7 @@ int main(int argc, char **argv) {
     }
     for (i = 0; i < N; i++)
       harness_cmdf(&srv[i], val, sizeof(val), "FLUSHALL");
-    ASSERT_EQ(wait_exit(pid, 10000), 76);
+    ASSERT_EQ(harness_wait_exit(pid, 10000), 76);
     ASSERT_EQ(access(termed, F_OK), 0);
   }
 

@@ -41,43 +41,6 @@ static char tmpdir[200];
 static char out_path[300];
 static char err_path[300];
 
-static pid_t spawn_sh(const char *cmd) {
-  pid_t pid;
-  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
-  if (posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) != 0)
-    TEST_FAIL("spawn %s", cmd);
-  return pid;
-}
-
-/* Exit status of pid, waiting at most timeout_ms (bounded polling). */
-static int wait_exit(pid_t pid, uint64_t timeout_ms) {
-  uint64_t end = harness_now_ms() + timeout_ms;
-  int st;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid)
-      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (harness_now_ms() > end) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      TEST_FAIL("command did not finish within %llu ms",
-                (unsigned long long)timeout_ms);
-    }
-    uv_sleep(2);
-  }
-}
-
-static void read_file(const char *path, char *buf, size_t len) {
-  FILE *f = fopen(path, "r");
-  size_t n = 0;
-  buf[0] = '\0';
-  if (f == NULL)
-    return;
-  n = fread(buf, 1, len - 1, f);
-  buf[n] = '\0';
-  fclose(f);
-}
-
 /* Client B: one acquisition attempt of "shared" with ttl 1 s and the
  * default restart guard, in its own process. Returns the exit code; the
  * token (stdout) and messages (stderr) are in out_path / err_path. */
@@ -87,7 +50,7 @@ static int run_b(void) {
            "%s --servers %s --timeout 500ms --connect-timeout 2s "
            "acquire --ttl 1s shared > %s 2> %s",
            cli, servers, out_path, err_path);
-  return wait_exit(spawn_sh(cmd), 20000);
+  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
 }
 
 static int64_t uptime_s(const harness_server *s) {
@@ -170,13 +133,13 @@ int main(int argc, char **argv) {
           (long long)redlock_lock_validity_ms(la));
 
   rc = run_b();
-  read_file(err_path, buf, sizeof(buf));
+  harness_read_file(err_path, buf, sizeof(buf));
   if (!redlock_lock_is_held(la))
     TEST_FAIL("A's lock expired before B finished (%llu ms after the "
               "restarts): too slow to tell",
               (unsigned long long)(harness_now_ms() - t_restart));
   if (rc == 0) {
-    read_file(out_path, tok, sizeof(tok));
+    harness_read_file(out_path, tok, sizeof(tok));
     tok[strcspn(tok, "\n")] = '\0';
     fprintf(stderr, "DOUBLE GRANT: B holds \"shared\" on %d of %d masters "
             "while A's lock is valid for %lld ms more\n",
@@ -186,7 +149,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "B refused (exit %d):\n%s", rc, buf);
   }
   ASSERT_EQ(rc, 75);
-  read_file(out_path, tok, sizeof(tok));
+  harness_read_file(out_path, tok, sizeof(tok));
   ASSERT_STR_EQ(tok, "");
   /* B's refused attempt left nothing behind; A's key is untouched. */
   ASSERT_EQ(harness_get(&srv[0], "shared", buf, sizeof(buf)), 0);
@@ -208,7 +171,7 @@ int main(int argc, char **argv) {
     rc = run_b();
     if (rc == 0)
       break;
-    read_file(err_path, buf, sizeof(buf));
+    harness_read_file(err_path, buf, sizeof(buf));
     if (rc != 75)
       TEST_FAIL("B: exit %d: %s", rc, buf);
     if (harness_now_ms() > end)
@@ -216,7 +179,7 @@ int main(int argc, char **argv) {
                 (unsigned long long)(harness_now_ms() - t_restart), buf);
     tu_run_for(&loop, 200);
   }
-  read_file(out_path, tok, sizeof(tok));
+  harness_read_file(out_path, tok, sizeof(tok));
   tok[strcspn(tok, "\n")] = '\0';
   ASSERT_GE(tu_count_holding(srv, N, "shared", tok), 3);
   fprintf(stderr, "B granted %llu ms after the restarts\n",
