@@ -238,6 +238,89 @@ REDLOCK_EXTERN int redlock_result_explain(const redlock_result *res,
                                           char *buf, size_t len);
 
 /* ------------------------------------------------------------------------
+ * Statistics: always on (a few counters and one histogram bucket per
+ * reply), read with redlock_client_stats() from the client's thread.
+ *
+ * Latency histograms are log-linear over microseconds: buckets 0-3 hold
+ * 0, 1, 2, 3 us; above, each power of two is split in 4 equal buckets,
+ * up to bucket REDLOCK_HIST_BUCKETS - 1, which also holds everything
+ * slower. redlock_hist_upper_us(b) is bucket b's exclusive upper bound.
+ */
+#define REDLOCK_HIST_BUCKETS 64
+
+typedef struct redlock_master_stats {
+  const char *server;        /* as in results: without password */
+  int up;                    /* connected and ready now */
+  uint64_t commands;         /* lock commands written (not the handshake) */
+  uint64_t replies;          /* their answers */
+  uint64_t server_errors;    /* answers that were errors (-ERR ...) */
+  uint64_t timeouts;         /* connections torn down at a deadline */
+  uint64_t conn_failures;    /* connections lost or refused otherwise */
+  uint64_t connects;         /* handshakes completed */
+  uint64_t guard_refusals;   /* yes votes the restart guard did not count */
+  uint64_t latency_sum_us;   /* of every answer */
+  uint64_t latency_hist[REDLOCK_HIST_BUCKETS];   /* per answer, us */
+} redlock_master_stats;
+
+typedef struct redlock_stats {
+  /* Acquisitions: every attempt, and how each ended. */
+  uint64_t attempts, grants, taken, noquorum, expired;
+  uint64_t acquire_timeouts;  /* acquisitions ended at their wait deadline */
+  uint64_t canceled;          /* operations ended by cancel or close */
+  uint64_t extensions;        /* successful extends (auto or not) */
+  uint64_t extension_failures;
+  uint64_t lost;              /* locks lost while held */
+  uint64_t releases;          /* release calls completed */
+  unsigned quorum;
+  unsigned n_masters;
+  redlock_master_stats masters[REDLOCK_MAX_SERVERS];
+} redlock_stats;
+
+/* Copies the client's counters into *out. Errors: EINVAL. */
+REDLOCK_EXTERN int redlock_client_stats(const redlock_client_t *client,
+                                        redlock_stats *out);
+/* Bucket b's exclusive upper bound in us (UINT64_MAX for the last). */
+REDLOCK_EXTERN uint64_t redlock_hist_upper_us(unsigned b);
+/* The q-quantile (0..1) of a histogram, as its bucket's upper bound in us
+ * (0 when empty). */
+REDLOCK_EXTERN uint64_t redlock_hist_quantile_us(const uint64_t *hist,
+                                                 double q);
+/* The stats in the Prometheus text exposition format (version 0.0.4):
+ * counters redlock_*_total, the gauge redlock_master_up and the histogram
+ * redlock_master_latency_seconds, per master labelled master="...".
+ * Writes into buf as snprintf does; returns the length the full text
+ * needs. */
+REDLOCK_EXTERN int redlock_stats_prometheus(const redlock_stats *stats,
+                                            char *buf, size_t len);
+
+/* An operation that finished, for tracing: one call per acquire (its
+ * final outcome), extend (the user's or the auto-extension's), release
+ * and inspect, with each master's vote, latency and error. */
+typedef enum {
+  REDLOCK_EV_ACQUIRE = 1,
+  REDLOCK_EV_EXTEND,
+  REDLOCK_EV_AUTO_EXTEND,
+  REDLOCK_EV_RELEASE,
+  REDLOCK_EV_INSPECT
+} redlock_event_kind;
+
+typedef struct redlock_event {
+  redlock_event_kind kind;
+  const void *resource;       /* as given to redlock_lock_new */
+  size_t resource_len;
+  int status;
+  const redlock_result *result;
+} redlock_event;
+
+typedef void (*redlock_event_cb)(redlock_client_t *client,
+                                 const redlock_event *ev, void *arg);
+/* Sets (or with NULL clears) the client's event hook. It runs on the
+ * loop thread after the operation's own callback; it must not block. */
+REDLOCK_EXTERN int redlock_client_set_event_hook(redlock_client_t *client,
+                                                 redlock_event_cb cb,
+                                                 void *arg);
+
+/* ------------------------------------------------------------------------
  * Locks. A handle names one resource; it can be acquired, extended and
  * released many times, one operation at a time.
  */

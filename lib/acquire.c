@@ -109,6 +109,12 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
       l->retry_delay_ms, l->retry_jitter_ms, redlock__prng_next(&c->prng));
   redlock__ns next;
   int allowed;
+  if (status == REDLOCK_ETAKEN)
+    c->lst.taken++;
+  else if (status == REDLOCK_ENOQUORUM)
+    c->lst.noquorum++;
+  else if (status == REDLOCK_EEXPIRED)
+    c->lst.expired++;
   if (l->woken) {
     /* A release was heard while this attempt was in flight. */
     l->woken = 0;
@@ -120,8 +126,10 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
   else
     allowed = l->attempts <= l->max_retries;
   if (c->closing || !allowed) {
-    if (l->wait_deadline != 0 && !c->closing)
+    if (l->wait_deadline != 0 && !c->closing) {
       status = REDLOCK_ETIMEDOUT;   /* the wait deadline ended it */
+      c->lst.acquire_timeouts++;
+    }
     acquire_fail(l, status);
     return;
   }
@@ -135,6 +143,7 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
 }
 
 static void grant(redlock_lock_t *l, redlock__ns deadline, int64_t left) {
+  l->client->lst.grants++;
   redlock__lock_set_state(l, REDLOCK__LOCK_HELD);
   l->valid_until = deadline;
   l->holds = 1;
@@ -208,6 +217,7 @@ static void attempt_set(redlock_lock_t *l) {
   }
   l->fence = 0;
   l->woken = 0;   /* this attempt sees any release heard before it */
+  l->client->lst.attempts++;
   l->phase = REDLOCK__PHASE_SET;
   l->acquire_start = redlock__now_ns();
   if (redlock__lock_round(l, set_cmd(l), l->ttl_ms, on_set_decided, NULL) ==

@@ -17,6 +17,12 @@ typedef struct redlock__member {
   void (*abort)(struct redlock__member *m);  /* the client is closing */
 } redlock__member;
 
+/* Lock counters of a client (stats.c copies them out). */
+typedef struct redlock__lock_stats {
+  uint64_t attempts, grants, taken, noquorum, expired, acquire_timeouts;
+  uint64_t canceled, extensions, extension_failures, lost, releases;
+} redlock__lock_stats;
+
 struct redlock_client_s {
   uv_loop_t *loop;
   unsigned n;
@@ -51,6 +57,9 @@ struct redlock_client_s {
   uv_timer_t close_timer;
   redlock_close_cb close_cb;
   void *close_arg;
+  redlock__lock_stats lst;
+  redlock_event_cb event_cb;   /* redlock_client_set_event_hook */
+  void *event_arg;
 };
 
 /* A member joins; one left the list and its memory is gone (the close

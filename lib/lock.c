@@ -176,6 +176,30 @@ void redlock__lock_withdraw(redlock_lock_t *l) {
 
 /* ---- completing operations ----------------------------------------------- */
 
+void redlock__lock_event(redlock_lock_t *l, redlock_event_kind kind,
+                         const redlock_result *res) {
+  redlock_client_t *c = l->client;
+  redlock_event ev;
+  if (c->event_cb == NULL)
+    return;
+  ev.kind = kind;
+  ev.resource = redlock_lock_resource(l, &ev.resource_len);
+  ev.status = res->status;
+  ev.result = res;
+  c->event_cb(c, &ev, c->event_arg);
+}
+
+static void count_op(redlock__lock_stats *st, int op, int status) {
+  if (status == REDLOCK_ECANCELED)
+    st->canceled++;
+  else if (op == REDLOCK__OP_EXTEND && status == 0)
+    st->extensions++;
+  else if (op == REDLOCK__OP_EXTEND)
+    st->extension_failures++;
+  else if (op == REDLOCK__OP_RELEASE)
+    st->releases++;
+}
+
 static void lock_deliver(redlock_lock_t *l) {
   redlock_client_t *c = l->client;
   redlock__round *r = l->round;
@@ -183,6 +207,7 @@ static void lock_deliver(redlock_lock_t *l) {
   void *arg = l->cb_arg;
   redlock_result res;
   int status = l->status;
+  int op = l->op;
   redlock__acquire_unwait(l);
   l->cb = NULL;
   l->op = REDLOCK__OP_NONE;
@@ -205,8 +230,13 @@ static void lock_deliver(redlock_lock_t *l) {
     res.no = r->no;
     res.err = r->err;
   }
+  count_op(&c->lst, op, status);
   if (cb != NULL)
     cb(l, status, &res, arg);
+  redlock__lock_event(l, op == REDLOCK__OP_ACQUIRE   ? REDLOCK_EV_ACQUIRE
+                         : op == REDLOCK__OP_EXTEND ? REDLOCK_EV_EXTEND
+                                                    : REDLOCK_EV_RELEASE,
+                      &res);
   if (r != NULL)
     redlock__round_detach(r);
   redlock__lock_unref(l);   /* the operation's */
@@ -376,6 +406,7 @@ static void inspect_deliver(redlock_lock_t *l, int status) {
   res.quorum = c->quorum;
   if (cb != NULL)
     cb(l, status, &res, arg);
+  redlock__lock_event(l, REDLOCK_EV_INSPECT, &res);
   redlock__round_detach(r);
   redlock__lock_unref(l);   /* the operation's */
 }

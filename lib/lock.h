@@ -195,6 +195,10 @@ int redlock__check_ttl(const redlock_lock_t *l, int64_t ttl_ms,
  * the acquire's outcome (one more hold on success). */
 void redlock__lock_reenter_extend(redlock_lock_t *l, int64_t ttl_ms);
 
+/* The event hook, if set (stats.c): one finished operation. */
+void redlock__lock_event(redlock_lock_t *l, redlock_event_kind kind,
+                         const redlock_result *res);
+
 /* ---- round.c ------------------------------------------------------------- */
 redlock__round *redlock__round_get(redlock_client_t *c);
 /* Sends cmd to every master (only where only_yes voted YES, if given). */

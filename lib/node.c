@@ -106,6 +106,7 @@ redlock__req *redlock__node_req(redlock__node *n) {
   req->flags = 0;
   req->kind = 0;
   req->sent_ns = 0;
+  req->reply_ns = 0;
   req->deadline_ns = 0;
   req->cmd = NULL;
   req->cmd_len = 0;
@@ -318,8 +319,10 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
     if (rc == REDLOCK_EIO)
       node_keep_req(n, req);
     req_put(env, req);
+    return rc;
   }
-  return rc;
+  n->st.commands++;
+  return 0;
 }
 
 static void on_deadline(uv_timer_t *t) {
@@ -339,6 +342,7 @@ static void on_deadline(uv_timer_t *t) {
   }
   snprintf(why, sizeof(why), "no reply within %lld ms",
            (long long)n->env->command_timeout_ms);
+  n->st.timeouts++;
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
 
@@ -520,6 +524,7 @@ static void on_hs_failed(uv_timer_t *t) {
   redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
   char why[sizeof(n->errstr)];
   memcpy(why, n->errstr, sizeof(why));
+  n->st.conn_failures++;
   node_teardown(n, REDLOCK_EIO, why, 1);
 }
 
@@ -636,8 +641,17 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   req = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
   redlock__queue_remove(&req->q);
   n->n_pending--;
-  if (req->cb != on_hs_reply && r->type != REDLOCK__R_ERROR)
-    n->failures = 0;   /* invariant 4: a timely answer to real work */
+  req->reply_ns = redlock__now_ns();
+  if (req->cb != on_hs_reply) {
+    uint64_t us = (req->reply_ns - req->sent_ns) / REDLOCK__NS_PER_US;
+    n->st.replies++;
+    n->st.latency_sum_us += us;
+    n->st.hist[redlock__hist_bucket(us)]++;
+    if (r->type == REDLOCK__R_ERROR)
+      n->st.server_errors++;
+    else
+      n->failures = 0;   /* invariant 4: a timely answer to real work */
+  }
   if (req->cb != NULL)
     req->cb(req, r, 0, NULL);
   req_put(n->env, req);
@@ -651,6 +665,7 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
 static void on_conn_failed(redlock__conn *c, int err, const char *msg) {
   redlock__node *n = c->data;
   (void)err;
+  n->st.conn_failures++;
   node_teardown(n, REDLOCK_EIO, msg, 1);
 }
 
@@ -664,6 +679,7 @@ static void on_conn_timeout(uv_timer_t *t) {
   char why[96];
   snprintf(why, sizeof(why), "connect/handshake timed out after %lld ms",
            (long long)n->env->connect_timeout_ms);
+  n->st.timeouts++;
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
 

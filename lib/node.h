@@ -36,6 +36,7 @@ struct redlock__req {
   uint8_t flags;
   uint8_t kind;             /* the caller's */
   redlock__ns sent_ns;      /* submitted */
+  redlock__ns reply_ns;     /* its reply came (0 for a failure) */
   redlock__ns deadline_ns;  /* 0: bounded by the connect deadline */
   /* REDELIVER: a copy of the encoded command. */
   char *cmd;
@@ -88,6 +89,18 @@ typedef enum {
 
 #define REDLOCK__ABANDONED_MAX 256   /* releases kept per node */
 
+/* Counters of one master (redlock_client_stats copies them out). */
+typedef struct redlock__node_stats {
+  uint64_t commands;
+  uint64_t replies;
+  uint64_t server_errors;
+  uint64_t timeouts;
+  uint64_t conn_failures;
+  uint64_t guard_refusals;
+  uint64_t latency_sum_us;
+  uint64_t hist[REDLOCK_HIST_BUCKETS];
+} redlock__node_stats;
+
 struct redlock__node {
   redlock__node_env *env;
   unsigned index;
@@ -119,6 +132,7 @@ struct redlock__node {
   int aof_enabled;             /* handshake: -1 unknown */
   redlock__ns up_ns;           /* when the handshake ended */
   uint64_t connects;           /* handshakes completed */
+  redlock__node_stats st;
   /* Releases to send again after the next handshake: */
   char *abandoned[REDLOCK__ABANDONED_MAX];
   size_t abandoned_len[REDLOCK__ABANDONED_MAX];

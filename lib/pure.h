@@ -42,6 +42,18 @@ int redlock__retry_allowed(unsigned attempts, unsigned max_retries,
 /* A small fast PRNG (xorshift64*) for jitter only; tokens use uv_random. */
 uint32_t redlock__prng_next(uint64_t *state);
 
+/* ---- stats.c -------------------------------------------------------------
+ * The latency histogram's bucket for a value in us (see redlock.h): 0-3
+ * linear, then four buckets per power of two, the last one open-ended. */
+static inline unsigned redlock__hist_bucket(uint64_t us) {
+  unsigned e, b;
+  if (us < 4)
+    return (unsigned)us;
+  e = 63u - (unsigned)__builtin_clzll(us);   /* us >= 4: e >= 2 */
+  b = 4u + (e - 2u) * 4u + (unsigned)((us >> (e - 2u)) & 3u);
+  return b < 63u ? b : 63u;
+}
+
 /* ---- quorum.c ------------------------------------------------------------
  * Early decision of a fan-out round over n nodes (DESIGN 4.2). */
 typedef enum {

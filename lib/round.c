@@ -207,6 +207,7 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
     case REDLOCK__GUARD_REFUSE:
       r->pend[i] = 0;
       set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, why, now, sent);
+      c->nodes[i].st.guard_refusals++;
       r->res[i].guard_wait_ms = wait_ms;
       r->res[i].guard_window_ms = window_ms;
       return;
@@ -246,7 +247,8 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
                            int error, const char *errstr) {
   redlock__round *r = req->owner;
   unsigned i = req->idx;
-  redlock__ns now = redlock__now_ns();
+  /* The node read the clock when the reply came (one read per reply). */
+  redlock__ns now = reply != NULL ? req->reply_ns : redlock__now_ns();
   redlock__vote v;
   r->refs--;
   if (reply != NULL && r->cmd == REDLOCK__CMD_MAXTTL_RAISE) {

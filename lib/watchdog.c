@@ -18,6 +18,8 @@
  * stops the watchdog's round first (lock.c invariant 2); on every master
  * the user's command queues behind the watchdog's on the same connection,
  * so an extension can never land after a release. */
+#include <string.h>
+
 #include "lock.h"
 
 static void on_wd_timer(uv_timer_t *t);
@@ -68,6 +70,7 @@ void redlock__wd_declare_lost(redlock_lock_t *l, int reason) {
   if (l->lost)
     return;
   l->lost = 1;   /* once per acquisition: never two on_lost */
+  l->client->lst.lost++;
   if (l->auto_extend && l->lost_cb != NULL && !l->user_freed)
     l->lost_cb(l, reason, l->lost_arg);
 }
@@ -85,9 +88,32 @@ static void on_wd_decided(redlock__round *r, redlock__round_state st,
   /* heal re-creates missing keys: once our validity ran out a success
    * would hide a gap in which another owner may have held it. */
   int lapsed = l->heal && redlock__validity_left(l->valid_until, now) <= 0;
+  int ok = st == REDLOCK__ROUND_REACHED && left > 0 && !lapsed;
+  if (ok)
+    l->client->lst.extensions++;
+  else
+    l->client->lst.extension_failures++;
+  if (l->client->event_cb != NULL) {
+    redlock_result res;
+    memset(&res, 0, sizeof(res));
+    res.status = ok ? 0
+                 : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ENOTHELD
+                 : st == REDLOCK__ROUND_REACHED ? REDLOCK_EEXPIRED
+                                                : REDLOCK_ENOQUORUM;
+    res.attempts = 1;
+    res.yes = r->yes;
+    res.no = r->no;
+    res.err = r->err;
+    res.n_nodes = l->client->n;
+    res.validity_ms = ok ? left / (int64_t)REDLOCK__NS_PER_MS : 0;
+    res.elapsed_us = (now - r->start) / REDLOCK__NS_PER_US;
+    res.nodes = r->res;
+    res.quorum = l->client->quorum;
+    redlock__lock_event(l, REDLOCK_EV_AUTO_EXTEND, &res);
+  }
   redlock__lock_drop_round(l);
   l->slot = REDLOCK__SLOT_FREE;
-  if (st == REDLOCK__ROUND_REACHED && left > 0 && !lapsed) {
+  if (ok) {
     l->valid_until = deadline;
     redlock__wd_arm_renewal(l);
     return;

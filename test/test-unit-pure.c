@@ -228,7 +228,29 @@ static void test_explain(void) {
   ASSERT_STR_EQ(buf, "no result");
 }
 
+/* Every latency falls in the bucket whose bounds hold it. */
+static void test_hist(void) {
+  uint64_t us;
+  uint64_t h[REDLOCK_HIST_BUCKETS];
+  for (us = 0; us < 400000; us += 1 + us / 64) {
+    unsigned b = redlock__hist_bucket(us);
+    ASSERT_LT(b, REDLOCK_HIST_BUCKETS);
+    if (b < REDLOCK_HIST_BUCKETS - 1)   /* the last one is open-ended */
+      ASSERT_LT(us, redlock_hist_upper_us(b));
+    if (b > 0)
+      ASSERT_GE(us, redlock_hist_upper_us(b - 1));
+  }
+  ASSERT_EQ(redlock__hist_bucket(UINT64_MAX), REDLOCK_HIST_BUCKETS - 1);
+  memset(h, 0, sizeof(h));
+  ASSERT_EQ(redlock_hist_quantile_us(h, 0.5), 0);
+  h[redlock__hist_bucket(100)] = 99;
+  h[redlock__hist_bucket(5000)] = 1;
+  ASSERT_EQ(redlock_hist_quantile_us(h, 0.5), 112);    /* [96, 112) */
+  ASSERT_EQ(redlock_hist_quantile_us(h, 1.0), 5120);   /* [4096, 5120) */
+}
+
 int main(void) {
+  test_hist();
   test_explain();
   test_guard_math();
   test_codec();
