@@ -32,9 +32,18 @@
 
 /* ---- waiting for a release ----------------------------------------------- */
 
+static void pttl_finish(redlock_lock_t *l, redlock__round *r, int reached,
+                        redlock__ns now);
+
 static void on_wake(redlock__wake_waiter *w) {
   redlock_lock_t *l = w->owner;
   redlock_client_t *c = l->client;
+  if (l->refused != NULL && l->round != NULL) {
+    /* Asking when the holder expires: no need to know any more. */
+    l->woken = 1;
+    pttl_finish(l, l->round, 0, redlock__now_ns());
+    return;
+  }
   if (l->timer_mode != REDLOCK__TIMER_RETRY) {
     /* An attempt is in flight: it may have been refused before this
      * release. Retry at once when it fails, not after the delay. */
@@ -102,30 +111,13 @@ static void acquire_fail(redlock_lock_t *l, int status) {
   redlock__lock_complete(l, status);
 }
 
-/* Step 5: after a failed attempt, another one or the end. */
-static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
+/* Waits `delay` ms for the next attempt, or ends the acquisition when that
+ * attempt would start after the wait deadline. */
+static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
+                           redlock__ns now) {
   redlock_client_t *c = l->client;
-  int64_t delay = redlock__retry_delay_ms(
-      l->retry_delay_ms, l->retry_jitter_ms, redlock__prng_next(&c->prng));
-  redlock__ns next;
-  int allowed;
-  if (status == REDLOCK_ETAKEN)
-    c->lst.taken++;
-  else if (status == REDLOCK_ENOQUORUM)
-    c->lst.noquorum++;
-  else if (status == REDLOCK_EEXPIRED)
-    c->lst.expired++;
-  if (l->woken) {
-    /* A release was heard while this attempt was in flight. */
-    l->woken = 0;
-    delay = (int64_t)(redlock__prng_next(&c->prng) % 4);
-  }
-  next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
-  if (l->wait_deadline != 0)
-    allowed = next < l->wait_deadline;
-  else
-    allowed = l->attempts <= l->max_retries;
-  if (c->closing || !allowed) {
+  redlock__ns next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
+  if (c->closing || (l->wait_deadline != 0 && next >= l->wait_deadline)) {
     if (l->wait_deadline != 0 && !c->closing) {
       status = REDLOCK_ETIMEDOUT;   /* the wait deadline ended it */
       c->lst.acquire_timeouts++;
@@ -133,13 +125,149 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
     acquire_fail(l, status);
     return;
   }
-  /* Held by someone else (a master said no): listen for its release; the
-   * timer stays as the fallback. */
-  if (l->wake && l->round != NULL && l->round->no > 0)
-    acquire_wait(l);
   redlock__lock_drop_round(l);
   l->timer_mode = REDLOCK__TIMER_RETRY;
   uv_timer_start(&l->timer, redlock__lock_on_timer, (uint64_t)delay, 0);
+}
+
+/* Spread over a few ms: waiters that retry on the same event (a release
+ * message, the holder's expiry) would split the votes if they all started
+ * in the same ms. */
+static int64_t spread_ms(redlock_client_t *c) {
+  return (int64_t)(redlock__prng_next(&c->prng) % 4);
+}
+
+/* From a PTTL round: ms from `now` until a quorum of masters can be free
+ * of the keys that refused us (each key's expiry as the master reported
+ * it, +1 ms: PTTL rounds down), or -1 when that cannot be known (keys
+ * without expiry, masters that did not answer). */
+static int64_t until_quorum_free(const redlock__round *r, unsigned quorum,
+                                 redlock__ns now) {
+  const redlock_client_t *c = r->client;
+  redlock__ns exp[REDLOCK_MAX_SERVERS];
+  unsigned free_now = 0, k = 0, i, j, need;
+  for (i = 0; i < c->n; i++) {
+    const redlock_node_result *res = &r->res[i];
+    if (res->vote != REDLOCK_VOTE_YES)
+      continue;   /* no answer: unknown */
+    if (res->pttl_ms == -2) {
+      free_now++;
+    } else if (res->pttl_ms >= 0) {
+      /* The master measured it when it answered. */
+      redlock__ns at = r->start +
+                       (redlock__ns)res->latency_us * REDLOCK__NS_PER_US;
+      exp[k++] = at + (redlock__ns)(res->pttl_ms + 1) * REDLOCK__NS_PER_MS;
+    }
+  }
+  if (free_now >= quorum)
+    return 0;
+  need = quorum - free_now;
+  if (need > k)
+    return -1;
+  for (i = 1; i < k; i++)   /* insertion sort: k <= 64 */
+    for (j = i; j > 0 && exp[j - 1] > exp[j]; j--) {
+      redlock__ns t = exp[j];
+      exp[j] = exp[j - 1];
+      exp[j - 1] = t;
+    }
+  if (exp[need - 1] <= now)
+    return 0;
+  return (int64_t)((exp[need - 1] - now + REDLOCK__NS_PER_MS - 1) /
+                   REDLOCK__NS_PER_MS);
+}
+
+/* The PTTL round is over (all answered, its grace ran out, or a release
+ * message came): the next attempt at the expiry if that is sooner than the
+ * retry delay. */
+static void pttl_finish(redlock_lock_t *l, redlock__round *r, int reached,
+                        redlock__ns now) {
+  redlock_client_t *c = l->client;
+  int64_t delay = l->next_delay_ms;
+  int64_t until = reached ? until_quorum_free(r, c->quorum, now) : -1;
+  if (l->timer_mode == REDLOCK__TIMER_PTTL) {
+    uv_timer_stop(&l->timer);
+    l->timer_mode = REDLOCK__TIMER_IDLE;
+  }
+  /* The result keeps showing the refused attempt's votes. */
+  redlock__round_stop(r);
+  redlock__lock_drop_round(l);
+  l->round = l->refused;
+  l->refused = NULL;
+  if (l->woken) {
+    l->woken = 0;   /* a release was heard meanwhile */
+    delay = spread_ms(c);
+  } else if (until >= 0 && until < delay) {
+    delay = until + spread_ms(c);
+  }
+  schedule_retry(l, l->retry_status, delay, now);
+}
+
+static void on_pttl_decided(redlock__round *r, redlock__round_state st,
+                            redlock__ns now) {
+  redlock_lock_t *l = r->lock;
+  if (st == REDLOCK__ROUND_PENDING) {
+    /* A quorum answered: wait for the others as long again (+1 ms), not
+     * for a hung master's command timeout. */
+    uint64_t grace = (now - r->start) / REDLOCK__NS_PER_MS + 1;
+    l->timer_mode = REDLOCK__TIMER_PTTL;
+    uv_timer_start(&l->timer, redlock__lock_on_timer, grace, 0);
+    return;
+  }
+  pttl_finish(l, r, st == REDLOCK__ROUND_REACHED, now);
+}
+
+void redlock__acquire_pttl_grace(redlock_lock_t *l) {
+  l->timer_mode = REDLOCK__TIMER_IDLE;
+  if (l->round != NULL && l->refused != NULL)
+    pttl_finish(l, l->round, 1, redlock__now_ns());
+}
+
+/* Step 5: after a failed attempt, another one or the end. A refused
+ * attempt (masters said no: the lock is held) first asks the masters when
+ * the holder's keys expire (PTTL): the next attempt comes at that moment
+ * if it is earlier than the retry delay, so a standby takes over a dead
+ * holder's lock as it expires, not at its next poll. The retry delay stays
+ * the bound: a holder may release early without a message. */
+static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
+  redlock_client_t *c = l->client;
+  int64_t delay = redlock__retry_delay_ms(
+      l->retry_delay_ms, l->retry_jitter_ms, redlock__prng_next(&c->prng));
+  int refused = l->round != NULL && l->round->no > 0;
+  if (status == REDLOCK_ETAKEN)
+    c->lst.taken++;
+  else if (status == REDLOCK_ENOQUORUM)
+    c->lst.noquorum++;
+  else if (status == REDLOCK_EEXPIRED)
+    c->lst.expired++;
+  if (c->closing || (l->wait_deadline == 0 && l->attempts > l->max_retries)) {
+    acquire_fail(l, status);
+    return;
+  }
+  /* Held by someone else (a master said no): listen for its release; the
+   * timer stays as the fallback. */
+  if (l->wake && refused)
+    acquire_wait(l);
+  if (l->woken) {
+    /* A release was heard while this attempt was in flight. */
+    l->woken = 0;
+    schedule_retry(l, status, spread_ms(c), now);
+    return;
+  }
+  if (refused && delay > 0) {
+    l->refused = l->round;
+    l->round = NULL;
+    l->retry_status = status;
+    l->next_delay_ms = delay;
+    l->phase = REDLOCK__PHASE_PTTL;
+    if (redlock__lock_round(l, l->kind == REDLOCK__KIND_MULTI
+                                   ? REDLOCK__CMD_MULTI_PTTL
+                                   : REDLOCK__CMD_PTTL,
+                            l->ttl_ms, on_pttl_decided, NULL) != NULL)
+      return;
+    l->round = l->refused;   /* out of memory: the plain delay */
+    l->refused = NULL;
+  }
+  schedule_retry(l, status, delay, now);
 }
 
 static void grant(redlock_lock_t *l, redlock__ns deadline, int64_t left) {
@@ -273,6 +401,15 @@ void redlock__acquire_attempt(redlock_lock_t *l) {
 
 void redlock__acquire_abort(redlock_lock_t *l) {
   redlock__acquire_unwait(l);
+  if (l->refused != NULL) {
+    /* Cancelled while asking when the holder expires: the result shows
+     * the refused attempt. */
+    if (l->round != NULL)
+      redlock__round_stop(l->round);
+    redlock__lock_drop_round(l);
+    l->round = l->refused;
+    l->refused = NULL;
+  }
   if (l->settling) {
     redlock__guard_unwait(&l->settle);
     l->settling = 0;

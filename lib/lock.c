@@ -100,6 +100,10 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
                      cmd == REDLOCK__CMD_MULTI_EXTEND ||
                      cmd == REDLOCK__CMD_RW_EXTEND);
   r->redeliver = is_release(cmd);
+  /* When a refusal ends: every master's answer counts (bounded by the
+   * command timeout), not the first quorum's. */
+  r->all = cmd == REDLOCK__CMD_PTTL || cmd == REDLOCK__CMD_MULTI_PTTL;
+  r->progress = r->all;
   r->start = redlock__now_ns();
   l->round = r;
   /* May decide (and call fn) before returning. */
@@ -440,6 +444,9 @@ void redlock__lock_on_timer(uv_timer_t *t) {
       return;
     case REDLOCK__TIMER_INSPECT:
       inspect_deliver(l, l->status);
+      return;
+    case REDLOCK__TIMER_PTTL:
+      redlock__acquire_pttl_grace(l);
       return;
   }
 }

@@ -30,6 +30,9 @@ struct redlock__round {
   redlock__round_fn decide;
   redlock__cmd cmd;
   uint8_t all;                  /* decide when every master answered */
+  uint8_t progress;             /* all: also call decide(PENDING) once,
+                                   when a quorum has answered */
+  uint8_t quorum_seen;
   uint8_t guarded;              /* YES votes pass the restart guard */
   uint8_t needs_record;         /* a YES needs the ttl record there */
   uint8_t decided;
@@ -90,12 +93,14 @@ typedef enum {
   REDLOCK__PHASE_RAISE,         /* recording the ttl (restart guard) */
   REDLOCK__PHASE_SET,           /* acquisition round */
   REDLOCK__PHASE_FENCE,         /* fencing, second round */
+  REDLOCK__PHASE_PTTL,          /* refused: when does the holder expire? */
   REDLOCK__PHASE_EXTEND,
   REDLOCK__PHASE_RELEASE
 } redlock__phase;
 
 enum { REDLOCK__TIMER_IDLE = 0, REDLOCK__TIMER_RETRY,
-       REDLOCK__TIMER_DELIVER, REDLOCK__TIMER_INSPECT };
+       REDLOCK__TIMER_DELIVER, REDLOCK__TIMER_INSPECT,
+       REDLOCK__TIMER_PTTL };   /* the PTTL round's grace (acquire.c) */
 
 struct redlock_lock_s {
   redlock__member member;       /* client->members: aborted at close */
@@ -143,6 +148,10 @@ struct redlock_lock_s {
   uint8_t timer_mode;
   uint8_t waiting;              /* subscribed to the release channels */
   uint8_t woken;                /* a release was heard during an attempt */
+  int retry_status;             /* the refused attempt's (PTTL round) */
+  struct redlock__round *refused;   /* that attempt's round, for the
+                                       result, while the PTTL round runs */
+  int64_t next_delay_ms;        /* its retry delay (PTTL round) */
   redlock_lost_cb lost_cb;
   void *lost_arg;
   /* The outcome being delivered. */
@@ -224,6 +233,8 @@ void redlock__acquire_attempt(redlock_lock_t *l);
 void redlock__acquire_unwait(redlock_lock_t *l);
 /* Client close: an acquisition in flight or between attempts ends. */
 void redlock__acquire_abort(redlock_lock_t *l);
+/* The PTTL round's grace timer fired (lock.c's timer). */
+void redlock__acquire_pttl_grace(redlock_lock_t *l);
 
 /* ---- watchdog.c ---------------------------------------------------------- */
 /* Arms the next renewal (after a grant or a successful extension). */

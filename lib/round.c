@@ -61,6 +61,8 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   r->decide = NULL;
   r->cmd = REDLOCK__CMD_SET_NX;
   r->all = 0;
+  r->progress = 0;
+  r->quorum_seen = 0;
   r->guarded = 0;
   r->needs_record = 0;
   r->decided = 0;
@@ -155,8 +157,15 @@ static void round_check(redlock__round *r, redlock__ns now) {
     return;
   st = redlock__round_decide(c->n, c->quorum, r->yes, r->no, r->err);
   if (r->all) {
-    if (r->yes + r->no + r->err < c->n)
+    if (r->yes + r->no + r->err < c->n) {
+      if (r->progress && !r->quorum_seen && r->yes + r->no >= c->quorum) {
+        /* Tell the owner once: it may not want to wait for a hung
+         * minority (the command timeout) any longer. */
+        r->quorum_seen = 1;
+        r->decide(r, REDLOCK__ROUND_PENDING, now);
+      }
       return;
+    }
     st = r->yes + r->no >= c->quorum ? REDLOCK__ROUND_REACHED
                                      : REDLOCK__ROUND_FAILED;
   } else if (st == REDLOCK__ROUND_PENDING) {
@@ -297,6 +306,9 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
       r->res[i].holder = errbuf(r, i);
       r->res[i].errstr = "";
       r->res[i].pttl_ms = v.value;
+    } else if ((r->cmd == REDLOCK__CMD_PTTL ||
+                r->cmd == REDLOCK__CMD_MULTI_PTTL) && v.error == 0) {
+      r->res[i].pttl_ms = v.value;
     }
   }
   if (v.vote == REDLOCK_VOTE_YES && v.value > r->value_max)
@@ -364,6 +376,11 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
     lens[argc++] = (n);                                                     \
   } while (0)
 #define NUM(slot, v) ARG(nums[slot], redlock__fmt_i64(nums[slot], (v)))
+  if (cmd == REDLOCK__CMD_PTTL) {
+    ARG("PTTL", 4);
+    ARG(l->key, l->keylen);
+    return argc;
+  }
   if (cmd == REDLOCK__CMD_SET_NX) {
     ARG("SET", 3);
     ARG(l->key, l->keylen);
@@ -405,6 +422,11 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
       ARG(l->token, toklen);
       NUM(0, ttl_ms);   /* the ttl, or T for the fence round */
       break;
+    case REDLOCK__CMD_MULTI_PTTL:
+      NUM(1, l->nkeys);
+      for (k = 0; k < l->nkeys; k++)
+        ARG(l->keys[k], l->keylens[k]);
+      break;
     case REDLOCK__CMD_MULTI_ACQUIRE:
     case REDLOCK__CMD_MULTI_RELEASE:
     case REDLOCK__CMD_MULTI_EXTEND:
@@ -437,6 +459,7 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
       NUM(0, ttl_ms);
       break;
     case REDLOCK__CMD_SET_NX:
+    case REDLOCK__CMD_PTTL:
     case REDLOCK__CMD_MAXTTL_GET:
     case REDLOCK__N_CMDS:
       break;

@@ -124,6 +124,12 @@ static const char rw_giveup_script[] =
     "end if n == 1 then "
     "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return 1";
 
+/* Until when a multi-resource attempt is refused on this master: the
+ * longest PTTL of its keys (-2 when none exists, -1 if one never expires). */
+static const char multi_pttl_script[] =
+    "local m = -2 for i=1,#KEYS do local p = redis.call('pttl',KEYS[i]) "
+    "if p == -1 then return -1 end if p > m then m = p end end return m";
+
 /* The restart guard's record of the deployment's longest ttl: only ever
  * raised, never expires. Returns the record after the call. */
 static const char maxttl_raise_script[] =
@@ -148,6 +154,7 @@ static redlock__script table[REDLOCK__N_CMDS] = {
     [REDLOCK__CMD_RW_RELEASE] = S(rw_release_script),
     [REDLOCK__CMD_RW_GIVEUP] = S(rw_giveup_script),
     [REDLOCK__CMD_MAXTTL_RAISE] = S(maxttl_raise_script),
+    [REDLOCK__CMD_MULTI_PTTL] = S(multi_pttl_script),
 };
 
 static const char *texts[REDLOCK__N_CMDS];
@@ -238,6 +245,8 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
         vote(out, REDLOCK_VOTE_YES, v > 0 ? v : 0);
       }
       return;
+    case REDLOCK__CMD_PTTL:
+    case REDLOCK__CMD_MULTI_PTTL:
     case REDLOCK__CMD_MAXTTL_RAISE:
     case REDLOCK__CMD_RW_GIVEUP:
       if (r->type == REDLOCK__R_INTEGER)

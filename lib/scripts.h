@@ -26,6 +26,8 @@ typedef enum {
   REDLOCK__CMD_RW_GIVEUP,      /* a waiting writer withdraws its intent */
   REDLOCK__CMD_MAXTTL_RAISE,   /* record the deployment's longest ttl */
   REDLOCK__CMD_MAXTTL_GET,     /* GET of that record (no script) */
+  REDLOCK__CMD_PTTL,           /* PTTL key: when a refusal ends */
+  REDLOCK__CMD_MULTI_PTTL,     /* the longest PTTL of K keys */
   REDLOCK__N_CMDS
 } redlock__cmd;
 
