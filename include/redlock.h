@@ -475,7 +475,7 @@ REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock_t *lock,
                                         redlock_lock_cb cb, void *arg);
 
 /* Takes over a lock acquired elsewhere (another process, `redlock
- * acquire`) under `token` (1..64 bytes, NUL-terminated): extend and
+ * acquire`) under `token` (1..128 bytes, NUL-terminated): extend and
  * release then act on it. Its validity is unknown (0) until a successful
  * extend. Errors: EINVAL, EBUSY (in flight or held). */
 REDLOCK_EXTERN int redlock_lock_adopt(redlock_lock_t *lock,
@@ -501,6 +501,82 @@ REDLOCK_EXTERN redlock_client_t *redlock_lock_client(
     const redlock_lock_t *lock);
 REDLOCK_EXTERN void *redlock_lock_get_data(const redlock_lock_t *lock);
 REDLOCK_EXTERN void redlock_lock_set_data(redlock_lock_t *lock, void *data);
+
+/* ------------------------------------------------------------------------
+ * Leader election: one leader among the instances that campaign for a
+ * resource, standbys that take over when it goes.
+ *
+ * A campaign is an acquisition that never gives up: standbys listen for the
+ * leader's release message and ask the masters when its keys expire, so a
+ * dead leader is replaced as its lock expires, a resigning one at once.
+ * The leader's lock is extended every ttl/3; a leader that cannot extend
+ * steps down (DEPOSED, reason EEXPIRED) `step_down_ms` BEFORE its validity
+ * ends, and at once (ENOTHELD) when a majority says the lock is not its
+ * own any more. After losing, an instance campaigns again (unless `once`).
+ * The lock's value is "<40 hex>.<identity>": the identity travels with
+ * it, and compare-and-delete stays exact.
+ */
+typedef struct redlock_election_s redlock_election_t;
+
+typedef enum {
+  REDLOCK_ELECTED = 1,   /* this instance is the leader now */
+  REDLOCK_DEPOSED        /* it is not any more: reason ENOTHELD (the lock
+                            is gone or someone else's), EEXPIRED (no
+                            extension in time: stepped down), or 0 after
+                            redlock_election_resign */
+} redlock_election_event;
+
+typedef void (*redlock_election_cb)(redlock_election_t *e,
+                                    redlock_election_event ev, int reason,
+                                    void *arg);
+
+typedef struct redlock_election_opts {
+  int64_t ttl_ms;        /* the leader's lock ttl; 0 = 10 s */
+  int retry_delay_ms;    /* a standby polls at least this often; 0 = the
+                            client's retry delay (200 ms) */
+  int step_down_ms;      /* a leader that could not extend steps down this
+                            long before its validity ends; 0 = ttl / 10,
+                            at least 2 command timeouts */
+  int once;              /* after losing, do not campaign again */
+  redlock_election_cb on_change;   /* may be NULL (poll is_leader); in the
+                                      blocking API it runs on the
+                                      background thread */
+  void *arg;
+} redlock_election_opts;
+
+/* An election handle for `resource` with this instance's `identity`
+ * (1..80 bytes, no NUL). It does not campaign yet. Errors: EINVAL, ENOMEM,
+ * ECANCELED (client closing). */
+REDLOCK_EXTERN int redlock_election_new(redlock_client_t *client,
+                                        const void *resource, size_t len,
+                                        const char *identity,
+                                        const redlock_election_opts *opts,
+                                        redlock_election_t **out);
+/* Starts campaigning: on_change(ELECTED) once this instance leads.
+ * Errors: EINVAL, EBUSY (already campaigning or leading). */
+REDLOCK_EXTERN int redlock_election_campaign(redlock_election_t *e);
+/* Stops campaigning; a leader releases its lock (standbys hear it at once)
+ * and gets on_change(DEPOSED, 0). Nothing to do is not an error. */
+REDLOCK_EXTERN int redlock_election_resign(redlock_election_t *e);
+/* 1 while this instance leads (its validity has not run out). */
+REDLOCK_EXTERN int redlock_election_is_leader(const redlock_election_t *e);
+/* The lock of the current leadership (its token, fence, validity). */
+REDLOCK_EXTERN redlock_lock_t *redlock_election_lock(
+    const redlock_election_t *e);
+/* Resigns and frees the handle (on_change runs no more). */
+REDLOCK_EXTERN int redlock_election_free(redlock_election_t *e);
+
+/* Who leads `resource` now, read from every master: `identity` is the
+ * leader's identity ("" when there is none: no value held by a quorum, or
+ * a lock of another kind), `ttl_ms` how long it stays leader without an
+ * extension (the time until fewer than a quorum hold it). status: 0, or
+ * ENOQUORUM (too few masters answered), ECANCELED. */
+typedef void (*redlock_leader_cb)(redlock_client_t *client, int status,
+                                  const char *identity, int64_t ttl_ms,
+                                  void *arg);
+REDLOCK_EXTERN int redlock_election_leader(redlock_client_t *client,
+                                           const void *resource, size_t len,
+                                           redlock_leader_cb cb, void *arg);
 
 /* ------------------------------------------------------------------------
  * Blocking API, for programs without a libuv loop. A redlock_sync_t runs a
@@ -581,6 +657,26 @@ REDLOCK_EXTERN unsigned redlock_sync_holds(redlock_sync_lock_t *lock);
  * too small. */
 REDLOCK_EXTERN int redlock_sync_token(redlock_sync_lock_t *lock, char *buf,
                                       size_t len);
+
+/* Leader election (see redlock_election_new). campaign blocks until this
+ * instance leads (0) or wait_ms passes (ETIMEDOUT; <= 0: no limit); the
+ * handle keeps campaigning in the background after a loss (unless
+ * opts->once) until redlock_sync_resign, which also frees it. */
+typedef struct redlock_sync_election_s redlock_sync_election_t;
+REDLOCK_EXTERN int redlock_sync_campaign(redlock_sync_t *s,
+                                         const void *resource, size_t len,
+                                         const char *identity,
+                                         const redlock_election_opts *opts,
+                                         int wait_ms,
+                                         redlock_sync_election_t **out);
+REDLOCK_EXTERN int redlock_sync_is_leader(redlock_sync_election_t *e);
+REDLOCK_EXTERN int redlock_sync_resign(redlock_sync_election_t *e);
+/* Who leads `resource`: its identity into buf (NUL-terminated; "" when
+ * none) and its remaining ms into *ttl_ms (may be NULL). */
+REDLOCK_EXTERN int redlock_sync_leader(redlock_sync_t *s,
+                                       const void *resource, size_t len,
+                                       char *buf, size_t buflen,
+                                       int64_t *ttl_ms);
 
 #ifdef __cplusplus
 }

@@ -343,6 +343,9 @@ static void attempt_set(redlock_lock_t *l) {
     acquire_fail(l, rc);
     return;
   }
+  if (l->token_suffix != NULL)   /* "<hex>.<identity>" (election.c) */
+    memcpy(l->token + REDLOCK__TOKEN_HEX, l->token_suffix,
+           l->token_suffix_len + 1);
   l->fence = 0;
   l->woken = 0;   /* this attempt sees any release heard before it */
   l->client->lst.attempts++;

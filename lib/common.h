@@ -72,7 +72,8 @@ static inline void redlock__queue_remove(redlock__queue *q) {
 /* ---- tokens (token.c) ---------------------------------------------------- */
 #define REDLOCK__TOKEN_BYTES 20                       /* from uv_random */
 #define REDLOCK__TOKEN_HEX (2 * REDLOCK__TOKEN_BYTES) /* chars, no NUL */
-#define REDLOCK__TOKEN_MAX 64    /* adopted tokens (other implementations) */
+#define REDLOCK__TOKEN_MAX 128   /* adopted tokens (other implementations),
+                                    tokens with an election's identity */
 /* Fills out[REDLOCK__TOKEN_HEX + 1] with fresh random hex. 0 or EIO. */
 int redlock__token_new(char *out);
 

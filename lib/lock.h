@@ -128,6 +128,11 @@ struct redlock_lock_s {
   int64_t op_ttl_ms;            /* the ttl of the operation in flight */
   char token[REDLOCK__TOKEN_MAX + 1];
   char intent[REDLOCK__TOKEN_HEX + 1];   /* a waiting writer's id */
+  const char *token_suffix;     /* appended to every new token (".id" of
+                                   an election), or NULL; not owned */
+  size_t token_suffix_len;
+  int64_t step_down_ms;         /* auto-extension: lost this long before
+                                   the validity ends (elections); 0 at it */
   redlock__ns valid_until;      /* 0 when not held */
   redlock__ns wait_deadline;    /* 0 = none */
   redlock__ns acquire_start;    /* validity counts from the SET round */

@@ -24,8 +24,25 @@ typedef enum {
   CALL_TOKEN,
   CALL_HOLDS,
   CALL_FENCE,
+  CALL_CAMPAIGN,
+  CALL_IS_LEADER,
+  CALL_RESIGN,
+  CALL_LEADER,
   CALL_CLOSE
 } call_kind;
+
+/* An election of the blocking API (loop thread only, but for the
+ * pointer the caller holds). */
+struct redlock_sync_election_s {
+  redlock_sync_t *sync;
+  redlock_election_t *e;        /* NULL once freed */
+  redlock__queue link;          /* sync->elections */
+  struct sync_call *campaign;   /* the caller waiting to be elected */
+  struct sync_call *resign;     /* the caller waiting for the release */
+  uv_timer_t timer;             /* the campaign's wait_ms */
+  redlock_election_cb user_cb;
+  void *user_arg;
+};
 
 struct redlock_sync_lock_s {
   redlock_sync_t *sync;
@@ -54,6 +71,9 @@ typedef struct sync_call {
   size_t k;
   int rw;                         /* 0 plain, 1 read, 2 write */
   int scoped;                     /* redlock_sync_with_lock's own call */
+  const char *identity;           /* CAMPAIGN */
+  const redlock_election_opts *eopts;
+  redlock_sync_election_t *se;    /* IS_LEADER, RESIGN; CAMPAIGN: out */
   redlock_sync_lock_t *slock;
   redlock_sync_lock_t *held;      /* referenced while the call is queued */
   char *buf;
@@ -71,6 +91,7 @@ struct redlock_sync_s {
   uv_mutex_t mutex;
   redlock__queue calls;       /* under mutex */
   redlock__queue locks;       /* loop thread only */
+  redlock__queue elections;   /* loop thread only */
   redlock_client_t *client;
   sync_call *closing;         /* the CLOSE call, answered at the end */
   uv_sem_t ready;
@@ -229,9 +250,32 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
   }
 }
 
+static void on_se_closed(uv_handle_t *h) {
+  redlock__free(h->data);
+}
+
+/* The election handle went with the client: answer whoever waits, free
+ * the wrapper (after its timer closed). */
+static void se_drop(redlock_sync_election_t *se) {
+  if (se->campaign != NULL) {
+    call_done(se->campaign, REDLOCK_ECANCELED);
+    se->campaign = NULL;
+  }
+  if (se->resign != NULL) {
+    call_done(se->resign, 0);
+    se->resign = NULL;
+  }
+  se->e = NULL;
+  redlock__queue_remove(&se->link);
+  uv_close((uv_handle_t *)&se->timer, on_se_closed);
+}
+
 static void on_client_closed(redlock_client_t *c, void *arg) {
   redlock_sync_t *s = arg;
   (void)c;
+  while (!redlock__queue_empty(&s->elections))
+    se_drop(REDLOCK__CONTAINER_OF(s->elections.next,
+                                  redlock_sync_election_t, link));
   /* The client freed every lock handle; free our wrappers. */
   while (!redlock__queue_empty(&s->locks)) {
     redlock_sync_lock_t *sl = REDLOCK__CONTAINER_OF(
@@ -243,9 +287,142 @@ static void on_client_closed(redlock_client_t *c, void *arg) {
   uv_close((uv_handle_t *)&s->async, NULL);
 }
 
+/* ---- elections (loop thread) --------------------------------------------- */
+
+static void se_on_change(redlock_election_t *e, redlock_election_event ev,
+                         int reason, void *arg) {
+  redlock_sync_election_t *se = arg;
+  if (ev == REDLOCK_ELECTED && se->campaign != NULL) {
+    uv_timer_stop(&se->timer);
+    se->campaign->se = se;
+    call_done(se->campaign, 0);
+    se->campaign = NULL;
+  }
+  if (se->user_cb != NULL)
+    se->user_cb(e, ev, reason, se->user_arg);
+  if (ev == REDLOCK_DEPOSED && reason == 0 && se->resign != NULL) {
+    /* Resigned and released: now the handle goes. */
+    sync_call *call = se->resign;
+    se->resign = NULL;
+    redlock_election_free(se->e);
+    se->e = NULL;
+    redlock__queue_remove(&se->link);
+    uv_close((uv_handle_t *)&se->timer, on_se_closed);
+    call_done(call, 0);
+  }
+}
+
+/* Frees an election that is not leading (campaigning or idle). */
+static void se_free_now(redlock_sync_election_t *se) {
+  redlock_election_free(se->e);
+  se->e = NULL;
+  redlock__queue_remove(&se->link);
+  uv_close((uv_handle_t *)&se->timer, on_se_closed);
+}
+
+static void on_campaign_timeout(uv_timer_t *t) {
+  redlock_sync_election_t *se = t->data;
+  sync_call *call = se->campaign;
+  se->campaign = NULL;
+  redlock__strlcpy(call->msg, "not elected within wait_ms",
+                   sizeof(call->msg));
+  se_free_now(se);
+  call_done(call, REDLOCK_ETIMEDOUT);
+}
+
+static void start_campaign(redlock_sync_t *s, sync_call *call) {
+  redlock_sync_election_t *se = redlock__calloc(1, sizeof(*se));
+  redlock_election_opts o;
+  int rc;
+  if (se == NULL) {
+    call_done(call, REDLOCK_ENOMEM);
+    return;
+  }
+  if (call->eopts != NULL)
+    o = *call->eopts;
+  else
+    memset(&o, 0, sizeof(o));
+  se->sync = s;
+  se->user_cb = o.on_change;
+  se->user_arg = o.arg;
+  o.on_change = se_on_change;
+  o.arg = se;
+  rc = redlock_election_new(s->client, call->resource, call->len,
+                            call->identity, &o, &se->e);
+  if (rc != 0) {
+    redlock__free(se);
+    call_failed(call, rc);
+    return;
+  }
+  uv_timer_init(&s->loop, &se->timer);
+  se->timer.data = se;
+  redlock__queue_insert_tail(&s->elections, &se->link);
+  se->campaign = call;
+  rc = redlock_election_campaign(se->e);
+  if (rc != 0) {
+    redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
+    se->campaign = NULL;
+    se_free_now(se);
+    call_done(call, rc);
+    return;
+  }
+  if (call->ttl_ms > 0)
+    uv_timer_start(&se->timer, on_campaign_timeout, (uint64_t)call->ttl_ms,
+                   0);
+}
+
+static void on_leader_read(redlock_client_t *c, int status,
+                           const char *identity, int64_t ttl_ms, void *arg) {
+  sync_call *call = arg;
+  (void)c;
+  if (status == 0) {
+    if (call->buf != NULL && call->buflen > 0)
+      redlock__strlcpy(call->buf, identity, call->buflen);
+    call->value = ttl_ms;
+  }
+  call_done(call, status);
+}
+
+static int election_call(redlock_sync_t *s, sync_call *call) {
+  redlock_sync_election_t *se = call->se;
+  int rc;
+  switch (call->kind) {
+    case CALL_CAMPAIGN:
+      start_campaign(s, call);
+      return 1;
+    case CALL_IS_LEADER:
+      call->value = se->e != NULL && redlock_election_is_leader(se->e);
+      call_done(call, 0);
+      return 1;
+    case CALL_RESIGN:
+      if (se->e == NULL) {
+        call_done(call, 0);
+        return 1;
+      }
+      if (redlock_election_is_leader(se->e)) {
+        se->resign = call;   /* answered once released (se_on_change) */
+        redlock_election_resign(se->e);
+        return 1;
+      }
+      se_free_now(se);
+      call_done(call, 0);
+      return 1;
+    case CALL_LEADER:
+      rc = redlock_election_leader(s->client, call->resource, call->len,
+                                   on_leader_read, call);
+      if (rc != 0)
+        call_failed(call, rc);
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 static void run_call(redlock_sync_t *s, sync_call *call) {
   redlock_lock_t *l = NULL;
   int rc;
+  if (election_call(s, call))
+    return;
   if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE) {
     l = call->slock->lock;
     if (l == NULL) {
@@ -325,6 +502,11 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       redlock__strlcpy(call->buf, redlock_lock_token(l), call->buflen);
       call_done(call, 0);
       return;
+    case CALL_CAMPAIGN:
+    case CALL_IS_LEADER:
+    case CALL_RESIGN:
+    case CALL_LEADER:
+      return;   /* election_call */
     case CALL_CLOSE:
       s->closing = call;
       if (redlock_client_close(s->client, on_client_closed, s) != 0)
@@ -411,6 +593,7 @@ int redlock_sync_new(const redlock_client_config *cfg, redlock_sync_t **out) {
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   redlock__queue_init(&s->calls);
   redlock__queue_init(&s->locks);
+  redlock__queue_init(&s->elections);
   s->cfg = cfg;
   if (uv_loop_init(&s->loop) != 0)
     goto fail_loop;
@@ -658,4 +841,72 @@ uint64_t redlock_sync_fence(redlock_sync_lock_t *sl) {
 unsigned redlock_sync_holds(redlock_sync_lock_t *sl) {
   sync_call call;
   return lock_call(sl, CALL_HOLDS, 0, &call) == 0 ? (unsigned)call.value : 0;
+}
+
+/* ---- elections ----------------------------------------------------------- */
+
+int redlock_sync_campaign(redlock_sync_t *s, const void *resource, size_t len,
+                          const char *identity,
+                          const redlock_election_opts *opts, int wait_ms,
+                          redlock_sync_election_t **out) {
+  sync_call call;
+  int rc;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_campaign: out NULL");
+  *out = NULL;
+  if (s == NULL || resource == NULL || len == 0 || identity == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_campaign: bad arguments");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_CAMPAIGN;
+  call.resource = resource;
+  call.len = len;
+  call.identity = identity;
+  call.eopts = opts;
+  call.ttl_ms = wait_ms > 0 ? wait_ms : 0;   /* the wait, here */
+  rc = sync_post(s, &call);
+  if (rc == 0)
+    *out = call.se;
+  return rc;
+}
+
+int redlock_sync_is_leader(redlock_sync_election_t *se) {
+  sync_call call;
+  if (se == NULL)
+    return 0;
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_IS_LEADER;
+  call.se = se;
+  return sync_post(se->sync, &call) == 0 ? (int)call.value : 0;
+}
+
+int redlock_sync_resign(redlock_sync_election_t *se) {
+  sync_call call;
+  if (se == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_resign: NULL");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_RESIGN;
+  call.se = se;
+  return sync_post(se->sync, &call);
+}
+
+int redlock_sync_leader(redlock_sync_t *s, const void *resource, size_t len,
+                        char *buf, size_t buflen, int64_t *ttl_ms) {
+  sync_call call;
+  int rc;
+  if (s == NULL || resource == NULL || len == 0)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_leader: bad "
+                         "arguments");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_LEADER;
+  call.resource = resource;
+  call.len = len;
+  call.buf = buf;
+  call.buflen = buflen;
+  if (buf != NULL && buflen > 0)
+    buf[0] = '\0';
+  rc = sync_post(s, &call);
+  if (ttl_ms != NULL)
+    *ttl_ms = rc == 0 ? call.value : 0;
+  return rc;
 }

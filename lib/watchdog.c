@@ -35,11 +35,18 @@ static int64_t wd_retry_ms(const redlock_lock_t *l) {
   return v < 5 ? 5 : v > 500 ? 500 : v;
 }
 
-/* Soon, and at the end of the validity at the latest (+1 ms so that the
- * timer cannot run just before it). */
+/* The validity left that still counts, in ns: what remains before the
+ * step-down point (an election's leader gives up that long before its
+ * validity ends; plain locks at the end). */
+static int64_t wd_left_ns(const redlock_lock_t *l, redlock__ns now) {
+  return redlock__validity_left(l->valid_until, now) -
+         l->step_down_ms * (int64_t)REDLOCK__NS_PER_MS;
+}
+
+/* Soon, and at the step-down point at the latest (+1 ms so that the timer
+ * cannot run just before it). */
 static void wd_arm_retry(redlock_lock_t *l, redlock__ns now) {
-  int64_t left = redlock__validity_left(l->valid_until, now) /
-                 (int64_t)REDLOCK__NS_PER_MS;
+  int64_t left = wd_left_ns(l, now) / (int64_t)REDLOCK__NS_PER_MS;
   int64_t retry = wd_retry_ms(l);
   wd_arm(l, retry < left ? retry : left + 1);
 }
@@ -122,7 +129,7 @@ static void on_wd_decided(redlock__round *r, redlock__round_state st,
     wd_lost(l, REDLOCK_ENOTHELD);
     return;
   }
-  if (redlock__validity_left(l->valid_until, now) <= 0) {
+  if (wd_left_ns(l, now) <= 0) {
     wd_lost(l, REDLOCK_EEXPIRED);
     return;
   }
@@ -148,7 +155,7 @@ static void on_wd_timer(uv_timer_t *t) {
   if (l->state != REDLOCK__LOCK_HELD || !l->auto_extend || l->user_freed ||
       l->client->closing)
     return;
-  if (redlock__validity_left(l->valid_until, now) <= 0) {
+  if (wd_left_ns(l, now) <= 0) {
     /* An extension still in flight no longer matters. */
     wd_lost(l, REDLOCK_EEXPIRED);
     return;
@@ -168,8 +175,7 @@ static void on_wd_timer(uv_timer_t *t) {
     return;
   }
   if (l->slot == REDLOCK__SLOT_WATCHDOG)
-    wd_arm(l, redlock__validity_left(l->valid_until, now) /
-                      (int64_t)REDLOCK__NS_PER_MS + 1);
+    wd_arm(l, wd_left_ns(l, now) / (int64_t)REDLOCK__NS_PER_MS + 1);
 }
 
 void redlock__wd_after_user_extend(redlock_lock_t *l, int status) {
