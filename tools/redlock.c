@@ -55,7 +55,7 @@
 #define EXEC_HELPER "__exec"
 
 enum { C_RUN = 1, C_ACQUIRE = 2, C_EXTEND = 4, C_RELEASE = 8, C_STATUS = 16,
-       C_ALL = 31 };
+       C_ELECT = 32, C_LEADER = 64, C_STATS = 128, C_ALL = 255 };
 
 static const char usage_text[] =
     "usage: redlock [OPTIONS] COMMAND [OPTIONS] ARGS\n"
@@ -68,6 +68,11 @@ static const char usage_text[] =
     "  extend KEY TOKEN          extend a lock held under TOKEN\n"
     "  release KEY TOKEN         release a lock held under TOKEN\n"
     "  status KEY                show KEY on every master\n"
+    "  elect --id NAME KEY -- CMD...  run CMD only while this process is\n"
+    "                            KEY's leader; campaign again when it is not\n"
+    "  leader KEY                who leads KEY, and for how long\n"
+    "  stats                     each master's counters and latency\n"
+    "                            (Prometheus text)\n"
     "\n"
     "Options for every command (before or after it):\n"
     "  --servers LIST     masters, comma-separated (default $REDLOCK_SERVERS):\n"
@@ -111,7 +116,8 @@ static const char usage_text[] =
     "  75   not acquired (held by another owner, or no quorum within --wait)\n"
     "  76   run: the lock was lost; the command was terminated\n"
     "  127  run: the command could not be started\n"
-    "  143  run: stopped by SIGTERM (the command was killed after --grace)\n"
+    "  143  run, elect: stopped by SIGTERM (the command was killed after\n"
+    "       --grace)\n"
     "  run otherwise exits with the command's status (128+N if it was\n"
     "  killed by signal N).\n"
     "\n"
@@ -187,7 +193,43 @@ static const char help_status[] =
     "\n"
     "Show KEY on every master: reachable, latency, held, remaining ttl and\n"
     "holder (its first 8 characters only; 'mine' when it is --token).\n"
-    "  --token TOKEN  mark the masters where TOKEN holds KEY\n";
+    "  --token TOKEN  mark the masters where TOKEN holds KEY\n"
+    "  --stats        then this client's statistics (Prometheus text)\n";
+
+static const char help_elect[] =
+    "usage: redlock elect --id NAME [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "\n"
+    "Leader election: campaign for KEY and run CMD only while this process\n"
+    "leads. A standby takes over as soon as the leader's lock expires or it\n"
+    "resigns (release message). When leadership is lost (a majority says\n"
+    "the lock is someone else's, or it could not be extended: the leader\n"
+    "steps down before its validity ends), CMD gets SIGTERM, then SIGKILL\n"
+    "after --grace, and the process campaigns again (--once: exits 76).\n"
+    "When CMD exits by itself, elect resigns and exits with its status.\n"
+    "SIGTERM: CMD gets it (SIGKILL after --grace), then elect resigns and\n"
+    "exits. CMD sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_LEADER_ID.\n"
+    "\n"
+    "  --id NAME    this instance's identity (1..80 bytes; default\n"
+    "               HOSTNAME:PID), shown by `redlock leader`\n"
+    "  --ttl D      leadership ttl, extended every ttl/3 (default 10s)\n"
+    "  --grace D    SIGKILL this long after SIGTERM (default 10s)\n"
+    "  --once       exit when leadership is lost instead of campaigning\n"
+    "  --stats-file F  write the statistics (Prometheus text) to F every\n"
+    "               5 s, for node_exporter's textfile collector\n";
+
+static const char help_leader[] =
+    "usage: redlock leader [OPTIONS] KEY\n"
+    "\n"
+    "Print the identity of KEY's leader (line 1) and how long it stays\n"
+    "leader without an extension, in ms (line 2), as a quorum of masters\n"
+    "sees it. Exit 1 when there is no leader. --json: one object.\n";
+
+static const char help_stats[] =
+    "usage: redlock stats [OPTIONS]\n"
+    "\n"
+    "Connect to every master, read one probe key, and print the client's\n"
+    "statistics in the Prometheus text format: per master up, commands,\n"
+    "errors by kind, handshakes and a latency histogram.\n";
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -196,7 +238,7 @@ enum {
   O_CONNECT_TIMEOUT, O_RESTART_GUARD, O_TLS_CA, O_TLS_CA_DIR, O_TLS_CERT,
   O_TLS_KEY, O_TLS_KEY_PASS_FILE, O_TLS_SERVER_NAME, O_TLS_INSECURE,
   O_HELP, O_VERSION, O_TTL, O_WAIT, O_GRACE, O_HEAL, O_FENCE, O_WAKE,
-  O_ALSO, O_READ, O_WRITE, O_TOKEN
+  O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE
 };
 
 typedef struct optdef {
@@ -225,9 +267,9 @@ static const optdef options[] = {
     {"tls-insecure", 0, 0, C_ALL, O_TLS_INSECURE},
     {"help", 'h', 0, C_ALL, O_HELP},
     {"version", 'V', 0, C_ALL, O_VERSION},
-    {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND, O_TTL},
+    {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT, O_TTL},
     {"wait", 0, 1, C_RUN | C_ACQUIRE, O_WAIT},
-    {"grace", 0, 1, C_RUN, O_GRACE},
+    {"grace", 0, 1, C_RUN | C_ELECT, O_GRACE},
     {"heal", 0, 0, C_RUN, O_HEAL},
     {"fence", 0, 0, C_RUN | C_ACQUIRE, O_FENCE},
     {"wake", 0, 0, C_RUN | C_ACQUIRE, O_WAKE},
@@ -235,6 +277,10 @@ static const optdef options[] = {
     {"read", 0, 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_READ},
     {"write", 0, 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_WRITE},
     {"token", 0, 1, C_STATUS, O_TOKEN},
+    {"id", 0, 1, C_ELECT, O_ID},
+    {"once", 0, 0, C_ELECT, O_ONCE},
+    {"stats", 0, 0, C_STATUS, O_STATS},
+    {"stats-file", 0, 1, C_RUN | C_ELECT, O_STATS_FILE},
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -246,6 +292,8 @@ static const struct {
     {"run", C_RUN, help_run},         {"acquire", C_ACQUIRE, help_acquire},
     {"extend", C_EXTEND, help_extend}, {"release", C_RELEASE, help_release},
     {"status", C_STATUS, help_status},
+    {"elect", C_ELECT, help_elect},    {"leader", C_LEADER, help_leader},
+    {"stats", C_STATS, help_stats},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -273,12 +321,19 @@ static struct {
   const char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_key_pass_file;
   const char *tls_server_name;
   int tls_insecure;
+  const char *id;
+  int once;
+  int stats;
+  const char *stats_file;
+  int ttl_given;
 } opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
-         {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0};
+         {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
+         NULL, 0, 0, NULL, 0};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
 static redlock_lock_t *lock;
+static redlock_election_t *election;   /* elect */
 static const char *key;
 static const char *cmd_name;
 static unsigned cmd_bit;
@@ -556,6 +611,7 @@ static void set_option(const optdef *o, const char *v) {
       break;   /* handled before */
     case O_TTL:
       opt.ttl_ms = duration_arg("--ttl", v);
+      opt.ttl_given = 1;
       if (opt.ttl_ms <= 0)
         usage_error("--ttl must be > 0");
       break;
@@ -592,6 +648,20 @@ static void set_option(const optdef *o, const char *v) {
     case O_TOKEN:
       opt.token = v;
       break;
+    case O_ID:
+      if (*v == '\0' || strlen(v) > 80)
+        usage_error("--id must be 1..80 bytes");
+      opt.id = v;
+      break;
+    case O_ONCE:
+      opt.once = 1;
+      break;
+    case O_STATS:
+      opt.stats = 1;
+      break;
+    case O_STATS_FILE:
+      opt.stats_file = v;
+      break;
   }
 }
 
@@ -618,15 +688,16 @@ static int parse_args(int argc, char **argv, const char **positional,
       int h = i + 1 < argc ? find_command(argv[i + 1]) : -1;
       if (i + 1 < argc && h < 0)
         usage_error("no command '%s' (run, acquire, extend, release, "
-                    "status)", argv[i + 1]);
+                    "status, elect, leader, stats)", argv[i + 1]);
       print_help(h);
     }
   }
   if (cmd_at < 0)
-    usage_error("no command (run, acquire, extend, release, status)");
+    usage_error("no command (run, acquire, extend, release, status, elect, "
+                "leader, stats)");
   if (cmd_index < 0)
     usage_error("unknown command '%s' (run, acquire, extend, release, "
-                "status)", argv[cmd_at]);
+                "status, elect, leader, stats)", argv[cmd_at]);
   cmd_name = commands[cmd_index].name;
   cmd_bit = commands[cmd_index].bit;
 
@@ -642,9 +713,9 @@ static int parse_args(int argc, char **argv, const char **positional,
       i++;
       /* The rest is positional: run's KEY if not given yet, then its
        * command; the other commands' KEY and TOKEN. */
-      if (cmd_bit == C_RUN && *n_pos == 0 && i < argc)
+      if ((cmd_bit & (C_RUN | C_ELECT)) && *n_pos == 0 && i < argc)
         positional[(*n_pos)++] = argv[i++];
-      if (cmd_bit != C_RUN)
+      if (!(cmd_bit & (C_RUN | C_ELECT)))
         for (; i < argc; i++) {
           if (*n_pos == 2)
             usage_error("%s: unexpected argument '%s'", cmd_name, argv[i]);
@@ -690,7 +761,7 @@ static int parse_args(int argc, char **argv, const char **positional,
     }
     if (!seen_cmd)
       continue;   /* cannot happen: the first positional is the command */
-    if (cmd_bit == C_RUN && *n_pos == 1) {
+    if ((cmd_bit & (C_RUN | C_ELECT)) && *n_pos == 1) {
       /* run KEY CMD...: the command starts here, options stop. */
       break;
     }
@@ -698,9 +769,9 @@ static int parse_args(int argc, char **argv, const char **positional,
     if (*n_pos > 2)
       usage_error("%s: unexpected argument '%s'", cmd_name, a);
   }
-  if (cmd_bit == C_RUN) {
+  if (cmd_bit & (C_RUN | C_ELECT)) {
     if (i >= argc)
-      usage_error("run: expected KEY [--] CMD [ARGS...]");
+      usage_error("%s: expected KEY [--] CMD [ARGS...]", cmd_name);
     return i;
   }
   if (i < argc)
@@ -806,6 +877,51 @@ static void on_client_closed(redlock_client_t *c, void *arg) {
 
 static void close_signals(void);
 
+/* ---- --stats-file: the Prometheus text for node_exporter's textfile
+ * collector, rewritten atomically (tmp + rename) every 5 s and at exit. */
+static uv_timer_t stats_timer;
+static int stats_timer_open;
+
+static void write_stats_file(void) {
+  static redlock_stats st;
+  char tmp[4096];
+  char *text;
+  int len;
+  FILE *f;
+  if (opt.stats_file == NULL || client == NULL ||
+      redlock_client_stats(client, &st) != 0)
+    return;
+  len = redlock_stats_prometheus(&st, NULL, 0);
+  text = malloc((size_t)len + 1);
+  if (text == NULL)
+    return;
+  redlock_stats_prometheus(&st, text, (size_t)len + 1);
+  snprintf(tmp, sizeof(tmp), "%s.tmp", opt.stats_file);
+  f = fopen(tmp, "w");
+  if (f != NULL) {
+    int ok = fwrite(text, 1, (size_t)len, f) == (size_t)len;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, opt.stats_file) != 0)
+      ok = 0;
+    if (!ok)
+      unlink(tmp);
+  }
+  free(text);
+}
+
+static void on_stats_timer(uv_timer_t *t) {
+  (void)t;
+  write_stats_file();
+}
+
+static void start_stats_file(void) {
+  if (opt.stats_file == NULL)
+    return;
+  uv_timer_init(&loop, &stats_timer);
+  uv_timer_start(&stats_timer, on_stats_timer, 0, 5000);
+  stats_timer_open = 1;
+}
+
 /* Ends the run with `code` (the first call decides; closing the client
  * cancels what is in flight, whose callbacks then come back here). */
 static void finish(int code) {
@@ -814,11 +930,19 @@ static void finish(int code) {
   finishing = 1;
   exit_code = code;
   close_signals();
+  if (stats_timer_open) {
+    write_stats_file();
+    stats_timer_open = 0;
+    uv_close((uv_handle_t *)&stats_timer, NULL);
+  }
+  election = NULL;   /* freed (and its lock released) by the close */
   if (lock != NULL && redlock_lock_free(lock) == 0)
     lock = NULL;   /* released in the background if held */
   if (client != NULL)
     redlock_client_close(client, on_client_closed, NULL);
 }
+
+static void print_stats(void);
 
 /* ---- acquire / extend / release / status --------------------------------- */
 
@@ -924,7 +1048,55 @@ static void on_status_cmd(redlock_lock_t *l, int status,
   }
   if (opt.json)
     printf("]}\n");
+  if (opt.stats)
+    print_stats();
   finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+}
+
+static void print_stats(void) {
+  static redlock_stats st;
+  char *text;
+  int len;
+  if (client == NULL || redlock_client_stats(client, &st) != 0)
+    return;
+  len = redlock_stats_prometheus(&st, NULL, 0);
+  text = malloc((size_t)len + 1);
+  if (text == NULL)
+    return;
+  redlock_stats_prometheus(&st, text, (size_t)len + 1);
+  fputs(text, stdout);
+  free(text);
+}
+
+static void on_stats_cmd(redlock_lock_t *l, int status,
+                         const redlock_result *r, void *arg) {
+  (void)l;
+  (void)r;
+  (void)arg;
+  print_stats();
+  finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+}
+
+static void on_leader_cmd(redlock_client_t *c, int status,
+                          const char *identity, int64_t ttl_ms, void *arg) {
+  (void)c;
+  (void)arg;
+  if (opt.json) {
+    printf("{\"command\":\"leader\",\"key\":");
+    json_str(key);
+    printf(",\"ok\":%s,\"status\":\"%s\",\"leader\":",
+           status == 0 && identity[0] != '\0' ? "true" : "false",
+           redlock_err_name(status));
+    json_str(identity);
+    printf(",\"ttl_ms\":%lld}\n", (long long)ttl_ms);
+  } else if (status != 0) {
+    fprintf(stderr, "redlock: leader %s: %s\n", key, redlock_strerror(status));
+  } else if (identity[0] == '\0') {
+    fprintf(stderr, "redlock: %s has no leader\n", key);
+  } else {
+    printf("%s\n%lld\n", identity, (long long)ttl_ms);
+  }
+  finish(status == 0 && identity[0] != '\0' ? EXIT_OK : EXIT_FAIL);
 }
 
 /* ---- run: signals -------------------------------------------------------- */
@@ -948,6 +1120,9 @@ static uv_process_t child;
 static int child_running;
 static int lost;
 static int term_escalated;     /* SIGKILL after SIGTERM to run */
+static int stopping;           /* elect: a signal asked us to stop */
+static int deposed_kill;       /* elect: the child goes, we campaign on */
+static int start_when_exited;  /* elect: elected again while it went */
 static int wait_signal;        /* a signal ended the wait for the lock */
 static char **child_argv;
 
@@ -1002,6 +1177,10 @@ static void on_signal(const sig_event *ev) {
         wait_signal != 0)
       return;
     wait_signal = 128 + ev->signum;
+    if (cmd_bit == C_ELECT) {
+      finish(wait_signal);   /* the close resigns */
+      return;
+    }
     if (lock != NULL && redlock_lock_cancel(lock) == 0)
       return;   /* its callback ends the run */
     finish(wait_signal);
@@ -1012,6 +1191,8 @@ static void on_signal(const sig_event *ev) {
    * got: forward it. */
   if (!(ev->from_kernel && getpgid(uv_process_get_pid(&child)) == getpgrp()))
     uv_process_kill(&child, ev->signum);
+  if (ev->signum != SIGUSR1 && ev->signum != SIGUSR2)
+    stopping = 1;   /* elect: no new campaign after this child */
   /* SIGTERM to run: the child has --grace to finish, then SIGKILL. */
   if (ev->signum == SIGTERM)
     start_grace();
@@ -1051,19 +1232,68 @@ static int open_signals(void) {
 
 /* ---- run: the child ------------------------------------------------------ */
 
+static void start_child(void);
+
 static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   int code;
   child_running = 0;
   uv_close((uv_handle_t *)p, NULL);
+  uv_timer_stop(&grace_timer);
   code = sig != 0 ? 128 + sig : (int)status;
+  if (cmd_bit == C_ELECT && deposed_kill && !stopping && !finishing) {
+    /* Leadership was lost: the command is gone; campaign on. */
+    deposed_kill = 0;
+    if (opt.once) {
+      finish(EXIT_LOST);
+      return;
+    }
+    if (start_when_exited) {
+      start_when_exited = 0;
+      start_child();
+    }
+    return;
+  }
   if (lost) {
     fprintf(stderr, "redlock: lock on %s was lost; command terminated\n",
             key);
     code = EXIT_LOST;
   } else if (term_escalated) {
     code = 128 + SIGTERM;
+  } else if (cmd_bit == C_ELECT && deposed_kill) {
+    code = EXIT_LOST;   /* lost, then asked to stop */
   }
   finish(code);   /* releases the lock (auto-extension stops first) */
+}
+
+/* elect: leadership comes and goes. */
+static void on_election_change(redlock_election_t *e,
+                               redlock_election_event ev, int reason,
+                               void *arg) {
+  (void)e;
+  (void)arg;
+  if (finishing)
+    return;
+  if (ev == REDLOCK_ELECTED) {
+    fprintf(stderr, "redlock: elected leader of %s as %s\n", key, opt.id);
+    if (child_running)
+      start_when_exited = 1;   /* the previous term's command is going */
+    else
+      start_child();
+    return;
+  }
+  if (reason == 0)
+    return;   /* our own resignation */
+  fprintf(stderr, "redlock: leadership of %s lost (%s)%s\n", key,
+          reason == REDLOCK_ENOTHELD ? "a majority says it is not ours"
+                                     : "could not extend: stepped down",
+          child_running ? ": sending SIGTERM" : "");
+  start_when_exited = 0;
+  if (child_running) {
+    deposed_kill = 1;
+    term_child();
+  } else if (opt.once) {
+    finish(EXIT_LOST);
+  }
 }
 
 static void on_lost(redlock_lock_t *l, int reason, void *arg) {
@@ -1080,13 +1310,13 @@ static void on_lost(redlock_lock_t *l, int reason, void *arg) {
 /* The child's environment: ours, without credentials, plus the lock's. */
 static char **child_env(void) {
   extern char **environ;
-  static char env_key[4096], env_tok[256], env_fence[64];
+  static char env_key[4096], env_tok[256], env_fence[64], env_id[128];
   static char *env_servers;
   char **envp;
   size_t n = 0, k = 0, i;
   while (environ[n] != NULL)
     n++;
-  envp = calloc(n + 4, sizeof(*envp));
+  envp = calloc(n + 5, sizeof(*envp));
   if (envp == NULL)
     return NULL;
   for (i = 0; i < n; i++) {
@@ -1094,7 +1324,8 @@ static char **child_env(void) {
     if (strncmp(e, "REDLOCK_PASSWORD=", 17) == 0 ||
         strncmp(e, "REDLOCK_KEY=", 12) == 0 ||
         strncmp(e, "REDLOCK_TOKEN=", 14) == 0 ||
-        strncmp(e, "REDLOCK_FENCE=", 14) == 0)
+        strncmp(e, "REDLOCK_FENCE=", 14) == 0 ||
+        strncmp(e, "REDLOCK_LEADER_ID=", 18) == 0)
       continue;
     if (strncmp(e, "REDLOCK_SERVERS=", 16) == 0) {
       char *stripped = strip_userinfo(e + 16);
@@ -1115,9 +1346,14 @@ static char **child_env(void) {
   }
   snprintf(env_key, sizeof(env_key), "REDLOCK_KEY=%s", key);
   snprintf(env_tok, sizeof(env_tok), "REDLOCK_TOKEN=%s",
-           redlock_lock_token(lock));
+           redlock_lock_token(lock != NULL ? lock
+                                           : redlock_election_lock(election)));
   envp[k++] = env_key;
   envp[k++] = env_tok;
+  if (cmd_bit == C_ELECT) {
+    snprintf(env_id, sizeof(env_id), "REDLOCK_LEADER_ID=%s", opt.id);
+    envp[k++] = env_id;
+  }
   if (opt.fence) {
     snprintf(env_fence, sizeof(env_fence), "REDLOCK_FENCE=%llu",
              (unsigned long long)redlock_lock_fence(lock));
@@ -1309,6 +1545,10 @@ static int make_client(void) {
   }
   if (opt.rw != 0 && (opt.n_also > 0 || opt.fence))
     usage_error("--read/--write do not combine with --also or --fence");
+  if (cmd_bit & (C_ELECT | C_LEADER)) {
+    free(copy);
+    return 0;   /* an election handle, or no handle at all */
+  }
   if (opt.rw != 0) {
     rc = redlock_rwlock_new(client, key, strlen(key),
                             opt.rw == 2 ? REDLOCK_WRITE : REDLOCK_READ,
@@ -1349,10 +1589,16 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   run_at = parse_args(argc, argv, pos, &n_pos);
+  if (cmd_bit == C_STATS) {
+    if (n_pos != 0)
+      usage_error("stats: unexpected argument '%s'", pos[0]);
+    pos[0] = "__redlock__:probe";   /* read, never written */
+    n_pos = 1;
+  }
   if (n_pos < 1 || pos[0][0] == '\0')
     usage_error("%s: missing KEY", cmd_name);
   key = pos[0];
-  if (cmd_bit == C_RUN) {
+  if (cmd_bit & (C_RUN | C_ELECT)) {
     child_argv = argv + run_at;
   } else if (cmd_bit == C_EXTEND || cmd_bit == C_RELEASE) {
     if (n_pos != 2)
@@ -1394,6 +1640,7 @@ int main(int argc, char **argv) {
       return EXIT_FAIL;
     }
     rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_run_acquired, NULL);
+    start_stats_file();
   } else if (cmd_bit == C_ACQUIRE) {
     ao.fence = opt.fence;
     ao.wake = opt.wake;
@@ -1406,8 +1653,39 @@ int main(int argc, char **argv) {
     rc = redlock_lock_adopt(lock, opt.token);
     if (rc == 0)
       rc = redlock_lock_release(lock, on_release_cmd, NULL);
+  } else if (cmd_bit == C_ELECT) {
+    static char default_id[128];
+    redlock_election_opts eo;
+    if (opt.id == NULL) {
+      char host[64];
+      if (gethostname(host, sizeof(host)) != 0)
+        snprintf(host, sizeof(host), "localhost");
+      host[sizeof(host) - 1] = '\0';
+      snprintf(default_id, sizeof(default_id), "%s:%ld", host,
+               (long)getpid());
+      opt.id = default_id;
+    }
+    memset(&eo, 0, sizeof(eo));
+    eo.ttl_ms = opt.ttl_given ? opt.ttl_ms : 10000;
+    eo.retry_delay_ms = 200;
+    eo.on_change = on_election_change;
+    rc = redlock_election_new(client, key, strlen(key), opt.id, &eo,
+                              &election);
+    if (rc == 0 && open_signals() != 0) {
+      fprintf(stderr, "redlock: cannot set up signals: %s\n",
+              strerror(errno));
+      return EXIT_FAIL;
+    }
+    if (rc == 0)
+      rc = redlock_election_campaign(election);
+    start_stats_file();
+  } else if (cmd_bit == C_LEADER) {
+    rc = redlock_election_leader(client, key, strlen(key), on_leader_cmd,
+                                 NULL);
   } else {
-    rc = redlock_lock_inspect(lock, on_status_cmd, NULL);
+    rc = redlock_lock_inspect(lock, cmd_bit == C_STATS ? on_stats_cmd
+                                                       : on_status_cmd,
+                              NULL);
   }
   if (rc == REDLOCK_EINVAL)
     usage_error("%s", redlock_last_error());

@@ -1,0 +1,453 @@
+/* `redlock elect` and `redlock leader` (issue 12, item 3), and the CLI's
+ * statistics (item 5).
+ *
+ * CMD is this test binary in "cmd" mode: it logs "ID start|tick|end
+ * T_NS" lines (CLOCK_MONOTONIC, shared by every process of the machine)
+ * to a log, a tick every 5 ms, and ends on SIGTERM. Exclusivity is read
+ * from that log: the intervals [start, last tick or end] of all terms,
+ * of all processes, never overlap.
+ *
+ * Quick cases (suite redis):
+ *  a) two elect processes: one runs CMD; `redlock leader` names it;
+ *  b) SIGKILL of the leader's elect: its CMD gets SIGTERM (PDEATHSIG), the
+ *     standby's CMD starts once the lock expired (ttl 1 s), within the
+ *     margin;
+ *  c) SIGTERM to the leader: its CMD ends, it resigns and exits 143 or
+ *     CMD's status; the standby starts through the release message;
+ *  d) --once: leadership lost (the keys flushed): CMD is terminated and
+ *     elect exits 76;
+ *  e) CMD exits by itself: elect exits with its status;
+ *  f) `redlock leader` without a leader: exit 1; --json;
+ *  g) `redlock stats` and `status --stats` print the exposition.
+ * "slow" (suite slow): two elect processes for 30 s (REDLOCK_ELECT_SECONDS)
+ * under random minority faults (one master at a time: stopped, slow,
+ * replies lost, reset, refused) and SIGKILLs of the leader; no overlap. */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define N 3
+#define KEY "el-key"
+
+static const char *cli, *self;
+static char tmpdir[200], logpath[300];
+static harness_server srv[N];
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- CMD ----------------------------------------------------------------- */
+
+static volatile sig_atomic_t termed;
+
+static void on_term(int sig) {
+  (void)sig;
+  termed = 1;
+}
+
+static void log_line(int fd, const char *id, const char *what) {
+  char line[128];
+  int n = snprintf(line, sizeof(line), "%s %s %llu\n", id, what,
+                   (unsigned long long)mono_ns());
+  if (write(fd, line, (size_t)n) < 0) {
+    /* nothing to do */
+  }
+}
+
+static int cmd_child(const char *path, const char *id, const char *exit_after) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  int i;
+  long n_ticks = exit_after != NULL ? strtol(exit_after, NULL, 10) : 24000;
+  if (fd < 0)
+    return 2;
+  signal(SIGTERM, on_term);
+  log_line(fd, id, "start");
+  for (i = 0; i < n_ticks && !termed; i++) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+    log_line(fd, id, "tick");
+  }
+  log_line(fd, id, "end");
+  return termed ? 0 : 3;   /* 3: ended by itself */
+}
+
+/* ---- the log ------------------------------------------------------------- */
+
+typedef struct term {
+  char id[32];
+  uint64_t start, last;
+} term;
+
+/* Reads the log into terms (one per start); returns how many. */
+static int read_terms(term *t, int max) {
+  FILE *f = fopen(logpath, "r");
+  char id[32], what[16];
+  unsigned long long ns;
+  int n = 0, i;
+  if (f == NULL)
+    return 0;
+  while (fscanf(f, "%31s %15s %llu", id, what, &ns) == 3) {
+    if (strcmp(what, "start") == 0 && n < max) {
+      snprintf(t[n].id, sizeof(t[n].id), "%s", id);
+      t[n].start = t[n].last = ns;
+      n++;
+      continue;
+    }
+    for (i = n - 1; i >= 0; i--)
+      if (strcmp(t[i].id, id) == 0) {
+        if (ns > t[i].last)
+          t[i].last = ns;
+        break;
+      }
+  }
+  fclose(f);
+  return n;
+}
+
+/* No two terms overlap; returns the number of terms. */
+static int check_exclusive(const char *what) {
+  static term t[4096];
+  int n = read_terms(t, 4096), i, j;
+  for (i = 0; i < n; i++)
+    for (j = 0; j < n; j++)
+      if (i != j && t[i].start <= t[j].start && t[j].start <= t[i].last)
+        TEST_FAIL("%s: %s's command ran from %llu to %llu ns and %s's "
+                  "started at %llu ns: two leaders at once", what, t[i].id,
+                  (unsigned long long)t[i].start,
+                  (unsigned long long)t[i].last, t[j].id,
+                  (unsigned long long)t[j].start);
+  return n;
+}
+
+/* Terms started so far by `id` (or anyone, id NULL). */
+static int starts_of(const char *id) {
+  static term t[4096];
+  int n = read_terms(t, 4096), i, k = 0;
+  for (i = 0; i < n; i++)
+    k += id == NULL || strcmp(t[i].id, id) == 0;
+  return k;
+}
+
+static void wait_starts(const char *id, int want, uint64_t ms,
+                        const char *what) {
+  uint64_t end = harness_now_ms() + ms;
+  while (starts_of(id) < want) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("%s: %s's command never started (term %d)", what,
+                id ? id : "anyone", want);
+    uv_sleep(2);
+  }
+}
+
+/* The start time (monotonic ns) of the latest term of id. */
+static uint64_t last_start(const char *id) {
+  static term t[4096];
+  int n = read_terms(t, 4096), i;
+  for (i = n - 1; i >= 0; i--)
+    if (strcmp(t[i].id, id) == 0)
+      return t[i].start;
+  return 0;
+}
+
+/* ---- processes ----------------------------------------------------------- */
+
+static int spawn_elect(const char *id, const char *ttl, int once,
+                       const char *exit_after) {
+  char out[300], err[300];
+  char *argv[20];
+  int k = 0;
+  snprintf(out, sizeof(out), "%s/%s.out", tmpdir, id);
+  snprintf(err, sizeof(err), "%s/%s.err", tmpdir, id);
+  argv[k++] = (char *)cli;
+  argv[k++] = "elect";
+  argv[k++] = "--id";
+  argv[k++] = (char *)id;
+  argv[k++] = "--ttl";
+  argv[k++] = (char *)ttl;
+  argv[k++] = "--grace";
+  argv[k++] = "2s";
+  if (once)
+    argv[k++] = "--once";
+  argv[k++] = KEY;
+  argv[k++] = "--";
+  argv[k++] = (char *)self;
+  argv[k++] = "cmd";
+  argv[k++] = logpath;
+  argv[k++] = (char *)id;
+  argv[k++] = (char *)exit_after;   /* NULL ends argv when not given */
+  argv[k] = NULL;
+  return harness_spawn(cli, argv, out, err);
+}
+
+static void leader_is(const char *want) {
+  char out[300], buf[256];
+  int rc;
+  snprintf(out, sizeof(out), "%s/leader.out", tmpdir);
+  {
+    char *argv[] = {(char *)cli, "leader", KEY, NULL};
+    rc = harness_wait_exit(harness_spawn(cli, argv, out, NULL), 10000);
+  }
+  harness_read_file(out, buf, sizeof(buf));
+  if (want == NULL) {
+    ASSERT_EQ(rc, 1);
+    return;
+  }
+  ASSERT_EQ(rc, 0);
+  buf[strcspn(buf, "\n")] = '\0';
+  ASSERT_STR_EQ(buf, want);
+}
+
+/* When the key expires on a quorum (2 of 3), in monotonic ns. */
+static uint64_t quorum_expiry_ns(void) {
+  uint64_t exp[N], t;
+  int i, j;
+  for (i = 0; i < N; i++) {
+    uint64_t now = mono_ns();
+    int64_t p = harness_pttl(&srv[i], KEY);
+    exp[i] = now + (uint64_t)(p > 0 ? p : 0) * 1000000ull;
+  }
+  for (i = 1; i < N; i++)
+    for (j = i; j > 0 && exp[j - 1] > exp[j]; j--) {
+      t = exp[j];
+      exp[j] = exp[j - 1];
+      exp[j - 1] = t;
+    }
+  return exp[1];
+}
+
+static void quick(void) {
+  int a, b, rc;
+  uint64_t expiry, t_term;
+  int64_t margin_ms = getenv("REDLOCK_TEST_SLOW") ? 300 : 60;
+  char buf[8192], path[400];
+
+  /* a) */
+  a = spawn_elect("A", "1s", 0, NULL);
+  wait_starts("A", 1, 10000, "a) A");
+  b = spawn_elect("B", "1s", 0, NULL);
+  uv_sleep(300);   /* B campaigns and is refused meanwhile */
+  ASSERT_EQ(starts_of("B"), 0);
+  leader_is("A");
+  fprintf(stderr, "a) A leads and runs its command; `redlock leader`: A\n");
+
+  /* b) SIGKILL of A: B takes over as the lock expires. */
+  expiry = quorum_expiry_ns();
+  ASSERT_EQ(kill(a, SIGKILL), 0);
+  ASSERT_EQ(harness_wait_exit(a, 5000), 128 + SIGKILL);
+  wait_starts("B", 1, 10000, "b) B after A was killed");
+  {
+    int64_t late = ((int64_t)last_start("B") - (int64_t)expiry) / 1000000;
+    fprintf(stderr, "b) A killed: B's command started %lld ms after A's "
+            "lock expired on a quorum\n", (long long)late);
+    ASSERT_LE(late, margin_ms);
+  }
+  leader_is("B");
+  check_exclusive("b");
+
+  /* c) SIGTERM to B: resigns, A2 takes over through the release. */
+  a = spawn_elect("A2", "1s", 0, NULL);
+  uv_sleep(200);
+  t_term = mono_ns();
+  ASSERT_EQ(kill(b, SIGTERM), 0);
+  rc = harness_wait_exit(b, 5000);
+  ASSERT(rc == 0 || rc == 143);
+  wait_starts("A2", 1, 5000, "c) A2 after B resigned");
+  fprintf(stderr, "c) B resigned on SIGTERM (exit %d): A2's command started "
+          "%llu ms later\n", rc,
+          (unsigned long long)((last_start("A2") - t_term) / 1000000));
+  ASSERT_LT((last_start("A2") - t_term) / 1000000, 500);
+  check_exclusive("c");
+
+  /* d) --once: the leadership is lost (keys flushed): exit 76. */
+  ASSERT_EQ(kill(a, SIGTERM), 0);
+  ASSERT(harness_wait_exit(a, 5000) >= 0);
+  a = spawn_elect("O", "1s", 1, NULL);
+  wait_starts("O", 1, 10000, "d) O");
+  {
+    int i;
+    for (i = 0; i < N; i++)
+      ASSERT_EQ(harness_cmdf(&srv[i], buf, sizeof(buf), "DEL %s", KEY), 0);
+  }
+  rc = harness_wait_exit(a, 5000);
+  snprintf(path, sizeof(path), "%s/O.err", tmpdir);
+  harness_read_file(path, buf, sizeof(buf));
+  fprintf(stderr, "d) --once, keys flushed: exit %d\n", rc);
+  ASSERT_EQ(rc, 76);
+  ASSERT_NOT_NULL(strstr(buf, "leadership of " KEY " lost"));
+
+  /* e) CMD exits by itself (after 40 ticks, status 3). */
+  a = spawn_elect("E", "1s", 0, "40");
+  rc = harness_wait_exit(a, 10000);
+  ASSERT_EQ(rc, 3);
+  leader_is(NULL);   /* it resigned */
+  fprintf(stderr, "e) the command ended by itself: exit %d, resigned\n",
+          rc);
+
+  /* f) --json */
+  snprintf(path, sizeof(path), "%s/leader.json", tmpdir);
+  {
+    char *argv[] = {(char *)cli, "leader", "--json", KEY, NULL};
+    rc = harness_wait_exit(harness_spawn(cli, argv, path, NULL), 10000);
+  }
+  harness_read_file(path, buf, sizeof(buf));
+  ASSERT_EQ(rc, 1);
+  ASSERT_NOT_NULL(strstr(buf, "\"leader\":\"\""));
+
+  /* g) statistics */
+  snprintf(path, sizeof(path), "%s/stats.out", tmpdir);
+  {
+    char *argv[] = {(char *)cli, "stats", NULL};
+    rc = harness_wait_exit(harness_spawn(cli, argv, path, NULL), 10000);
+  }
+  harness_read_file(path, buf, sizeof(buf));
+  ASSERT_EQ(rc, 0);
+  ASSERT_NOT_NULL(strstr(buf, "# TYPE redlock_master_latency_seconds "
+                              "histogram"));
+  snprintf(path, sizeof(path), "redlock_master_up{master=\"%s\"} 1",
+           harness_addr(&srv[0]));
+  ASSERT_NOT_NULL(strstr(buf, path));
+  snprintf(path, sizeof(path), "%s/status.out", tmpdir);
+  {
+    char *argv[] = {(char *)cli, "status", "--stats", KEY, NULL};
+    rc = harness_wait_exit(harness_spawn(cli, argv, path, NULL), 10000);
+  }
+  harness_read_file(path, buf, sizeof(buf));
+  ASSERT_EQ(rc, 0);
+  ASSERT_NOT_NULL(strstr(buf, "held on 0 of 3"));
+  ASSERT_NOT_NULL(strstr(buf, "redlock_master_replies_total{master="));
+  fprintf(stderr, "g) stats and status --stats: ok\n");
+  fprintf(stderr, "terms: %d, never two at once\n", check_exclusive("end"));
+}
+
+/* ---- slow: 30 s of minority faults --------------------------------------- */
+
+static uint64_t rnd(uint64_t *state) {   /* xorshift64 */
+  *state ^= *state << 13;
+  *state ^= *state >> 7;
+  *state ^= *state << 17;
+  return *state;
+}
+
+static void slow(void) {
+  harness_proxy proxy;
+  const char *fp = getenv("REDLOCK_FAULTPROXY");
+  const char *addrs[N];
+  char servers[256];
+  int seconds = getenv("REDLOCK_ELECT_SECONDS")
+                    ? atoi(getenv("REDLOCK_ELECT_SECONDS")) : 30;
+  uint64_t seed = mono_ns() | 1, end;
+  int pid[2], kills = 0, faults = 0, i, n_terms;
+  const char *ids[2] = {"P", "Q"};
+  int gen[2] = {0, 0};
+  char idbuf[2][16];
+
+  if (fp == NULL)
+    TEST_FAIL("slow: REDLOCK_FAULTPROXY is not set");
+  harness_proxy_start(&proxy, fp, srv, N);
+  harness_proxy_addrs(&proxy, addrs);
+  snprintf(servers, sizeof(servers), "%s,%s,%s", addrs[0], addrs[1],
+           addrs[2]);
+  setenv("REDLOCK_SERVERS", servers, 1);
+  fprintf(stderr, "slow: %d s, seed %llu\n", seconds,
+          (unsigned long long)seed);
+  for (i = 0; i < 2; i++) {
+    snprintf(idbuf[i], sizeof(idbuf[i]), "%s%d", ids[i], gen[i]);
+    pid[i] = spawn_elect(idbuf[i], "1s", 0, NULL);
+  }
+  end = harness_now_ms() + (uint64_t)seconds * 1000;
+  while (harness_now_ms() < end) {
+    int m = (int)(rnd(&seed) % N);
+    int kind = (int)(rnd(&seed) % 6);
+    int hold = 200 + (int)(rnd(&seed) % 1300);
+    faults++;
+    switch (kind) {
+      case 0:
+        harness_pause(&srv[m]);
+        uv_sleep((unsigned)hold);
+        harness_resume(&srv[m]);
+        break;
+      case 1:
+        harness_proxy_cmd(&proxy, m, "latency 300");
+        uv_sleep((unsigned)hold);
+        harness_proxy_cmd(&proxy, m, "normal");
+        break;
+      case 2:
+        harness_proxy_cmd(&proxy, m, "blackhole");
+        uv_sleep((unsigned)hold);
+        harness_proxy_cmd(&proxy, m, "normal");
+        break;
+      case 3:
+        harness_proxy_cmd(&proxy, m, "reset");
+        uv_sleep((unsigned)hold);
+        harness_proxy_cmd(&proxy, m, "normal");
+        break;
+      case 4:
+        harness_proxy_cmd(&proxy, m, "refuse");
+        uv_sleep((unsigned)hold);
+        harness_proxy_cmd(&proxy, m, "normal");
+        break;
+      default: {
+        /* Kill one of the two (SIGKILL) and start it again. */
+        int w = (int)(rnd(&seed) % 2);
+        kill(pid[w], SIGKILL);
+        harness_wait_exit(pid[w], 5000);
+        gen[w]++;
+        snprintf(idbuf[w], sizeof(idbuf[w]), "%s%d", ids[w], gen[w]);
+        pid[w] = spawn_elect(idbuf[w], "1s", 0, NULL);
+        kills++;
+        uv_sleep((unsigned)hold);
+        break;
+      }
+    }
+    check_exclusive("slow");
+  }
+  for (i = 0; i < 2; i++) {
+    kill(pid[i], SIGTERM);
+    harness_wait_exit(pid[i], 10000);
+  }
+  n_terms = check_exclusive("slow, at the end");
+  fprintf(stderr, "slow: %d faults, %d kills, %d terms of leadership, "
+          "never two at once\n", faults, kills, n_terms);
+  ASSERT_GE(n_terms, 2);
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 4 && strcmp(argv[1], "cmd") == 0)
+    return cmd_child(argv[2], argv[3], argc >= 5 ? argv[4] : NULL);
+  if (argc < 2)
+    TEST_FAIL("usage: test-cli-elect PATH-TO-redlock [slow]");
+  cli = argv[1];
+  self = argv[0];
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  snprintf(tmpdir, sizeof(tmpdir), "%s/redlock-elect-XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ASSERT_NOT_NULL(mkdtemp(tmpdir));
+  snprintf(logpath, sizeof(logpath), "%s/log", tmpdir);
+  unsetenv("REDLOCK_PASSWORD");
+  setenv("REDLOCK_RESTART_GUARD", "off", 1);
+  {
+    char servers[256];
+    snprintf(servers, sizeof(servers), "%s,%s,%s", harness_addr(&srv[0]),
+             harness_addr(&srv[1]), harness_addr(&srv[2]));
+    setenv("REDLOCK_SERVERS", servers, 1);
+  }
+  if (argc >= 3 && strcmp(argv[2], "slow") == 0)
+    slow();
+  else
+    quick();
+  {
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+    ASSERT_EQ(harness_wait_exit(harness_spawn_sh(cmd), 10000), 0);
+  }
+  harness_stop_all();
+  return 0;
+}
