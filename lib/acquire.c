@@ -52,8 +52,7 @@ static void on_wake(redlock__wake_waiter *w) {
   }
   /* Retry now, spread over a few ms: every waiter heard the same message,
    * and attempts that all start together split the votes. */
-  uv_timer_start(&l->timer, redlock__lock_on_timer,
-                 redlock__prng_next(&c->prng) % 4, 0);
+  redlock__lock_timer(l, (int64_t)(redlock__prng_next(&c->prng) % 4));
 }
 
 static void acquire_wait(redlock_lock_t *l) {
@@ -127,7 +126,7 @@ static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
   }
   redlock__lock_drop_round(l);
   l->timer_mode = REDLOCK__TIMER_RETRY;
-  uv_timer_start(&l->timer, redlock__lock_on_timer, (uint64_t)delay, 0);
+  redlock__lock_timer(l, delay);
 }
 
 /* Spread over a few ms: waiters that retry on the same event (a release
@@ -185,7 +184,7 @@ static void pttl_finish(redlock_lock_t *l, redlock__round *r, int reached,
   int64_t delay = l->next_delay_ms;
   int64_t until = reached ? until_quorum_free(r, c->quorum, now) : -1;
   if (l->timer_mode == REDLOCK__TIMER_PTTL) {
-    uv_timer_stop(&l->timer);
+    redlock__lock_timer_stop(l);
     l->timer_mode = REDLOCK__TIMER_IDLE;
   }
   /* The result keeps showing the refused attempt's votes. */
@@ -210,7 +209,7 @@ static void on_pttl_decided(redlock__round *r, redlock__round_state st,
      * for a hung master's command timeout. */
     uint64_t grace = (now - r->start) / REDLOCK__NS_PER_MS + 1;
     l->timer_mode = REDLOCK__TIMER_PTTL;
-    uv_timer_start(&l->timer, redlock__lock_on_timer, grace, 0);
+    redlock__lock_timer(l, (int64_t)grace);
     return;
   }
   pttl_finish(l, r, st == REDLOCK__ROUND_REACHED, now);
@@ -338,7 +337,12 @@ static void on_set_decided(redlock__round *r, redlock__round_state st,
 }
 
 static void attempt_set(redlock_lock_t *l) {
-  int rc = redlock__token_new(l->token);
+  int rc = l->token_suffix == NULL
+               ? 0
+               : redlock__lock_token_room(
+                     l, REDLOCK__TOKEN_HEX + l->token_suffix_len);
+  if (rc == 0)
+    rc = redlock__token_new(l->token);
   if (rc != 0) {
     acquire_fail(l, rc);
     return;
@@ -474,6 +478,8 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
     c->in_api--;
     return 0;
   }
+  if (opts->fence && redlock__lock_fence_key(l) != 0)
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   /* Any auto-extension still running (a lock that just ran out, its
    * extension hung) stops here: one owner of the slot. */
   l->auto_extend = 0;

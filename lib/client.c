@@ -78,6 +78,8 @@ static void client_free_memory(redlock_client_t *c) {
     redlock__queue_remove(q);
     redlock__free(q);   /* the link is a round's first member */
   }
+  redlock__batch_pool_free(c);
+  redlock__tq_free(&c->tq);
   redlock__node_env_free(&c->env);
   redlock__wake_free(&c->wake);
   redlock__guard_free(&c->guard);
@@ -197,6 +199,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   redlock__queue_init(&c->members);
   redlock__queue_init(&c->free_rounds);
+  redlock__queue_init(&c->free_batches);
   redlock__queue_init(&c->env.free_reqs);
   redlock__wake_init(&c->wake, &c->env, NULL, 0);
   rc = check_config(cfg, c);
@@ -276,7 +279,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->flusher.prepare.data = c;
   uv_timer_init(loop, &c->close_timer);
   c->close_timer.data = c;
-  c->handles_open = 2;
+  redlock__tq_init(&c->tq, loop, redlock__lock_tq_fire, redlock__wd_flush, c);
+  c->handles_open = 3;
   c->wake.nodes = c->nodes;
   c->wake.n = c->n;
   for (i = 0; i < c->n; i++) {
@@ -338,6 +342,7 @@ static void client_maybe_finish(redlock_client_t *c) {
   c->close_stage = 2;   /* the final close runs once */
   redlock__flusher_close(&c->flusher, on_client_handle_closed);
   uv_close((uv_handle_t *)&c->close_timer, on_client_handle_closed);
+  redlock__tq_close(&c->tq, on_client_handle_closed);
 }
 
 static void on_wake_closed(void *arg) {

@@ -8,6 +8,7 @@
 #include "conn.h"
 #include "guard.h"
 #include "node.h"
+#include "tq.h"
 #include "wake.h"
 
 /* Something that lives as long as the client and must be told when it
@@ -53,8 +54,13 @@ struct redlock_client_s {
   int close_stage;             /* 1: closing down, 2: final handles */
   int wake_closed;
   unsigned nodes_open;
-  unsigned handles_open;       /* flusher + close timer */
+  unsigned handles_open;       /* flusher + close timer + tq */
   uv_timer_t close_timer;
+  redlock__tq tq;              /* every lock handle's timers (lock.c) */
+  struct redlock__batch *open_batch;   /* renewals being gathered
+                                          (watchdog.c), or NULL */
+  redlock__queue free_batches; /* pooled batches; link first */
+  uint64_t batch_eval;         /* masters that said NOSCRIPT to a batch */
   redlock_close_cb close_cb;
   void *close_arg;
   redlock__lock_stats lst;
@@ -66,5 +72,11 @@ struct redlock_client_s {
  * may finish). */
 void redlock__client_join(redlock_client_t *c, redlock__member *m);
 void redlock__client_leave(redlock_client_t *c);
+
+/* The lock layer's side of the client's timer queue and renewal batches
+ * (lock.c, watchdog.c): the client wires them in and frees the pool. */
+void redlock__lock_tq_fire(redlock__tq *tq, redlock__tq_entry *e);
+void redlock__wd_flush(redlock__tq *tq);
+void redlock__batch_pool_free(redlock_client_t *c);
 
 #endif

@@ -25,9 +25,11 @@
  *  5. Callbacks run exactly once and never from inside a public call
  *     (decisions made inside one are delivered on the next loop turn).
  *  6. References: the user holds one until free/detach; the operation in
- *     flight holds one; each attached round holds one. The memory (one
- *     block: handle and keys) goes when the last one goes and both timers
- *     are closed. Rounds outlive their lock only detached. */
+ *     flight holds one; each attached round or renewal batch holds one.
+ *     The memory (one block: handle and keys) goes one timer pass after
+ *     the last one goes (lock_reap), so that a walk of the client's
+ *     members or a callback never meets freed memory. Rounds and batches
+ *     outlive their lock only detached. */
 #include <stdio.h>
 #include <string.h>
 
@@ -39,15 +41,67 @@ void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s) {
     l->valid_until = 0;
 }
 
-static void on_lock_closed(uv_handle_t *h) {
-  redlock_lock_t *l = h->data;
+/* The memory goes one timer pass after the last reference (invariant 6):
+ * never inside a walk of the client's members or a callback. */
+static void lock_reap(redlock_lock_t *l) {
   redlock_client_t *c = l->client;
-  if (--l->handles_open > 0)
-    return;
   redlock__queue_remove(&l->member.link);
+  redlock__tq_unreserve(&c->tq, 2);
+  if (l->token != l->tok_inline)
+    redlock__free(l->token);
+  redlock__free(l->fence_key);
   redlock__free(l->waiters);
   redlock__free(l);
   redlock__client_leave(c);
+}
+
+int redlock__lock_token_room(redlock_lock_t *l, size_t len) {
+  char *p;
+  if (len <= REDLOCK__TOKEN_HEX || l->token != l->tok_inline)
+    return 0;
+  p = redlock__malloc(REDLOCK__TOKEN_MAX + 1);
+  if (p == NULL)
+    return REDLOCK_ENOMEM;
+  memcpy(p, l->tok_inline, sizeof(l->tok_inline));
+  l->token = p;
+  return 0;
+}
+
+int redlock__lock_fence_key(redlock_lock_t *l) {
+  if (l->fence_key != NULL)
+    return 0;
+  l->fence_key = redlock__malloc(l->keylen + 7);
+  if (l->fence_key == NULL)
+    return REDLOCK_ENOMEM;
+  memcpy(l->fence_key, l->key, l->keylen);
+  memcpy(l->fence_key + l->keylen, ":fence", 7);
+  l->fence_keylen = l->keylen + 6;
+  return 0;
+}
+
+void redlock__lock_timer(redlock_lock_t *l, int64_t ms) {
+  redlock__tq_start(&l->client->tq, &l->tmr, ms);
+}
+
+void redlock__lock_timer_stop(redlock_lock_t *l) {
+  redlock__tq_stop(&l->client->tq, &l->tmr);
+}
+
+static void lock_on_timer(redlock_lock_t *l);
+
+void redlock__lock_tq_fire(redlock__tq *tq, redlock__tq_entry *e) {
+  (void)tq;
+  switch (e->kind) {
+    case REDLOCK__TQ_TIMER:
+      lock_on_timer(REDLOCK__CONTAINER_OF(e, redlock_lock_t, tmr));
+      return;
+    case REDLOCK__TQ_REAP:
+      lock_reap(REDLOCK__CONTAINER_OF(e, redlock_lock_t, tmr));
+      return;
+    case REDLOCK__TQ_WD:
+      redlock__wd_on_timer(REDLOCK__CONTAINER_OF(e, redlock_lock_t, wd));
+      return;
+  }
 }
 
 void redlock__lock_ref(redlock_lock_t *l) {
@@ -57,8 +111,10 @@ void redlock__lock_ref(redlock_lock_t *l) {
 void redlock__lock_unref(redlock_lock_t *l) {
   REDLOCK__ASSERT(l->refs > 0);
   if (--l->refs == 0) {
-    uv_close((uv_handle_t *)&l->timer, on_lock_closed);
-    uv_close((uv_handle_t *)&l->wd_timer, on_lock_closed);
+    redlock__tq *tq = &l->client->tq;
+    redlock__tq_stop(tq, &l->wd);
+    l->tmr.kind = REDLOCK__TQ_REAP;
+    redlock__tq_start(tq, &l->tmr, 0);
   }
 }
 
@@ -113,6 +169,7 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
 
 void redlock__lock_drop_round(redlock_lock_t *l) {
   redlock__round *r = l->round;
+  redlock__batch_detach(l);
   if (r == NULL)
     return;
   l->round = NULL;
@@ -254,7 +311,7 @@ void redlock__lock_complete(redlock_lock_t *l, int status) {
   if (l->client->in_api > 0) {
     /* Decided inside the public call: never call back from there. */
     l->timer_mode = REDLOCK__TIMER_DELIVER;
-    uv_timer_start(&l->timer, redlock__lock_on_timer, 0, 0);
+    redlock__lock_timer(l, 0);
     return;
   }
   lock_deliver(l);
@@ -275,7 +332,7 @@ static void op_begin(redlock_lock_t *l, redlock__op op, redlock_lock_cb cb,
 /* The user's operation takes the main round from the watchdog. */
 static void take_slot(redlock_lock_t *l) {
   if (l->slot == REDLOCK__SLOT_WATCHDOG) {
-    uv_timer_stop(&l->wd_timer);
+    redlock__tq_stop(&l->client->tq, &l->wd);
     redlock__lock_drop_round(l);
   }
   l->slot = REDLOCK__SLOT_USER;
@@ -370,7 +427,7 @@ static void start_extend(redlock_lock_t *l) {
 
 void redlock__lock_reenter_extend(redlock_lock_t *l, int64_t ttl_ms) {
   take_slot(l);
-  uv_timer_stop(&l->wd_timer);
+  redlock__tq_stop(&l->client->tq, &l->wd);
   l->op_ttl_ms = ttl_ms;
   l->pending_holds = 1;
   start_extend(l);
@@ -423,7 +480,7 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
   if (l->client->in_api > 0) {
     /* Every master failed at once: deliver on the next loop turn. */
     l->timer_mode = REDLOCK__TIMER_INSPECT;
-    uv_timer_start(&l->timer, redlock__lock_on_timer, 0, 0);
+    redlock__lock_timer(l, 0);
     return;
   }
   inspect_deliver(l, l->status);
@@ -431,8 +488,7 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
 
 /* ---- timers -------------------------------------------------------------- */
 
-void redlock__lock_on_timer(uv_timer_t *t) {
-  redlock_lock_t *l = t->data;
+static void lock_on_timer(redlock_lock_t *l) {
   int mode = l->timer_mode;
   l->timer_mode = REDLOCK__TIMER_IDLE;
   switch (mode) {
@@ -518,12 +574,15 @@ int redlock_lock_new_multi(redlock_client_t *c,
                            REDLOCK_MAX_KEY);
     keybytes += c->key_prefix_len + lens[i] + 1;
   }
-  /* One block: handle, the key table, the keys, "<first key>:fence". */
-  size = sizeof(*l) + k * (sizeof(char *) + sizeof(size_t)) + keybytes +
-         c->key_prefix_len + lens[0] + 7;
-  l = redlock__calloc(1, size);
-  if (l == NULL)
+  /* One block: handle, the key table, the keys. */
+  size = sizeof(*l) + k * (sizeof(char *) + sizeof(size_t)) + keybytes;
+  if (redlock__tq_reserve(&c->tq, 2) != 0)   /* its two timer entries */
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  l = redlock__calloc(1, size);
+  if (l == NULL) {
+    redlock__tq_unreserve(&c->tq, 2);
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  }
   p = (char *)(l + 1);
   l->keys = (char **)p;
   p += k * sizeof(char *);
@@ -542,17 +601,11 @@ int redlock_lock_new_multi(redlock_client_t *c,
   l->kind = k > 1 ? REDLOCK__KIND_MULTI : REDLOCK__KIND_PLAIN;
   l->key = l->keys[0];
   l->keylen = l->keylens[0];
-  l->fence_key = p;   /* "<key>:fence" */
-  memcpy(l->fence_key, l->key, l->keylen);
-  memcpy(l->fence_key + l->keylen, ":fence", 7);
-  l->fence_keylen = l->keylen + 6;
+  l->token = l->tok_inline;
   l->client = c;
   l->refs = 1;   /* the user's */
-  uv_timer_init(c->loop, &l->timer);
-  l->timer.data = l;
-  uv_timer_init(c->loop, &l->wd_timer);
-  l->wd_timer.data = l;
-  l->handles_open = 2;
+  l->tmr.kind = REDLOCK__TQ_TIMER;
+  l->wd.kind = REDLOCK__TQ_WD;
   l->member.abort = on_member_abort;
   redlock__client_join(c, &l->member);
   *out = l;
@@ -744,6 +797,8 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
   if (redlock_lock_is_held(l))
     return redlock__fail(REDLOCK_EBUSY,
                          "redlock_lock_adopt: this handle holds a lock");
+  if (redlock__lock_token_room(l, len) != 0)
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   l->auto_extend = 0;
   redlock__wd_stop(l);   /* a lost lock's extension may still be out */
   memcpy(l->token, token, len + 1);
@@ -778,7 +833,7 @@ int redlock_lock_cancel(redlock_lock_t *l) {
     l->pending_holds = 0;
     redlock__wd_after_user_extend(l, REDLOCK_ECANCELED);
   } else {
-    uv_timer_stop(&l->timer);
+    redlock__lock_timer_stop(l);
     l->timer_mode = REDLOCK__TIMER_IDLE;
     redlock__acquire_abort(l);
   }
@@ -794,11 +849,11 @@ static void on_member_abort(redlock__member *m) {
   l->auto_extend = 0;
   redlock__wd_stop(l);
   if (l->op == REDLOCK__OP_INSPECT) {
-    uv_timer_stop(&l->timer);
+    redlock__lock_timer_stop(l);
     l->timer_mode = REDLOCK__TIMER_IDLE;
     inspect_deliver(l, REDLOCK_ECANCELED);
   } else if (l->op != REDLOCK__OP_NONE) {
-    uv_timer_stop(&l->timer);
+    redlock__lock_timer_stop(l);
     l->timer_mode = REDLOCK__TIMER_IDLE;
     if (l->op == REDLOCK__OP_ACQUIRE)
       redlock__acquire_abort(l);

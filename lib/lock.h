@@ -12,6 +12,8 @@
 #define REDLOCK__ERRSTR_LEN 160  /* per-master text in a result */
 
 typedef struct redlock__round redlock__round;
+typedef struct redlock__batch redlock__batch;
+#define REDLOCK__BATCH_MAX 256   /* locks per renewal batch */
 
 /* Called once when a round is decided (early, or when every master
  * answered for an `all` round). st: REACHED, BLOCKED or FAILED. */
@@ -122,11 +124,15 @@ struct redlock_lock_s {
   char **keys;                  /* all keys; keys[0] == key */
   size_t *keylens;
   unsigned nkeys;
-  char *fence_key;              /* key + ":fence" */
+  char *fence_key;              /* key + ":fence", made by the first
+                                   fenced acquisition, or NULL */
   size_t fence_keylen;
   int64_t ttl_ms;               /* the held lock's ttl (watchdog) */
   int64_t op_ttl_ms;            /* the ttl of the operation in flight */
-  char token[REDLOCK__TOKEN_MAX + 1];
+  char *token;                  /* tok_inline, or a heap buffer of
+                                   REDLOCK__TOKEN_MAX + 1 for longer ones
+                                   (adopted, election's) */
+  char tok_inline[REDLOCK__TOKEN_HEX + 1];
   char intent[REDLOCK__TOKEN_HEX + 1];   /* a waiting writer's id */
   const char *token_suffix;     /* appended to every new token (".id" of
                                    an election), or NULL; not owned */
@@ -163,10 +169,11 @@ struct redlock_lock_s {
   int status;
   uint64_t result_elapsed_us;
   int64_t result_validity_ms;
-  uv_timer_t timer;             /* retry delay; deferred callback */
-  uv_timer_t wd_timer;          /* the watchdog */
+  redlock__tq_entry tmr;        /* retry delay; deferred callback */
+  redlock__tq_entry wd;         /* the watchdog */
   unsigned refs;                /* user + operation + attached rounds */
-  int handles_open;
+  struct redlock__batch *batch; /* the watchdog's renewal batch, or NULL */
+  uint16_t batch_idx;           /* this lock's entry in it */
   redlock__wake_waiter *waiters;   /* nkeys, made on first wait */
   redlock__guard_waiter settle;    /* waiting for first connections */
   uint8_t settling;
@@ -174,8 +181,12 @@ struct redlock_lock_s {
 
 /* ---- lock.c -------------------------------------------------------------- */
 void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s);
-/* The handle's timer (retry delay, deferred callback). */
-void redlock__lock_on_timer(uv_timer_t *t);
+/* The handle's timer (retry delay, deferred callback), on the client's
+ * timer queue: its mode (timer_mode) runs after ms. */
+void redlock__lock_timer(redlock_lock_t *l, int64_t ms);
+void redlock__lock_timer_stop(redlock_lock_t *l);
+/* The client's timer queue entries of a lock handle. */
+enum { REDLOCK__TQ_TIMER = 1, REDLOCK__TQ_WD, REDLOCK__TQ_REAP };
 void redlock__lock_ref(redlock_lock_t *l);
 void redlock__lock_unref(redlock_lock_t *l);
 /* Ends the user's operation with l->status: the callback runs now, or on
@@ -191,6 +202,10 @@ void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
 /* A waiting writer gives up: its intent goes (read-write locks only; at
  * the end of the acquisition, never between attempts). */
 void redlock__lock_withdraw(redlock_lock_t *l);
+/* Room for a token of len bytes in l->token: 0 or ENOMEM. */
+int redlock__lock_token_room(redlock_lock_t *l, size_t len);
+/* Makes l->fence_key if needed: 0 or ENOMEM. */
+int redlock__lock_fence_key(redlock_lock_t *l);
 /* Validity deadline of a round of `ttl_ms` that started at `start`. */
 redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
                                    redlock__ns start, int64_t ttl_ms);
@@ -251,5 +266,26 @@ void redlock__wd_stop(redlock_lock_t *l);
 void redlock__wd_declare_lost(redlock_lock_t *l, int reason);
 /* The user's extend ended with status: keep the watchdog in step. */
 void redlock__wd_after_user_extend(redlock_lock_t *l, int status);
+/* The watchdog's entry on the client's timer queue ran. */
+void redlock__wd_on_timer(redlock_lock_t *l);
+/* One decided extension of the watchdog (a round's, or a batch's). */
+typedef struct redlock__wd_outcome {
+  redlock__round_state st;
+  redlock__ns start;            /* the round's or the batch's */
+  int64_t ttl_ms;               /* the ttl sent */
+  unsigned yes, no, err;
+  const redlock_node_result *nodes;   /* for the event hook, or NULL */
+} redlock__wd_outcome;
+void redlock__wd_decided(redlock_lock_t *l, const redlock__wd_outcome *o,
+                         redlock__ns now);
+
+/* ---- batch.c ------------------------------------------------------------- */
+/* The lock (slot taken by the watchdog) joins the renewal batch being
+ * gathered: 0, or ENOMEM. */
+int redlock__batch_add(redlock_lock_t *l);
+/* Sends the batch being gathered (end of a timer pass). */
+void redlock__batch_flush(redlock_client_t *c);
+/* The lock leaves its batch (its results are only consumed). */
+void redlock__batch_detach(redlock_lock_t *l);
 
 #endif

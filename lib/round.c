@@ -461,6 +461,7 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
     case REDLOCK__CMD_SET_NX:
     case REDLOCK__CMD_PTTL:
     case REDLOCK__CMD_MAXTTL_GET:
+    case REDLOCK__CMD_BATCH_EXTEND:   /* batch.c encodes its own */
     case REDLOCK__N_CMDS:
       break;
   }

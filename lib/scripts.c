@@ -130,6 +130,15 @@ static const char multi_pttl_script[] =
     "local m = -2 for i=1,#KEYS do local p = redis.call('pttl',KEYS[i]) "
     "if p == -1 then return -1 end if p > m then m = p end end return m";
 
+/* Renewals of many plain locks in one call (batch.c): KEYS[i] with
+ * ARGV[2i-1] token and ARGV[2i] ttl; an array with one result per key,
+ * as the extend script's without heal: 1 renewed, 0 not ours. */
+static const char batch_extend_script[] =
+    "local r = {} for i = 1, #KEYS do "
+    "if redis.call('get',KEYS[i]) == ARGV[2*i-1] then "
+    "r[i] = redis.call('pexpire',KEYS[i],ARGV[2*i]) else r[i] = 0 end end "
+    "return r";
+
 /* The restart guard's record of the deployment's longest ttl: only ever
  * raised, never expires. Returns the record after the call. */
 static const char maxttl_raise_script[] =
@@ -155,6 +164,7 @@ static redlock__script table[REDLOCK__N_CMDS] = {
     [REDLOCK__CMD_RW_GIVEUP] = S(rw_giveup_script),
     [REDLOCK__CMD_MAXTTL_RAISE] = S(maxttl_raise_script),
     [REDLOCK__CMD_MULTI_PTTL] = S(multi_pttl_script),
+    [REDLOCK__CMD_BATCH_EXTEND] = S(batch_extend_script),
 };
 
 static const char *texts[REDLOCK__N_CMDS];
@@ -266,6 +276,7 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
         vote(out, r->integer >= 1 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO,
              r->integer);
       return;
+    case REDLOCK__CMD_BATCH_EXTEND:   /* an array: batch.c reads it */
     case REDLOCK__N_CMDS:
       return;
   }

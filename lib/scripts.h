@@ -28,6 +28,7 @@ typedef enum {
   REDLOCK__CMD_MAXTTL_GET,     /* GET of that record (no script) */
   REDLOCK__CMD_PTTL,           /* PTTL key: when a refusal ends */
   REDLOCK__CMD_MULTI_PTTL,     /* the longest PTTL of K keys */
+  REDLOCK__CMD_BATCH_EXTEND,   /* many plain extends, one result each */
   REDLOCK__N_CMDS
 } redlock__cmd;
 

@@ -22,12 +22,17 @@
 
 #include "lock.h"
 
-static void on_wd_timer(uv_timer_t *t);
-
+/* The watchdog's entry on the client's timer queue: exactly at `ms`. */
 static void wd_arm(redlock_lock_t *l, int64_t ms) {
   if (ms < 1)
     ms = 1;
-  uv_timer_start(&l->wd_timer, on_wd_timer, (uint64_t)ms, 0);
+  l->wd.early_ms = 0;
+  redlock__tq_start(&l->client->tq, &l->wd, ms);
+}
+
+/* Plain locks renew in batches (batch.c); the others with a round. */
+static int wd_batched(const redlock_lock_t *l) {
+  return l->kind == REDLOCK__KIND_PLAIN && !l->heal;
 }
 
 static int64_t wd_retry_ms(const redlock_lock_t *l) {
@@ -60,11 +65,17 @@ void redlock__wd_arm_renewal(redlock_lock_t *l) {
                                          (uint64_t)spread);
   int64_t half = redlock__validity_left(l->valid_until, redlock__now_ns()) /
                  (int64_t)REDLOCK__NS_PER_MS / 2;
+  int64_t early = l->ttl_ms / 10 < 5 ? l->ttl_ms / 10 : 5;
   wd_arm(l, at < half ? at : half);
+  /* A renewal may run a little early, with others of the same timer pass:
+   * one batch instead of several (never late; at most a tenth of the ttl
+   * and 5 ms early). */
+  if (wd_batched(l))
+    l->wd.early_ms = (uint16_t)early;
 }
 
 void redlock__wd_stop(redlock_lock_t *l) {
-  uv_timer_stop(&l->wd_timer);
+  redlock__tq_stop(&l->client->tq, &l->wd);
   if (l->slot == REDLOCK__SLOT_WATCHDOG) {
     redlock__lock_drop_round(l);   /* its late votes no longer count */
     l->slot = REDLOCK__SLOT_FREE;
@@ -73,7 +84,7 @@ void redlock__wd_stop(redlock_lock_t *l) {
 
 void redlock__wd_declare_lost(redlock_lock_t *l, int reason) {
   redlock__lock_set_state(l, REDLOCK__LOCK_LOST);
-  uv_timer_stop(&l->wd_timer);
+  redlock__tq_stop(&l->client->tq, &l->wd);
   if (l->lost)
     return;
   l->lost = 1;   /* once per acquisition: never two on_lost */
@@ -87,10 +98,10 @@ static void wd_lost(redlock_lock_t *l, int reason) {
   redlock__wd_declare_lost(l, reason);
 }
 
-static void on_wd_decided(redlock__round *r, redlock__round_state st,
-                          redlock__ns now) {
-  redlock_lock_t *l = r->lock;
-  redlock__ns deadline = redlock__lock_deadline(l, r->start, r->ttl_ms);
+void redlock__wd_decided(redlock_lock_t *l, const redlock__wd_outcome *o,
+                         redlock__ns now) {
+  redlock__round_state st = o->st;
+  redlock__ns deadline = redlock__lock_deadline(l, o->start, o->ttl_ms);
   int64_t left = redlock__validity_left(deadline, now);
   /* heal re-creates missing keys: once our validity ran out a success
    * would hide a gap in which another owner may have held it. */
@@ -108,13 +119,13 @@ static void on_wd_decided(redlock__round *r, redlock__round_state st,
                  : st == REDLOCK__ROUND_REACHED ? REDLOCK_EEXPIRED
                                                 : REDLOCK_ENOQUORUM;
     res.attempts = 1;
-    res.yes = r->yes;
-    res.no = r->no;
-    res.err = r->err;
+    res.yes = o->yes;
+    res.no = o->no;
+    res.err = o->err;
     res.n_nodes = l->client->n;
     res.validity_ms = ok ? left / (int64_t)REDLOCK__NS_PER_MS : 0;
-    res.elapsed_us = (now - r->start) / REDLOCK__NS_PER_US;
-    res.nodes = r->res;
+    res.elapsed_us = (now - o->start) / REDLOCK__NS_PER_US;
+    res.nodes = o->nodes != NULL ? o->nodes : l->client->idle;
     res.quorum = l->client->quorum;
     redlock__lock_event(l, REDLOCK_EV_AUTO_EXTEND, &res);
   }
@@ -136,6 +147,23 @@ static void on_wd_decided(redlock__round *r, redlock__round_state st,
   wd_arm_retry(l, now);
 }
 
+static void on_wd_decided(redlock__round *r, redlock__round_state st,
+                          redlock__ns now) {
+  redlock__wd_outcome o;
+  o.st = st;
+  o.start = r->start;
+  o.ttl_ms = r->ttl_ms;
+  o.yes = r->yes;
+  o.no = r->no;
+  o.err = r->err;
+  o.nodes = r->res;
+  redlock__wd_decided(r->lock, &o, now);
+}
+
+void redlock__wd_flush(redlock__tq *tq) {
+  redlock__batch_flush((redlock_client_t *)tq->arg);
+}
+
 static redlock__cmd wd_cmd(const redlock_lock_t *l) {
   switch (l->kind) {
     case REDLOCK__KIND_PLAIN:
@@ -149,8 +177,7 @@ static redlock__cmd wd_cmd(const redlock_lock_t *l) {
   return REDLOCK__CMD_EXTEND;
 }
 
-static void on_wd_timer(uv_timer_t *t) {
-  redlock_lock_t *l = t->data;
+void redlock__wd_on_timer(redlock_lock_t *l) {
   redlock__ns now = redlock__now_ns();
   if (l->state != REDLOCK__LOCK_HELD || !l->auto_extend || l->user_freed ||
       l->client->closing)
@@ -168,6 +195,16 @@ static void on_wd_timer(uv_timer_t *t) {
   }
   l->slot = REDLOCK__SLOT_WATCHDOG;
   l->phase = REDLOCK__PHASE_EXTEND;
+  if (wd_batched(l)) {
+    /* Sent at the end of this timer pass with the others due now. */
+    if (redlock__batch_add(l) != 0) {
+      l->slot = REDLOCK__SLOT_FREE;
+      wd_arm_retry(l, now);
+      return;
+    }
+    wd_arm(l, wd_left_ns(l, now) / (int64_t)REDLOCK__NS_PER_MS + 1);
+    return;
+  }
   if (redlock__lock_round(l, wd_cmd(l), l->ttl_ms, on_wd_decided, NULL) ==
       NULL) {
     l->slot = REDLOCK__SLOT_FREE;
@@ -186,7 +223,8 @@ void redlock__wd_after_user_extend(redlock_lock_t *l, int status) {
     return;
   }
   if (l->state != REDLOCK__LOCK_HELD) {
-    uv_timer_stop(&l->wd_timer);   /* the caller learns it from its cb */
+    /* the caller learns it from its cb */
+    redlock__tq_stop(&l->client->tq, &l->wd);
     return;
   }
   wd_arm_retry(l, redlock__now_ns());

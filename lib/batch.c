@@ -1,0 +1,358 @@
+/* batch.c: renewals of many plain locks in one script call per master.
+ *
+ * Owns: gathering the auto-extensions that fall due in one pass of the
+ * client's timer queue (watchdog.c adds them; the queue lets a renewal run
+ * up to min(5 ms, ttl/10) early when another runs in the same pass),
+ * sending each batch of up to REDLOCK__BATCH_MAX locks to every master as
+ * one EVALSHA of the batch script, and tallying the per-lock results into
+ * one quorum decision per lock, with the validity counted from the
+ * batch's start. Does not own: what a decision means (watchdog.c).
+ *
+ *   timer pass: lock due --> redlock__batch_add --> open batch (<= 256)
+ *   end of pass (or full): encode once, send to every master
+ *   reply of master i: array of 0/1, one per lock --> votes of each lock
+ *   each lock decides alone (quorum.c), as soon as its votes allow:
+ *     REACHED / BLOCKED (its key is someone else's) / FAILED
+ *   errors and timeouts of master i count against every lock of the batch
+ *
+ * Which locks: plain locks without heal (elections included). Multi-
+ * resource, read-write and healing locks renew with their own round
+ * (their scripts touch several keys or recreate them: a batch of them
+ * would be one long script per master for a rare case).
+ *
+ * Invariants
+ *  1. The command is encoded once, before any master is sent it, from the
+ *     locks attached at that moment; every master gets the same entries
+ *     in the same order, so result i is lock i's on every master. A lock
+ *     detached later (the user took the slot, the handle was freed) keeps
+ *     its index; its results are only consumed.
+ *  2. No decision runs while the batch is being sent: a failed send is
+ *     counted, and every lock is judged after the last master was sent
+ *     it (a decision may call the user, who may detach other locks).
+ *  3. References: each attached lock is held by the batch (lock.c
+ *     invariant 6); each request in flight holds the batch. A batch with
+ *     no attached lock and no request goes back to the client's pool.
+ *  4. Wire order: the batch reaches each master's connection before any
+ *     command the user issues after it for the same lock (the user's
+ *     extend or release detaches the lock first; if the batch was already
+ *     sent, the user's command queues behind it). */
+#include <string.h>
+
+#include "lock.h"
+#include "node.h"
+#include "resp.h"
+
+struct redlock__batch {
+  redlock__queue link;          /* FIRST member: the client's pool */
+  redlock_client_t *client;
+  redlock__ns start;
+  unsigned n;                   /* entries */
+  unsigned live;                /* entries still attached */
+  unsigned refs;                /* requests in flight, and batch_judge */
+  uint8_t sent;
+  uint8_t *votes;               /* n_nodes per entry (redlock_vote_t) */
+  uint16_t *errs;               /* n_nodes: the error of master i */
+  uint32_t *lat_us;             /* n_nodes: its reply's latency */
+  redlock_lock_t *lock[REDLOCK__BATCH_MAX];   /* NULL: detached/decided */
+  int64_t ttl[REDLOCK__BATCH_MAX];
+  uint8_t yes[REDLOCK__BATCH_MAX];
+  uint8_t no[REDLOCK__BATCH_MAX];
+  uint8_t err[REDLOCK__BATCH_MAX];
+};
+
+static redlock__batch *batch_get(redlock_client_t *c) {
+  redlock__batch *b;
+  if (!redlock__queue_empty(&c->free_batches)) {
+    redlock__queue *q = c->free_batches.next;
+    redlock__queue_remove(q);
+    b = (redlock__batch *)q;   /* link is the first member */
+  } else {
+    size_t size = sizeof(*b) + (size_t)c->n * REDLOCK__BATCH_MAX +
+                  c->n * sizeof(uint16_t) + c->n * sizeof(uint32_t) + 8;
+    char *p = redlock__malloc(size);
+    if (p == NULL)
+      return NULL;
+    b = (redlock__batch *)p;
+    p += sizeof(*b);
+    b->lat_us = (uint32_t *)p;
+    p += c->n * sizeof(uint32_t);
+    b->errs = (uint16_t *)p;
+    p += c->n * sizeof(uint16_t);
+    b->votes = (uint8_t *)p;
+  }
+  redlock__queue_init(&b->link);
+  b->client = c;
+  b->start = 0;
+  b->n = 0;
+  b->live = 0;
+  b->refs = 0;
+  b->sent = 0;
+  return b;
+}
+
+static void batch_put(redlock__batch *b) {
+  redlock_client_t *c = b->client;
+  if (c->open_batch == b)
+    c->open_batch = NULL;
+  redlock__queue_insert_tail(&c->free_batches, &b->link);
+}
+
+static void batch_maybe_put(redlock__batch *b) {
+  if (b->sent && b->live == 0 && b->refs == 0)
+    batch_put(b);
+}
+
+void redlock__batch_pool_free(redlock_client_t *c) {
+  if (c->open_batch != NULL)
+    batch_put(c->open_batch);
+  while (!redlock__queue_empty(&c->free_batches)) {
+    redlock__queue *q = c->free_batches.next;
+    redlock__queue_remove(q);
+    redlock__free(q);
+  }
+}
+
+/* ---- votes and decisions ------------------------------------------------- */
+
+static void count(redlock__batch *b, unsigned j, unsigned i,
+                  redlock_vote_t v) {
+  uint8_t *slot = &b->votes[(size_t)j * b->client->n + i];
+  if (*slot != REDLOCK_VOTE_NONE)
+    return;
+  *slot = (uint8_t)v;
+  if (v == REDLOCK_VOTE_YES)
+    b->yes[j]++;
+  else if (v == REDLOCK_VOTE_NO)
+    b->no[j]++;
+  else
+    b->err[j]++;
+}
+
+/* Lock j's per-master results, for the event hook. */
+static void fill_results(const redlock__batch *b, unsigned j,
+                         redlock_node_result *res) {
+  redlock_client_t *c = b->client;
+  unsigned i;
+  for (i = 0; i < c->n; i++) {
+    redlock_vote_t v = (redlock_vote_t)b->votes[(size_t)j * c->n + i];
+    memset(&res[i], 0, sizeof(res[i]));
+    res[i].server = c->nodes[i].uri.display;
+    res[i].vote = v;
+    res[i].error = v == REDLOCK_VOTE_ERR ? b->errs[i] : 0;
+    res[i].errstr = res[i].error ? redlock_strerror(res[i].error) : "";
+    res[i].latency_us = v == REDLOCK_VOTE_NONE ? 0 : b->lat_us[i];
+    res[i].holder = "";
+    res[i].pttl_ms = -2;
+    res[i].guard_wait_ms = -1;
+    res[i].guard_window_ms = -1;
+  }
+}
+
+/* Decides lock j if its votes allow (invariant 2: never while sending). */
+static void judge(redlock__batch *b, unsigned j, redlock__ns now) {
+  redlock_client_t *c = b->client;
+  redlock_lock_t *l = b->lock[j];
+  redlock__round_state st;
+  redlock_node_result res[REDLOCK_MAX_SERVERS];
+  redlock__wd_outcome o;
+  if (l == NULL)
+    return;
+  st = redlock__round_decide(c->n, c->quorum, b->yes[j], b->no[j],
+                             b->err[j]);
+  if (st == REDLOCK__ROUND_PENDING)
+    return;
+  b->lock[j] = NULL;
+  b->live--;
+  l->batch = NULL;
+  o.st = st;
+  o.start = b->start;
+  o.ttl_ms = b->ttl[j];
+  o.yes = b->yes[j];
+  o.no = b->no[j];
+  o.err = b->err[j];
+  o.nodes = NULL;
+  if (c->event_cb != NULL) {
+    fill_results(b, j, res);
+    o.nodes = res;
+  }
+  redlock__wd_decided(l, &o, now);
+  redlock__lock_unref(l);   /* the batch's */
+}
+
+static void judge_all(redlock__batch *b, redlock__ns now) {
+  unsigned j;
+  b->refs++;   /* decisions call the user, who may detach locks */
+  for (j = 0; j < b->n; j++)
+    judge(b, j, now);
+  b->refs--;
+  batch_maybe_put(b);
+}
+
+/* Master i failed for the whole batch. */
+static void node_failed(redlock__batch *b, unsigned i, int error) {
+  unsigned j;
+  b->errs[i] = (uint16_t)error;
+  for (j = 0; j < b->n; j++)
+    if (b->lock[j] != NULL)
+      count(b, j, i, REDLOCK_VOTE_ERR);
+}
+
+static void on_batch_reply(redlock__req *req, const redlock__reply *r,
+                           int error, const char *errstr) {
+  redlock__batch *b = req->owner;
+  redlock_client_t *c = b->client;
+  unsigned i = req->idx;
+  redlock__ns now = r != NULL ? req->reply_ns : redlock__now_ns();
+  unsigned j;
+  (void)errstr;
+  b->refs--;
+  if (b->live == 0) {
+    batch_maybe_put(b);
+    return;
+  }
+  b->lat_us[i] = (uint32_t)((now - req->sent_ns) / REDLOCK__NS_PER_US);
+  if (r == NULL) {
+    node_failed(b, i, error);
+  } else if (r->type == REDLOCK__R_ERROR) {
+    if (strncmp(r->str, "NOSCRIPT", 8) == 0)
+      c->batch_eval |= (uint64_t)1 << i;   /* next batch: EVAL there */
+    node_failed(b, i, REDLOCK_ESERVER);
+  } else if (r->type != REDLOCK__R_ARRAY || r->elements != b->n) {
+    node_failed(b, i, REDLOCK_EPROTO);
+  } else {
+    for (j = 0; j < b->n; j++) {
+      const redlock__reply *e = r->element[j];
+      redlock_lock_t *l = b->lock[j];
+      if (l == NULL)
+        continue;
+      if (e == NULL || e->type != REDLOCK__R_INTEGER) {
+        b->errs[i] = REDLOCK_EPROTO;
+        count(b, j, i, REDLOCK_VOTE_ERR);
+      } else if (e->integer < 1) {
+        count(b, j, i, REDLOCK_VOTE_NO);
+      } else if (c->restart_guard_ms == 0 &&
+                 !redlock__guard_has_record(&c->guard, i, b->ttl[j])) {
+        /* As round.c: a YES counts only where the master confirmed the
+         * ttl record on this connection. */
+        b->errs[i] = REDLOCK_ERESTARTED;
+        count(b, j, i, REDLOCK_VOTE_ERR);
+      } else {
+        count(b, j, i, REDLOCK_VOTE_YES);
+      }
+    }
+  }
+  judge_all(b, now);
+}
+
+/* ---- gathering and sending ----------------------------------------------- */
+
+static void batch_send(redlock__batch *b) {
+  redlock_client_t *c = b->client;
+  const redlock__script *s = redlock__script_of(REDLOCK__CMD_BATCH_EXTEND);
+  const char *argv[3 + 3 * REDLOCK__BATCH_MAX];
+  size_t lens[3 + 3 * REDLOCK__BATCH_MAX];
+  char nums[REDLOCK__BATCH_MAX + 1][24];
+  unsigned i, j, k = 0;
+  int argc = 3;
+  if (c->open_batch == b)
+    c->open_batch = NULL;
+  /* Detached entries go: the command carries only attached locks. */
+  for (j = 0; j < b->n; j++) {
+    if (b->lock[j] == NULL)
+      continue;
+    b->lock[k] = b->lock[j];
+    b->ttl[k] = b->ttl[j];
+    b->lock[k]->batch_idx = (uint16_t)k;
+    k++;
+  }
+  b->n = k;
+  b->sent = 1;
+  if (k == 0) {
+    batch_maybe_put(b);
+    return;
+  }
+  argv[1] = s->sha;
+  lens[1] = 40;
+  argv[2] = nums[REDLOCK__BATCH_MAX];
+  lens[2] = redlock__fmt_i64(nums[REDLOCK__BATCH_MAX], (int64_t)k);
+  for (j = 0; j < k; j++) {
+    redlock_lock_t *l = b->lock[j];
+    argv[argc] = l->key;
+    lens[argc++] = l->keylen;
+    b->yes[j] = b->no[j] = b->err[j] = 0;
+  }
+  for (j = 0; j < k; j++) {
+    redlock_lock_t *l = b->lock[j];
+    argv[argc] = l->token;
+    lens[argc++] = strlen(l->token);
+    argv[argc] = nums[j];
+    lens[argc++] = redlock__fmt_i64(nums[j], b->ttl[j]);
+  }
+  memset(b->votes, REDLOCK_VOTE_NONE, (size_t)c->n * k);
+  b->start = redlock__now_ns();
+  for (i = 0; i < c->n; i++) {
+    redlock__node *n = &c->nodes[i];
+    redlock__req *req = redlock__node_req(n);
+    int eval = (c->batch_eval >> i) & 1;
+    int rc = REDLOCK_ENOMEM;
+    b->errs[i] = 0;
+    b->lat_us[i] = 0;
+    if (req != NULL) {
+      argv[0] = eval ? "EVAL" : "EVALSHA";
+      lens[0] = eval ? 4 : 7;
+      argv[1] = eval ? s->text : s->sha;
+      lens[1] = eval ? s->len : 40;
+      req->cb = on_batch_reply;
+      req->owner = b;
+      req->kind = (uint8_t)REDLOCK__CMD_BATCH_EXTEND;
+      req->tag = 0;
+      req->flags = 0;
+      rc = redlock__node_submit(n, req, argc, argv, lens);
+    }
+    if (rc == 0) {
+      b->refs++;
+      c->batch_eval &= ~((uint64_t)1 << i);   /* EVAL cached it again */
+    } else {
+      node_failed(b, i, rc == REDLOCK_ENOMEM ? rc : REDLOCK_EIO);
+    }
+  }
+  judge_all(b, redlock__now_ns());   /* every master may have failed */
+}
+
+int redlock__batch_add(redlock_lock_t *l) {
+  redlock_client_t *c = l->client;
+  redlock__batch *b = c->open_batch;
+  if (b == NULL) {
+    b = batch_get(c);
+    if (b == NULL)
+      return REDLOCK_ENOMEM;
+    c->open_batch = b;
+  }
+  b->lock[b->n] = l;
+  b->ttl[b->n] = l->ttl_ms;
+  l->batch = b;
+  l->batch_idx = (uint16_t)b->n;
+  b->n++;
+  b->live++;
+  redlock__lock_ref(l);
+  if (b->n == REDLOCK__BATCH_MAX)
+    batch_send(b);
+  return 0;
+}
+
+void redlock__batch_flush(redlock_client_t *c) {
+  if (c->open_batch != NULL)
+    batch_send(c->open_batch);
+}
+
+void redlock__batch_detach(redlock_lock_t *l) {
+  redlock__batch *b = l->batch;
+  if (b == NULL)
+    return;
+  REDLOCK__ASSERT(b->lock[l->batch_idx] == l);
+  b->lock[l->batch_idx] = NULL;
+  b->live--;
+  l->batch = NULL;
+  batch_maybe_put(b);
+  redlock__lock_unref(l);
+}

@@ -1,0 +1,195 @@
+/* tq.c: the client's timer queue (tq.h).
+ *
+ * Owns: a binary min-heap of entries ordered by (due, seq) and the one
+ * libuv timer armed for its top. Does not own: the entries (they live in
+ * lock handles) or what running one means (the `fire` function).
+ *
+ * Invariants
+ *  1. The libuv timer is armed exactly when the heap is not empty, for the
+ *     top's due (so an idle client keeps no loop alive, as with per-handle
+ *     timers that are stopped).
+ *  2. Starting an entry never allocates: every entry's slot was reserved
+ *     when its object was made (redlock__tq_reserve).
+ *  3. A pass runs only entries started before it began (seq below the
+ *     pass's mark): an entry restarted from its own callback runs in a
+ *     later pass, so a pass always ends. */
+#include <string.h>
+
+#include "tq.h"
+
+static int before(const redlock__tq_entry *a, const redlock__tq_entry *b) {
+  return a->due < b->due || (a->due == b->due && a->seq < b->seq);
+}
+
+static void place(redlock__tq *tq, uint32_t i, redlock__tq_entry *e) {
+  tq->heap[i] = e;
+  e->pos = i + 1;
+}
+
+static void sift_up(redlock__tq *tq, uint32_t i) {
+  redlock__tq_entry *e = tq->heap[i];
+  while (i > 0) {
+    uint32_t parent = (i - 1) / 2;
+    if (!before(e, tq->heap[parent]))
+      break;
+    place(tq, i, tq->heap[parent]);
+    i = parent;
+  }
+  place(tq, i, e);
+}
+
+static void sift_down(redlock__tq *tq, uint32_t i) {
+  redlock__tq_entry *e = tq->heap[i];
+  for (;;) {
+    uint32_t l = 2 * i + 1;
+    uint32_t m = l;
+    if (l >= tq->n)
+      break;
+    if (l + 1 < tq->n && before(tq->heap[l + 1], tq->heap[l]))
+      m = l + 1;
+    if (!before(tq->heap[m], e))
+      break;
+    place(tq, i, tq->heap[m]);
+    i = m;
+  }
+  place(tq, i, e);
+}
+
+static void on_tq_timer(uv_timer_t *t);
+
+/* Invariant 1. */
+static void rearm(redlock__tq *tq) {
+  uint64_t due, now;
+  if (tq->n == 0) {
+    if (tq->armed != UINT64_MAX) {
+      uv_timer_stop(&tq->timer);
+      tq->armed = UINT64_MAX;
+    }
+    return;
+  }
+  due = tq->heap[0]->due;
+  if (due == tq->armed)
+    return;
+  now = uv_now(tq->loop);
+  tq->armed = due;
+  uv_timer_start(&tq->timer, on_tq_timer, due > now ? due - now : 0, 0);
+}
+
+static void remove_at(redlock__tq *tq, uint32_t i) {
+  redlock__tq_entry *e = tq->heap[i];
+  redlock__tq_entry *last = tq->heap[--tq->n];
+  e->pos = 0;
+  if (i == tq->n)
+    return;
+  place(tq, i, last);
+  if (i > 0 && before(last, tq->heap[(i - 1) / 2]))
+    sift_up(tq, i);
+  else
+    sift_down(tq, i);
+}
+
+void redlock__tq_init(redlock__tq *tq, uv_loop_t *loop,
+                      redlock__tq_fire_fn fire, redlock__tq_done_fn done,
+                      void *arg) {
+  memset(tq, 0, sizeof(*tq));
+  uv_timer_init(loop, &tq->timer);
+  tq->timer.data = arg;
+  tq->loop = loop;
+  tq->armed = UINT64_MAX;
+  tq->fire = fire;
+  tq->done = done;
+  tq->arg = arg;
+}
+
+int redlock__tq_reserve(redlock__tq *tq, uint32_t k) {
+  uint32_t want = tq->reserved + k;
+  if (want < tq->reserved)
+    return REDLOCK_ENOMEM;
+  if (want > tq->cap) {
+    uint32_t cap = tq->cap < 16 ? 16 : tq->cap;
+    redlock__tq_entry **h;
+    while (cap < want)
+      cap = cap > UINT32_MAX / 2 ? want : cap * 2;
+    h = redlock__realloc(tq->heap, (size_t)cap * sizeof(*h));
+    if (h == NULL)
+      return REDLOCK_ENOMEM;
+    tq->heap = h;
+    tq->cap = cap;
+  }
+  tq->reserved = want;
+  return 0;
+}
+
+void redlock__tq_unreserve(redlock__tq *tq, uint32_t k) {
+  REDLOCK__ASSERT(tq->reserved >= k);
+  tq->reserved -= k;
+  REDLOCK__ASSERT(tq->n <= tq->reserved);
+  if (tq->cap > 64 && tq->reserved < tq->cap / 4) {
+    /* Give memory back after a burst of handles (halving, so that a
+     * workload that hovers does not realloc on every handle). */
+    redlock__tq_entry **h =
+        redlock__realloc(tq->heap, (size_t)(tq->cap / 2) * sizeof(*h));
+    if (h != NULL) {
+      tq->heap = h;
+      tq->cap /= 2;
+    }
+  }
+}
+
+void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms) {
+  uint64_t now = uv_now(tq->loop);
+  if (ms < 0)
+    ms = 0;
+  if (e->pos != 0)
+    remove_at(tq, e->pos - 1);
+  REDLOCK__ASSERT(tq->n < tq->cap && tq->n < tq->reserved);
+  e->due = now + (uint64_t)ms;
+  e->seq = tq->seq++;
+  place(tq, tq->n, e);
+  tq->n++;
+  sift_up(tq, tq->n - 1);
+  rearm(tq);
+}
+
+void redlock__tq_stop(redlock__tq *tq, redlock__tq_entry *e) {
+  if (e->pos == 0)
+    return;
+  remove_at(tq, e->pos - 1);
+  rearm(tq);
+}
+
+static void on_tq_timer(uv_timer_t *t) {
+  redlock__tq *tq = (redlock__tq *)t;   /* timer is the first member */
+  uint64_t now = uv_now(tq->loop);
+  uint64_t mark = tq->seq;   /* invariant 3 */
+  int ran = 0;
+  int batching = 0;
+  tq->armed = UINT64_MAX;    /* a one-shot timer that just fired */
+  while (tq->n > 0) {
+    redlock__tq_entry *e = tq->heap[0];
+    if (e->seq >= mark)
+      break;   /* started during this pass: every older expired one ran */
+    if (e->due > now && !(batching && e->early_ms > 0 &&
+                          e->due <= now + e->early_ms))
+      break;
+    remove_at(tq, 0);
+    if (e->early_ms > 0)
+      batching = 1;
+    ran = 1;
+    tq->fire(tq, e);
+  }
+  if (ran && tq->done != NULL)
+    tq->done(tq);
+  rearm(tq);
+}
+
+void redlock__tq_close(redlock__tq *tq, uv_close_cb cb) {
+  REDLOCK__ASSERT(tq->n == 0);
+  uv_close((uv_handle_t *)&tq->timer, cb);
+}
+
+void redlock__tq_free(redlock__tq *tq) {
+  redlock__free(tq->heap);
+  tq->heap = NULL;
+  tq->cap = 0;
+}
