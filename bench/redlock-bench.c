@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <hiredis.h>
@@ -31,6 +32,8 @@
 #include "raw.h"
 
 #define MAX_WORKERS 1024
+
+static long pace_ms;   /* scale: pause between timed cycles */
 
 static struct {
   const char *impl;
@@ -230,9 +233,9 @@ static void released(worker *w, int status) {
     redlock_lock_free(w->lock);
     w->lock = NULL;
   }
-  if (cur_mode == 2) {
+  if (cur_mode == 2 || pace_ms > 0) {
     uv_timer_start(&w->timer, on_think_done,
-                   (uint64_t)opt.think_ms, 0);
+                   (uint64_t)(cur_mode == 2 ? opt.think_ms : pace_ms), 0);
     return;
   }
   worker_cycle(w);
@@ -493,12 +496,15 @@ static void parse(int argc, char **argv) {
 
 /* ---- scale: many locks held at once, auto-extended ----------------------- *
  * BENCH_HELD locks (default 100000) are acquired with auto-extension and
- * held; then new acquisitions are timed for duration_s while the held
- * ones keep being extended. Reports memory per held lock (RSS and the
- * library's own heap through the allocator hooks), the extension traffic
- * seen by the first master (INFO commandstats), and the latency of new
- * acquisitions compared with the same measurement before the locks were
- * taken. */
+ * held for duration_s. The first BENCH_IDLE_S seconds (default half of
+ * it) only hold them: the renewals' cost is measured alone (script calls
+ * per second and CPU of every master from INFO, the client's CPU). The
+ * rest times new acquisitions (one every BENCH_PACE_MS, default 10 ms)
+ * while the renewals go on, compared with the same measurement before the
+ * locks were taken. Lost locks (on_lost) are counted over the whole run.
+ * Memory per held lock: RSS, and the library's own heap through the
+ * allocator hooks. BENCH_RENEW_BATCH sets the client's renew_batch
+ * (negative: one extend call per lock and renewal, as before 0.2). */
 static size_t heap_bytes;    /* library allocations, live */
 static unsigned long heap_allocs;
 
@@ -548,7 +554,14 @@ static long rss_kb(void) {
   return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-static long held_ok, held_pending;
+static double client_cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+         (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static long held_ok, held_pending, held_lost;
 static redlock_lock_t **held;
 
 static void on_held(redlock_lock_t *l, int status, const redlock_result *r,
@@ -561,14 +574,33 @@ static void on_held(redlock_lock_t *l, int status, const redlock_result *r,
     held_ok++;
 }
 
-static long long evalsha_calls(const char *addr) {
+static void on_held_lost(redlock_lock_t *l, int reason, void *arg) {
+  (void)l;
+  (void)reason;
+  (void)arg;
+  held_lost++;
+}
+
+/* What a master reports: script calls so far, CPU seconds used. */
+typedef struct {
+  long long evalsha;
+  double cpu_s;
+} master_snap;
+
+static double info_num(const char *text, const char *field) {
+  const char *p = strstr(text, field);
+  return p != NULL ? atof(p + strlen(field)) : -1;
+}
+
+static int snap_master(const char *addr, master_snap *m) {
   char host[64];
   const char *colon = strrchr(addr, ':');
   size_t hl = colon ? (size_t)(colon - addr) : 0;
   struct timeval tv = {2, 0};
   redisContext *c;
   redisReply *r;
-  long long calls = -1;
+  m->evalsha = -1;
+  m->cpu_s = -1;
   if (colon == NULL || hl >= sizeof(host))
     return -1;
   memcpy(host, addr, hl);
@@ -582,28 +614,72 @@ static long long evalsha_calls(const char *addr) {
   r = redisCommand(c, "INFO commandstats");
   if (r != NULL && r->type == REDIS_REPLY_STRING) {
     const char *p = strstr(r->str, "cmdstat_evalsha:calls=");
-    if (p != NULL)
-      calls = strtoll(p + 22, NULL, 10);
+    m->evalsha = p != NULL ? strtoll(p + 22, NULL, 10) : 0;
   }
   if (r != NULL)
     freeReplyObject(r);
+  r = redisCommand(c, "INFO cpu");
+  if (r != NULL && r->type == REDIS_REPLY_STRING)
+    m->cpu_s = info_num(r->str, "used_cpu_user:") +
+               info_num(r->str, "used_cpu_sys:");
+  if (r != NULL)
+    freeReplyObject(r);
   redisFree(c);
-  return calls;
+  return m->evalsha >= 0 && m->cpu_s >= 0 ? 0 : -1;
+}
+
+static void snap_all(master_snap *m) {
+  size_t i;
+  for (i = 0; i < n_servers; i++)
+    if (snap_master(servers[i], &m[i]) != 0)
+      die("cannot read INFO from a master", servers[i]);
+}
+
+/* Mean over the masters of script calls/s and of CPU (fraction of a core)
+ * between two snapshots `secs` apart; the busiest master's CPU too. */
+static void master_rates(const master_snap *a, const master_snap *b,
+                         double secs, double *calls_s, double *cpu,
+                         double *cpu_max) {
+  size_t i;
+  *calls_s = *cpu = *cpu_max = 0;
+  for (i = 0; i < n_servers; i++) {
+    double u = (b[i].cpu_s - a[i].cpu_s) / secs;
+    *calls_s += (double)(b[i].evalsha - a[i].evalsha) / secs;
+    *cpu += u;
+    if (u > *cpu_max)
+      *cpu_max = u;
+  }
+  *calls_s /= (double)n_servers;
+  *cpu /= (double)n_servers;
+}
+
+static void run_loop_for(double secs) {
+  uint64_t end = uv_hrtime() + (uint64_t)(secs * 1e9);
+  while (uv_hrtime() < end)
+    uv_run(&loop, UV_RUN_ONCE);   /* the renewals' timers keep it busy */
 }
 
 static void run_scale(void) {
   const char *env = getenv("BENCH_HELD");
   long n = env != NULL ? atol(env) : 100000;
+  double idle_s = getenv("BENCH_IDLE_S") ? atof(getenv("BENCH_IDLE_S"))
+                                         : opt.duration_s / 2;
   long rss0, rss1;
   size_t heap0, heap1;
-  long long ev0, ev1;
-  uint64_t t0, t1;
-  char extra[512];
+  master_snap m0[REDLOCK_MAX_SERVERS], m1[REDLOCK_MAX_SERVERS];
+  master_snap m2[REDLOCK_MAX_SERVERS];
+  double calls_idle, cpu_idle, cpu_idle_max, calls_busy, cpu_busy,
+      cpu_busy_max, ccpu0, ccpu1, ccpu2;
+  uint64_t t0, t1, t2;
+  char extra[1024];
   samples before, during;
-  long i;
-  redlock_acquire_opts ae = {.wait_ms = -1, .auto_extend = 1};
-  if (n < 1 || n > 1000000)
+  long i, still_held = 0;
+  redlock_acquire_opts ae = {.wait_ms = -1, .auto_extend = 1,
+                             .on_lost = on_held_lost};
+  if (n < 1 || n > 2000000)
     die("BENCH_HELD out of range", NULL);
+  if (idle_s < 0 || idle_s >= opt.duration_s)
+    die("BENCH_IDLE_S out of range (0 .. duration_s)", NULL);
   held = calloc((size_t)n, sizeof(*held));
   if (held == NULL)
     die("out of memory", NULL);
@@ -638,29 +714,62 @@ static void run_scale(void) {
                   "library heap +%zu bytes\n",
           opt.impl, held_ok, n, (t1 - t0) / 1e9, rss1 - rss0, heap1 - heap0);
 
-  /* New acquisitions while they are held and extended. */
-  /* Timed (duration_s, which should span a few extension intervals of
-   * ttl/3), not counted. Each cycle's release is one EVALSHA too: the
-   * extension traffic is the rest. */
-  ev0 = evalsha_calls(servers[0]);
+  /* Only holding: what the renewals cost. */
+  snap_all(m0);
+  ccpu0 = client_cpu_s();
   t0 = uv_hrtime();
-  latency_left = 1L << 40;
-  run_workers(1, 0, "during", opt.duration_s);
-  during = s_acq;
+  run_loop_for(idle_s);
   t1 = uv_hrtime();
-  ev1 = evalsha_calls(servers[0]) - (long long)s_rel.n;
+  snap_all(m1);
+  ccpu1 = client_cpu_s();
+  master_rates(m0, m1, (t1 - t0) / 1e9, &calls_idle, &cpu_idle,
+               &cpu_idle_max);
+  fprintf(stderr, "[%s] scale: holding only, %.0f s: %.0f script calls/s "
+                  "and %.1f%% CPU per master (busiest %.1f%%), client "
+                  "%.1f%%, lost %ld\n",
+          opt.impl, (t1 - t0) / 1e9, calls_idle, 100 * cpu_idle,
+          100 * cpu_idle_max, 100 * (ccpu1 - ccpu0) / ((t1 - t0) / 1e9),
+          held_lost);
+
+  /* New acquisitions while they are held and renewed. */
+  pace_ms = getenv("BENCH_PACE_MS") ? atol(getenv("BENCH_PACE_MS")) : 10;
+  latency_left = 1L << 40;
+  run_workers(1, 0, "during", opt.duration_s - idle_s);
+  pace_ms = 0;
+  during = s_acq;
+  t2 = uv_hrtime();
+  snap_all(m2);
+  ccpu2 = client_cpu_s();
+  master_rates(m1, m2, (t2 - t1) / 1e9, &calls_busy, &cpu_busy,
+               &cpu_busy_max);
+  for (i = 0; i < n; i++)
+    still_held += redlock_lock_is_held(held[i]);
   qsort(before.v, before.n, sizeof(*before.v), cmp_u64);
   snprintf(extra, sizeof(extra),
-           "\"held\":%ld,\"rss_kb_per_1000_held\":%.1f,"
+           "\"held\":%ld,\"ttl_ms\":%ld,\"renew_batch\":%s,"
+           "\"held_s\":%.1f,\"lost\":%ld,\"still_held\":%ld,"
+           "\"rss_kb_per_1000_held\":%.1f,"
            "\"heap_bytes_per_held\":%.0f,"
-           "\"extend_calls_per_s_per_master\":%.0f,"
+           "\"script_calls_per_s_per_master\":%.0f,"
+           "\"master_cpu_pct\":%.2f,\"master_cpu_pct_max\":%.2f,"
+           "\"master_cpu_pct_per_1000_held\":%.4f,"
+           "\"master_cpu_pct_while_acquiring\":%.2f,"
+           "\"master_cpu_pct_max_while_acquiring\":%.2f,"
+           "\"client_cpu_pct\":%.2f,"
+           "\"client_cpu_pct_while_acquiring\":%.2f,"
            "\"p50_us_before\":%.1f,\"p99_us_before\":%.1f",
-           held_ok, held_ok ? 1000.0 * (double)(rss1 - rss0) / held_ok : 0,
-           held_ok ? (double)(heap1 - heap0) / held_ok : 0,
-           ev0 >= 0 && ev1 >= 0 ? (double)(ev1 - ev0) * 1e9 / (t1 - t0) : -1,
+           held_ok, opt.ttl_ms,
+           getenv("BENCH_RENEW_BATCH") ? getenv("BENCH_RENEW_BATCH") : "0",
+           (t2 - t0) / 1e9, held_lost, still_held,
+           held_ok ? 1000.0 * (double)(rss1 - rss0) / held_ok : 0,
+           held_ok ? (double)(heap1 - heap0) / held_ok : 0, calls_idle,
+           100 * cpu_idle, 100 * cpu_idle_max,
+           held_ok ? 100 * cpu_idle * 1000.0 / held_ok : 0, 100 * cpu_busy,
+           100 * cpu_busy_max, 100 * (ccpu1 - ccpu0) / ((t1 - t0) / 1e9),
+           100 * (ccpu2 - ccpu1) / ((t2 - t1) / 1e9),
            pct_us(&before, 50), pct_us(&before, 99));
   emit("x_scale_acquire_while_held", 1, &during,
-       during.n ? during.n * 1e9 / (double)(t1 - t0) : 0, extra);
+       during.n ? during.n * 1e9 / (double)(t2 - t1) : 0, extra);
   for (i = 0; i < n; i++)
     redlock_lock_free(held[i]);   /* releases in the background */
   free(held);
@@ -704,6 +813,8 @@ int main(int argc, char **argv) {
   cfg.command_timeout_ms = (int)opt.command_timeout_ms;
   cfg.connect_timeout_ms = 2000;
   cfg.restart_guard_ms = -1;   /* the harness starts brand-new servers */
+  if (getenv("BENCH_RENEW_BATCH") != NULL)
+    cfg.renew_batch = atoi(getenv("BENCH_RENEW_BATCH"));
   cfg.tls_ca_file = getenv("REDLOCK_TLS_CA");   /* rediss:// servers */
   if (strcmp(opt.scenario, "x_connect") == 0) {
     /* Time from redlock_client_new to every master connected and past its

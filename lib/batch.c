@@ -2,7 +2,7 @@
  *
  * Owns: gathering the auto-extensions that fall due in one pass of the
  * client's timer queue (watchdog.c adds them; the queue lets a renewal run
- * up to min(5 ms, ttl/10) early when another runs in the same pass),
+ * up to min(50 ms, ttl/10) early when another runs in the same pass),
  * sending each batch of up to REDLOCK__BATCH_MAX locks to every master as
  * one EVALSHA of the batch script, and tallying the per-lock results into
  * one quorum decision per lock, with the validity counted from the
@@ -335,7 +335,7 @@ int redlock__batch_add(redlock_lock_t *l) {
   b->n++;
   b->live++;
   redlock__lock_ref(l);
-  if (b->n == REDLOCK__BATCH_MAX)
+  if (b->n >= (unsigned)c->renew_batch)
     batch_send(b);
   return 0;
 }

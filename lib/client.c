@@ -117,6 +117,14 @@ static int check_config(const redlock_client_config *cfg,
                          " two owners could hold the lock",
                          cfg->quorum, c->n, def_quorum);
   c->quorum = cfg->quorum != 0 ? cfg->quorum : def_quorum;
+  if (cfg->renew_batch > REDLOCK__BATCH_MAX_LOCKS)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "renew_batch %d out of range (at most %d; 0 = %d, "
+                         "negative = off)", cfg->renew_batch,
+                         REDLOCK__BATCH_MAX_LOCKS, REDLOCK__BATCH_MAX_LOCKS);
+  c->renew_batch = cfg->renew_batch == 0  ? REDLOCK__BATCH_MAX_LOCKS
+                   : cfg->renew_batch < 0 ? 0
+                                          : cfg->renew_batch;
   if (isnan(cfg->drift_factor) || cfg->drift_factor < 0 ||
       cfg->drift_factor >= 0.5)
     return redlock__fail(REDLOCK_EINVAL,

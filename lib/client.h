@@ -60,6 +60,7 @@ struct redlock_client_s {
   struct redlock__batch *open_batch;   /* renewals being gathered
                                           (watchdog.c), or NULL */
   redlock__queue free_batches; /* pooled batches; link first */
+  int renew_batch;             /* locks per renewal batch; 0 = off */
   uint64_t batch_eval;         /* masters that said NOSCRIPT to a batch */
   redlock_close_cb close_cb;
   void *close_arg;

@@ -69,6 +69,8 @@ static inline void redlock__queue_remove(redlock__queue *q) {
   q->prev = q;
 }
 
+#define REDLOCK__BATCH_MAX_LOCKS 256   /* locks per renewal batch */
+
 /* ---- tokens (token.c) ---------------------------------------------------- */
 #define REDLOCK__TOKEN_BYTES 20                       /* from uv_random */
 #define REDLOCK__TOKEN_HEX (2 * REDLOCK__TOKEN_BYTES) /* chars, no NUL */

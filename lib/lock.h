@@ -13,7 +13,8 @@
 
 typedef struct redlock__round redlock__round;
 typedef struct redlock__batch redlock__batch;
-#define REDLOCK__BATCH_MAX 256   /* locks per renewal batch */
+#define REDLOCK__BATCH_MAX REDLOCK__BATCH_MAX_LOCKS
+#define REDLOCK__RENEW_EARLY_MS 50   /* renewals gathered ahead (watchdog.c) */
 
 /* Called once when a round is decided (early, or when every master
  * answered for an `all` round). st: REACHED, BLOCKED or FAILED. */

@@ -8,6 +8,7 @@
  *  3. one master hung (SIGSTOP, command timeout 5 s) for 3 s: renewals
  *     are decided by the other two, never late: no lock is lost and the
  *     smallest validity seen stays above half the ttl;
+ *  0. renew_batch out of range: EINVAL with a message;
  *  4. the event hook sees one AUTO_EXTEND event per lock and renewal,
  *     each with the per-master votes it was decided on (a quorum). */
 #include "tutil.h"
@@ -136,6 +137,18 @@ int main(void) {
   memset(srv, 0, sizeof(srv));
   harness_start(srv, N);
   ASSERT_EQ(uv_loop_init(&loop), 0);
+  {
+    /* Bad input: a clear error, no client. */
+    redlock_client_config bad = {.renew_batch = 257};
+    const char *addrs[N];
+    redlock_client_t *none = NULL;
+    harness_addrs(srv, N, addrs);
+    bad.servers = addrs;
+    bad.n_servers = N;
+    ASSERT_EQ(redlock_client_new(&loop, &bad, &none), REDLOCK_EINVAL);
+    ASSERT(none == NULL);
+    ASSERT(strstr(redlock_last_error(), "renew_batch") != NULL);
+  }
   c = tu_client(&loop, srv, N, &cfg, N);
   ASSERT_EQ(redlock_client_set_event_hook(c, on_event, NULL), 0);
 
