@@ -56,7 +56,7 @@ for f in "$data"/*.txt; do
 done
 if command -v gnuplot >/dev/null; then
   gnuplot <<GP
-set terminal svg size 900,520 dynamic font "sans,12"
+set terminal svg size 900,520 dynamic noenhanced font "sans,12"
 set output "$out/failover-cdf.svg"
 set title "Failover: standby takeover delay (5 masters on loopback)"
 set xlabel "delay (ms, log): kill = past the lock's quorum expiry; resign = after the resign call"
