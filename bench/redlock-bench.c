@@ -499,9 +499,9 @@ static void parse(int argc, char **argv) {
  * held for duration_s. The first BENCH_IDLE_S seconds (default half of
  * it) only hold them: the renewals' cost is measured alone (script calls
  * per second and CPU of every master from INFO, the client's CPU). The
- * rest times new acquisitions (one every BENCH_PACE_MS, default 10 ms)
+ * rest times new acquisitions (back to back, or one every BENCH_PACE_MS)
  * while the renewals go on, compared with the same measurement before the
- * locks were taken. Lost locks (on_lost) are counted over the whole run.
+ * locks were taken (paced the same way). Lost locks (on_lost) are counted over the whole run.
  * Memory per held lock: RSS, and the library's own heap through the
  * allocator hooks. BENCH_RENEW_BATCH sets the client's renew_batch
  * (negative: one extend call per lock and renewal, as before 0.2). */
@@ -684,9 +684,11 @@ static void run_scale(void) {
   if (held == NULL)
     die("out of memory", NULL);
   /* Latency of new acquisitions with nothing held. */
+  pace_ms = getenv("BENCH_PACE_MS") ? atol(getenv("BENCH_PACE_MS")) : 0;
   latency_left = opt.iters;
   memset(&s_acq, 0, sizeof(s_acq));
   run_workers(1, 0, "before", (double)opt.max_seconds);
+  pace_ms = 0;
   before = s_acq;
   memset(&s_acq, 0, sizeof(s_acq));
   memset(&s_rel, 0, sizeof(s_rel));
@@ -732,7 +734,7 @@ static void run_scale(void) {
           held_lost);
 
   /* New acquisitions while they are held and renewed. */
-  pace_ms = getenv("BENCH_PACE_MS") ? atol(getenv("BENCH_PACE_MS")) : 10;
+  pace_ms = getenv("BENCH_PACE_MS") ? atol(getenv("BENCH_PACE_MS")) : 0;
   latency_left = 1L << 40;
   run_workers(1, 0, "during", opt.duration_s - idle_s);
   pace_ms = 0;
@@ -746,7 +748,7 @@ static void run_scale(void) {
     still_held += redlock_lock_is_held(held[i]);
   qsort(before.v, before.n, sizeof(*before.v), cmp_u64);
   snprintf(extra, sizeof(extra),
-           "\"held\":%ld,\"ttl_ms\":%ld,\"renew_batch\":%s,"
+           "\"held\":%ld,\"renew_batch\":%d,"
            "\"held_s\":%.1f,\"lost\":%ld,\"still_held\":%ld,"
            "\"rss_kb_per_1000_held\":%.1f,"
            "\"heap_bytes_per_held\":%.0f,"
@@ -758,8 +760,8 @@ static void run_scale(void) {
            "\"client_cpu_pct\":%.2f,"
            "\"client_cpu_pct_while_acquiring\":%.2f,"
            "\"p50_us_before\":%.1f,\"p99_us_before\":%.1f",
-           held_ok, opt.ttl_ms,
-           getenv("BENCH_RENEW_BATCH") ? getenv("BENCH_RENEW_BATCH") : "0",
+           held_ok,
+           getenv("BENCH_RENEW_BATCH") ? atoi(getenv("BENCH_RENEW_BATCH")) : 0,
            (t2 - t0) / 1e9, held_lost, still_held,
            held_ok ? 1000.0 * (double)(rss1 - rss0) / held_ok : 0,
            held_ok ? (double)(heap1 - heap0) / held_ok : 0, calls_idle,

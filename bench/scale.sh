@@ -38,7 +38,8 @@ run() {   # HELD TTL_MS RENEW_BATCH
     redis-cli -h "${a%:*}" -p "${a##*:}" FLUSHALL >/dev/null
   done
 }
-for spec in ${RUNS:-"100000:30000:-1 100000:30000:0 1000000:60000:0"}; do
+runs=${RUNS:-"100000:30000:-1 100000:30000:0 1000000:60000:0"}
+for spec in $runs; do
   IFS=: read -r held ttl batch <<<"$spec"
   run "$held" "$ttl" "$batch"
 done

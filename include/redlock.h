@@ -163,8 +163,8 @@ typedef struct redlock_client_config {
                                    only: anyone can pose as the master) */
   /* Auto-extensions of plain locks that fall due within a few ms of each
    * other go to each master as one script call carrying up to this many
-   * locks, each still decided alone at quorum. 0 = 256 (the maximum);
-   * negative = off: each lock renews with its own extend call. */
+   * locks (1..256), each still decided alone at quorum. 0 = 64; negative =
+   * off: each lock renews with its own extend call. */
   int renew_batch;
 } redlock_client_config;
 

@@ -254,6 +254,7 @@ static void batch_send(redlock__batch *b) {
   char nums[REDLOCK__BATCH_MAX + 1][24];
   unsigned i, j, k = 0;
   int argc = 3;
+  int uniform = 1;
   if (c->open_batch == b)
     c->open_batch = NULL;
   /* Detached entries go: the command carries only attached locks. */
@@ -285,6 +286,10 @@ static void batch_send(redlock__batch *b) {
     redlock_lock_t *l = b->lock[j];
     argv[argc] = l->token;
     lens[argc++] = strlen(l->token);
+    uniform = uniform && b->ttl[j] == b->ttl[0];
+  }
+  /* One ttl for all when they share it (fewer bytes, less parsing). */
+  for (j = 0; j < (uniform ? 1 : k); j++) {
     argv[argc] = nums[j];
     lens[argc++] = redlock__fmt_i64(nums[j], b->ttl[j]);
   }

@@ -121,8 +121,8 @@ static int check_config(const redlock_client_config *cfg,
     return redlock__fail(REDLOCK_EINVAL,
                          "renew_batch %d out of range (at most %d; 0 = %d, "
                          "negative = off)", cfg->renew_batch,
-                         REDLOCK__BATCH_MAX_LOCKS, REDLOCK__BATCH_MAX_LOCKS);
-  c->renew_batch = cfg->renew_batch == 0  ? REDLOCK__BATCH_MAX_LOCKS
+                         REDLOCK__BATCH_MAX_LOCKS, REDLOCK__BATCH_DEFAULT);
+  c->renew_batch = cfg->renew_batch == 0  ? REDLOCK__BATCH_DEFAULT
                    : cfg->renew_batch < 0 ? 0
                                           : cfg->renew_batch;
   if (isnan(cfg->drift_factor) || cfg->drift_factor < 0 ||

@@ -130,14 +130,18 @@ static const char multi_pttl_script[] =
     "local m = -2 for i=1,#KEYS do local p = redis.call('pttl',KEYS[i]) "
     "if p == -1 then return -1 end if p > m then m = p end end return m";
 
-/* Renewals of many plain locks in one call (batch.c): KEYS[i] with
- * ARGV[2i-1] token and ARGV[2i] ttl; an array with one result per key,
- * as the extend script's without heal: 1 renewed, 0 not ours. */
+/* Renewals of many plain locks in one call (batch.c): KEYS[1..n], ARGV[i]
+ * the token of KEYS[i], then either one ttl for all (ARGV[n+1], the common
+ * case: one service, one ttl) or one per key (ARGV[n+i]). One MGET reads
+ * every key (a Lua call per key costs more than the work); an array with
+ * one result per key, as the extend script's without heal: 1 renewed, 0
+ * not ours. */
 static const char batch_extend_script[] =
-    "local r = {} for i = 1, #KEYS do "
-    "if redis.call('get',KEYS[i]) == ARGV[2*i-1] then "
-    "r[i] = redis.call('pexpire',KEYS[i],ARGV[2*i]) else r[i] = 0 end end "
-    "return r";
+    "local n = #KEYS local v = redis.call('mget', unpack(KEYS)) "
+    "local one = #ARGV == n + 1 local r = {} "
+    "for i = 1, n do if v[i] == ARGV[i] then "
+    "r[i] = redis.call('pexpire', KEYS[i], one and ARGV[n + 1] or ARGV[n + i]) "
+    "else r[i] = 0 end end return r";
 
 /* The restart guard's record of the deployment's longest ttl: only ever
  * raised, never expires. Returns the record after the call. */

@@ -1,8 +1,9 @@
 /* Batched renewals (issue 13), N=3, many auto-extended plain locks:
  *  1. a batch renews every lock in it: L = 600 locks (more than one batch
- *     of 256) with ttl 900 ms held for 3 s, every key still on every
- *     master at the end, none lost, and the masters saw far fewer script
- *     calls than one per lock and renewal;
+ *     of 256) with ttls of 900 and 1200 ms held for 3 s, every key still
+ *     on every master at the end with its own lock's ttl, none lost, and
+ *     the masters saw far fewer script calls than one per lock and
+ *     renewal;
  *  2. a batch with one stolen key reports exactly that lock lost
  *     (ENOTHELD, once); every other lock of the batch stays held;
  *  3. one master hung (SIGSTOP, command timeout 5 s) for 3 s: renewals
@@ -74,6 +75,10 @@ static void key_of(int i, char *buf, size_t len) {
   snprintf(buf, len, "batch:%d:%d", part, i);
 }
 
+static int64_t ttl_of(int i) {
+  return part == 0 && i % 2 == 1 ? TTL + 300 : TTL;
+}
+
 static void acquire_all(uv_loop_t *loop, redlock_client_t *c) {
   redlock_acquire_opts ae = {.wait_ms = 10000, .auto_extend = 1,
                              .on_lost = on_lost};
@@ -86,7 +91,9 @@ static void acquire_all(uv_loop_t *loop, redlock_client_t *c) {
     ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &locks[i]), 0);
     ae.lost_arg = &lost[i];
     pending++;
-    ASSERT_EQ(redlock_lock_acquire(locks[i], TTL, &ae, on_acquired, NULL),
+    /* Two ttls: a batch carries one per lock when they differ. */
+    ASSERT_EQ(redlock_lock_acquire(locks[i], ttl_of(i), &ae, on_acquired,
+                                   NULL),
               0);
     while (pending > 64 && harness_now_ms() < end)
       uv_run(loop, UV_RUN_ONCE);
@@ -168,11 +175,22 @@ int main(void) {
     ASSERT(calls > 0);
     ASSERT(calls * 8 < (int64_t)events);
   }
-  for (i = 0; i < L; i++) {
-    key_of(i, key, sizeof(key));
-    ASSERT_EQ(tu_count_holding(srv, N, key, redlock_lock_token(locks[i])),
-              N);
-    ASSERT_EQ(lost[i].calls, 0);
+  {
+    int longer = 0;
+    for (i = 0; i < L; i++) {
+      key_of(i, key, sizeof(key));
+      ASSERT_EQ(
+          tu_count_holding(srv, N, key, redlock_lock_token(locks[i])), N);
+      ASSERT_EQ(lost[i].calls, 0);
+      for (j = 0; j < N; j++) {
+        /* Each key renewed to its own lock's ttl. */
+        int64_t pttl = harness_pttl(&srv[j], key);
+        ASSERT_GT(pttl, 0);
+        ASSERT_LE(pttl, ttl_of(i));
+        longer += pttl > TTL;
+      }
+    }
+    ASSERT_GT(longer, 0);
   }
   /* 4. Every renewal was an event with its votes: >= 3 renewals each. */
   ASSERT(events >= 3u * L);
