@@ -305,9 +305,13 @@ static void lock_deliver(redlock_lock_t *l) {
 
 void redlock__lock_complete(redlock_lock_t *l, int status) {
   l->status = status;
-  if (l->round != NULL && l->slot == REDLOCK__SLOT_USER)
-    l->result_elapsed_us =
-        (redlock__now_ns() - l->round->start) / REDLOCK__NS_PER_US;
+  if (l->round != NULL && l->slot == REDLOCK__SLOT_USER) {
+    /* First send to the decision (the result's validity is counted at
+     * the decision too), not to this call: under load the two differ. */
+    redlock__ns end = l->round->decided_ns != 0 ? l->round->decided_ns
+                                                : redlock__now_ns();
+    l->result_elapsed_us = (end - l->round->start) / REDLOCK__NS_PER_US;
+  }
   if (l->client->in_api > 0) {
     /* Decided inside the public call: never call back from there. */
     l->timer_mode = REDLOCK__TIMER_DELIVER;

@@ -44,6 +44,7 @@ struct redlock__round {
   unsigned yes, no, err;
   unsigned refs;                /* requests in flight */
   redlock__ns start;
+  redlock__ns decided_ns;       /* when it was decided (0: not yet) */
   int64_t ttl_ms;               /* the ttl (or fence value) sent */
   int64_t value_max;            /* largest value of a YES (fence counter) */
   redlock_node_result *res;     /* n entries */

@@ -73,6 +73,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   r->err = 0;
   r->refs = 0;
   r->start = 0;
+  r->decided_ns = 0;
   r->ttl_ms = 0;
   r->value_max = 0;
   for (i = 0; i < c->n; i++) {
@@ -172,6 +173,7 @@ static void round_check(redlock__round *r, redlock__ns now) {
     return;
   }
   r->decided = 1;
+  r->decided_ns = now;
   if (r->waiting_guard) {
     redlock__guard_unwait(&r->gw);
     r->waiting_guard = 0;
