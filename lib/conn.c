@@ -105,6 +105,7 @@ static void conn_fail(redlock__conn *c, int err, const char *msg) {
 
 static void conn_fail_errno(redlock__conn *c, int e, const char *what) {
   char why[160];
+  c->last_errno = e;
   snprintf(why, sizeof(why), "%s: %s", what, strerror(e));
   conn_fail(c, REDLOCK_EIO, why);
 }
@@ -388,6 +389,7 @@ void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
 int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
                        const char *path, redlock__tls_ctx *tls,
                        const char *host, char *err, size_t errlen) {
+  c->last_errno = 0;
   struct sockaddr_un un;
   socklen_t salen;
   int fd;
@@ -435,6 +437,7 @@ int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
     rc = connect(fd, sa, salen);
   while (rc != 0 && errno == EINTR);
   if (rc != 0 && errno != EINPROGRESS) {
+    c->last_errno = errno;
     snprintf(err, errlen, "connect: %s", strerror(errno));
     close(fd);
     goto fail;

@@ -71,6 +71,7 @@ struct redlock__conn {
   int want_write;             /* waiting for POLLOUT */
   int dirty;                  /* on the flusher's list */
   int got_reply;              /* a reply came on this connection */
+  int last_errno;             /* errno of the last socket failure, or 0 */
   redlock__queue dirty_link;
   redlock__buf out;           /* commands (plaintext) */
   redlock__buf net;           /* TLS: ciphertext waiting to go out */

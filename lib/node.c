@@ -37,14 +37,28 @@
  *     detached before callbacks run. Closing is synchronous (conn.c): no
  *     event of a closed connection reaches this file.
  *  6. A request submitted while the node makes a connection waits behind
- *     the handshake, bounded by the connect deadline; a request submitted
- *     to a DOWN node fails at once (nothing queues behind a dead master). */
+ *     the handshake, bounded by the connect deadline. A request submitted
+ *     to a DOWN node fails at once (nothing queues behind a dead master),
+ *     unless the node's last attempt began REDLOCK__TRY_NOW_MS ago or more
+ *     and it did not end at a command deadline: then the node connects at
+ *     once and the request waits as above (a master that came back is
+ *     counted now, not when its backoff ends). A master that completed a
+ *     handshake but missed command deadlines is alive and slow: new
+ *     connections would only add to its load, so it keeps to its backoff
+ *     (invariant 4).
+ *  7. Backoff: a refused connection (ECONNREFUSED, or no socket file)
+ *     costs nothing to either side, so it is retried after
+ *     reconnect_min_ms (jittered down to half) without growing; timeouts
+ *     and other failures back off exponentially (invariant 4). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "node.h"
+
+#define REDLOCK__TRY_NOW_MS 50   /* invariant 6 */
 
 enum {
   HS_AUTH = 1,
@@ -309,7 +323,25 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
       redlock__queue_insert_tail(&n->waiting, &req->q);
       break;
     case REDLOCK__NODE_DOWN:
-      rc = REDLOCK_EIO;
+      if (n->closing || n->slow ||
+          req->sent_ns - n->last_try_ns <
+              (redlock__ns)REDLOCK__TRY_NOW_MS * REDLOCK__NS_PER_MS) {
+        rc = REDLOCK_EIO;
+        break;
+      }
+      /* Invariant 6: try it now; the request waits behind the handshake
+       * (unless the attempt failed at once). */
+      uv_timer_stop(&n->conn_timer);
+      redlock__node_start(n);
+      if (n->state == REDLOCK__NODE_DOWN || n->state == REDLOCK__NODE_CLOSED) {
+        rc = REDLOCK_EIO;
+        break;
+      }
+      if (redlock__resp_cmd(&n->wait_buf, argc, argv, lens) != 0) {
+        rc = REDLOCK_ENOMEM;
+        break;
+      }
+      redlock__queue_insert_tail(&n->waiting, &req->q);
       break;
     case REDLOCK__NODE_CLOSED:
       rc = REDLOCK_ECANCELED;
@@ -343,6 +375,7 @@ static void on_deadline(uv_timer_t *t) {
   snprintf(why, sizeof(why), "no reply within %lld ms",
            (long long)n->env->command_timeout_ms);
   n->st.timeouts++;
+  n->slow = 1;   /* invariant 6 */
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
 
@@ -662,11 +695,18 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
     node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
 }
 
+static int conn_refused(const redlock__conn *c) {
+  return c->last_errno == ECONNREFUSED || c->last_errno == ENOENT;
+}
+
 static void on_conn_failed(redlock__conn *c, int err, const char *msg) {
   redlock__node *n = c->data;
+  int refused = n->state == REDLOCK__NODE_CONNECTING && conn_refused(c);
   (void)err;
   n->st.conn_failures++;
-  node_teardown(n, REDLOCK_EIO, msg, 1);
+  n->refused = refused;   /* invariant 7 */
+  n->slow = 0;
+  node_teardown(n, REDLOCK_EIO, msg, !refused);
 }
 
 static const redlock__conn_cbs node_conn_cbs = {
@@ -680,6 +720,7 @@ static void on_conn_timeout(uv_timer_t *t) {
   snprintf(why, sizeof(why), "connect/handshake timed out after %lld ms",
            (long long)n->env->connect_timeout_ms);
   n->st.timeouts++;
+  n->slow = 0;
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
 
@@ -701,6 +742,10 @@ static void node_schedule_reconnect(redlock__node *n) {
   base <<= shift;
   if (base > env->reconnect_max_ms)
     base = env->reconnect_max_ms;
+  if (n->refused) {
+    base = env->reconnect_min_ms;   /* invariant 7 */
+    n->refused = 0;
+  }
   delay = base / 2 + (int64_t)(redlock__prng_next(env->prng) %
                                (uint64_t)(base / 2 + 1));
   uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
@@ -717,7 +762,8 @@ static void node_connect(redlock__node *n) {
                           n->uri.path, n->uri.tls ? env->tls : NULL,
                           n->uri.host, err, sizeof(err));
   if (rc != 0) {
-    node_teardown(n, REDLOCK_EIO, err, 1);
+    n->refused = conn_refused(&n->conn);   /* a unix socket: at once */
+    node_teardown(n, REDLOCK_EIO, err, !n->refused);
     return;
   }
   n->state = REDLOCK__NODE_CONNECTING;
@@ -785,6 +831,7 @@ void redlock__node_start(redlock__node *n) {
   struct addrinfo hints;
   if (n->closing || n->state == REDLOCK__NODE_CLOSED)
     return;
+  n->last_try_ns = redlock__now_ns();
   if (n->uri.path != NULL || parse_ip_literal(n)) {
     node_connect(n);
     return;

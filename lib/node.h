@@ -132,6 +132,11 @@ struct redlock__node {
   int aof_enabled;             /* handshake: -1 unknown */
   redlock__ns up_ns;           /* when the handshake ended */
   uint64_t connects;           /* handshakes completed */
+  redlock__ns last_try_ns;     /* when the last connection attempt began */
+  int refused;                 /* the last attempt was refused: retry
+                                  soon, no backoff (cheap for both) */
+  int slow;                    /* the last connection was torn down at a
+                                  command deadline: no on-demand retry */
   redlock__node_stats st;
   /* Releases to send again after the next handshake: */
   char *abandoned[REDLOCK__ABANDONED_MAX];
