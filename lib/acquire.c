@@ -88,9 +88,14 @@ void redlock__acquire_unwait(redlock_lock_t *l) {
 
 static redlock__cmd set_cmd(const redlock_lock_t *l) {
   switch (l->kind) {
-    case REDLOCK__KIND_PLAIN:
-      return l->want_fence ? REDLOCK__CMD_FENCED_ACQUIRE
-                           : REDLOCK__CMD_SET_NX;
+    case REDLOCK__KIND_PLAIN: {
+      const char *old[REDLOCK__STALE_PER_KEY];
+      if (l->want_fence)
+        return REDLOCK__CMD_FENCED_ACQUIRE;
+      /* Keys of our own may linger (issue 14): take them over. */
+      return redlock__stale_tokens(l, old) > 0 ? REDLOCK__CMD_TAKEOVER
+                                               : REDLOCK__CMD_SET_NX;
+    }
     case REDLOCK__KIND_MULTI:
       return REDLOCK__CMD_MULTI_ACQUIRE;
     case REDLOCK__KIND_READ:

@@ -18,6 +18,18 @@ typedef struct redlock__member {
   void (*abort)(struct redlock__member *m);  /* the client is closing */
 } redlock__member;
 
+/* A token this client gave up on a key (a failed attempt's, a released
+ * or freed lock's): a key of its own that may still sit on a master (a
+ * SET that landed late, a release that did not arrive) until `until`.
+ * The next acquisition of that key by this client may take it over. */
+#define REDLOCK__STALE_MAX 64
+#define REDLOCK__STALE_PER_KEY 4   /* given-up tokens sent with one SET */
+typedef struct redlock__stale {
+  uint64_t hash;                /* of the key; 0 = free slot */
+  redlock__ns until;
+  char token[REDLOCK__TOKEN_HEX + 1];
+} redlock__stale;
+
 /* Lock counters of a client (stats.c copies them out). */
 typedef struct redlock__lock_stats {
   uint64_t attempts, grants, taken, noquorum, expired, acquire_timeouts;
@@ -62,6 +74,8 @@ struct redlock_client_s {
   redlock__queue free_batches; /* pooled batches; link first */
   int renew_batch;             /* locks per renewal batch; 0 = off */
   uint64_t batch_eval;         /* masters that said NOSCRIPT to a batch */
+  redlock__stale stale[REDLOCK__STALE_MAX];   /* a ring (lock.c) */
+  unsigned stale_next;
   redlock_close_cb close_cb;
   void *close_arg;
   redlock__lock_stats lst;

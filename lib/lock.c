@@ -127,7 +127,8 @@ redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
 /* ---- rounds -------------------------------------------------------------- */
 
 static int is_acquisition(redlock__cmd cmd) {
-  return cmd == REDLOCK__CMD_SET_NX || cmd == REDLOCK__CMD_FENCED_ACQUIRE ||
+  return cmd == REDLOCK__CMD_SET_NX || cmd == REDLOCK__CMD_TAKEOVER ||
+         cmd == REDLOCK__CMD_FENCED_ACQUIRE ||
          cmd == REDLOCK__CMD_MULTI_ACQUIRE || cmd == REDLOCK__CMD_RW_ACQUIRE;
 }
 
@@ -226,8 +227,63 @@ static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
 
 void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
                            int quiet) {
-  if (l->token[0] != '\0')
-    send_everywhere(l, release_cmd(l), r, quiet ? REDLOCK__ARGV_QUIET : 0u);
+  if (l->token[0] == '\0')
+    return;
+  /* A master that failed (timed out, connection lost) may still set the
+   * key, or miss the release: remember the token. Not when every master
+   * answered cleanly: the next acquisition stays a plain SET NX. */
+  if (r == NULL || r->err > 0)
+    redlock__stale_note(l);
+  send_everywhere(l, release_cmd(l), r, quiet ? REDLOCK__ARGV_QUIET : 0u);
+}
+
+/* ---- own stale keys ------------------------------------------------------ */
+
+static uint64_t key_hash(const redlock_lock_t *l) {
+  uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+  size_t i;
+  for (i = 0; i < l->keylen; i++)
+    h = (h ^ (uint8_t)l->key[i]) * 1099511628211ULL;
+  return h | 1;   /* never 0 (a free slot) */
+}
+
+void redlock__stale_note(redlock_lock_t *l) {
+  redlock_client_t *c = l->client;
+  redlock__stale *s;
+  if (l->kind != REDLOCK__KIND_PLAIN ||
+      strlen(l->token) != REDLOCK__TOKEN_HEX)
+    return;   /* adopted or election tokens: not ours to take over */
+  s = &c->stale[c->stale_next++ % REDLOCK__STALE_MAX];
+  s->hash = key_hash(l);
+  /* A key of that token lives at most its ttl from now (a SET still on
+   * its way starts its ttl when it lands: bounded by the command timeout
+   * for a live master; a master that comes back later has lost it or
+   * replays it from its AOF, where it expired by the ttl as well). */
+  s->until = redlock__now_ns() +
+             (redlock__ns)((l->ttl_ms > l->op_ttl_ms ? l->ttl_ms
+                                                     : l->op_ttl_ms) +
+                           c->command_timeout_ms) *
+                 REDLOCK__NS_PER_MS;
+  memcpy(s->token, l->token, sizeof(s->token));
+}
+
+unsigned redlock__stale_tokens(const redlock_lock_t *l,
+                               const char **tokens) {
+  const redlock_client_t *c = l->client;
+  uint64_t h;
+  redlock__ns now;
+  unsigned k = 0, i;
+  if (l->kind != REDLOCK__KIND_PLAIN)
+    return 0;
+  h = key_hash(l);
+  now = redlock__now_ns();
+  for (i = 1; i <= REDLOCK__STALE_MAX && k < REDLOCK__STALE_PER_KEY; i++) {
+    const redlock__stale *s =
+        &c->stale[(c->stale_next - i) % REDLOCK__STALE_MAX];
+    if (s->hash == h && s->until > now)
+      tokens[k++] = s->token;
+  }
+  return k;
 }
 
 void redlock__lock_withdraw(redlock_lock_t *l) {
@@ -446,6 +502,8 @@ static void on_release_decided(redlock__round *r, redlock__round_state st,
                : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ENOTHELD
                                               : REDLOCK_ENOQUORUM;
   (void)now;
+  if (r->err > 0)
+    redlock__stale_note(l);   /* the release may not reach a master */
   redlock__lock_complete(l, status);
 }
 

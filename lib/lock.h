@@ -204,6 +204,12 @@ void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
 /* A waiting writer gives up: its intent goes (read-write locks only; at
  * the end of the acquisition, never between attempts). */
 void redlock__lock_withdraw(redlock_lock_t *l);
+/* Own stale keys (client.h): l gives up its current token; and the
+ * given-up tokens of l's key still alive (at most REDLOCK__STALE_PER_KEY,
+ * newest first; plain locks only). */
+void redlock__stale_note(redlock_lock_t *l);
+unsigned redlock__stale_tokens(const redlock_lock_t *l,
+                               const char **tokens);
 /* Room for a token of len bytes in l->token: 0 or ENOMEM. */
 int redlock__lock_token_room(redlock_lock_t *l, size_t len);
 /* Makes l->fence_key if needed: 0 or ENOMEM. */

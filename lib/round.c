@@ -383,6 +383,21 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
     ARG(l->key, l->keylen);
     return argc;
   }
+  if (cmd == REDLOCK__CMD_TAKEOVER) {
+    const char *old[REDLOCK__STALE_PER_KEY];
+    unsigned n = redlock__stale_tokens(l, old);
+    ARG(flags & REDLOCK__ARGV_EVAL ? "EVAL" : "EVALSHA",
+        flags & REDLOCK__ARGV_EVAL ? 4 : 7);
+    ARG(flags & REDLOCK__ARGV_EVAL ? s->text : s->sha,
+        flags & REDLOCK__ARGV_EVAL ? s->len : 40);
+    ARG("1", 1);
+    ARG(l->key, l->keylen);
+    ARG(l->token, toklen);
+    NUM(0, ttl_ms);
+    for (k = 0; k < n; k++)
+      ARG(old[k], REDLOCK__TOKEN_HEX);
+    return argc;
+  }
   if (cmd == REDLOCK__CMD_SET_NX) {
     ARG("SET", 3);
     ARG(l->key, l->keylen);
@@ -464,6 +479,7 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
     case REDLOCK__CMD_PTTL:
     case REDLOCK__CMD_MAXTTL_GET:
     case REDLOCK__CMD_BATCH_EXTEND:   /* batch.c encodes its own */
+    case REDLOCK__CMD_TAKEOVER:
     case REDLOCK__N_CMDS:
       break;
   }

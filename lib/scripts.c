@@ -143,6 +143,19 @@ static const char batch_extend_script[] =
     "r[i] = redis.call('pexpire', KEYS[i], one and ARGV[n + 1] or ARGV[n + i]) "
     "else r[i] = 0 end end return r";
 
+/* An acquisition of a key where this client may have left keys of its
+ * own (tokens it gave up: a SET that landed after its attempt failed, a
+ * release that did not arrive): SET NX, or SET over the key when it holds
+ * one of those tokens. KEYS[1] key; ARGV[1] token, ARGV[2] ttl, ARGV[3..]
+ * the given-up tokens. 1 set, 2 taken over, 0 someone else's. */
+static const char takeover_script[] =
+    "local v = redis.call('get',KEYS[1]) "
+    "if v then local mine = false "
+    "for i = 3, #ARGV do if v == ARGV[i] then mine = true break end end "
+    "if not mine then return 0 end end "
+    "redis.call('set',KEYS[1],ARGV[1],'PX',ARGV[2]) "
+    "if v then return 2 end return 1";
+
 /* The restart guard's record of the deployment's longest ttl: only ever
  * raised, never expires. Returns the record after the call. */
 static const char maxttl_raise_script[] =
@@ -169,6 +182,7 @@ static redlock__script table[REDLOCK__N_CMDS] = {
     [REDLOCK__CMD_MAXTTL_RAISE] = S(maxttl_raise_script),
     [REDLOCK__CMD_MULTI_PTTL] = S(multi_pttl_script),
     [REDLOCK__CMD_BATCH_EXTEND] = S(batch_extend_script),
+    [REDLOCK__CMD_TAKEOVER] = S(takeover_script),
 };
 
 static const char *texts[REDLOCK__N_CMDS];
@@ -268,6 +282,7 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
       return;
     case REDLOCK__CMD_RELEASE:
     case REDLOCK__CMD_EXTEND:
+    case REDLOCK__CMD_TAKEOVER:
     case REDLOCK__CMD_FENCE:
     case REDLOCK__CMD_MULTI_ACQUIRE:
     case REDLOCK__CMD_MULTI_RELEASE:

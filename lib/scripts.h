@@ -29,6 +29,8 @@ typedef enum {
   REDLOCK__CMD_PTTL,           /* PTTL key: when a refusal ends */
   REDLOCK__CMD_MULTI_PTTL,     /* the longest PTTL of K keys */
   REDLOCK__CMD_BATCH_EXTEND,   /* many plain extends, one result each */
+  REDLOCK__CMD_TAKEOVER,       /* SET NX, or over one of our own given-up
+                                  tokens (stale keys of this client) */
   REDLOCK__N_CMDS
 } redlock__cmd;
 
