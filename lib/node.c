@@ -40,10 +40,12 @@
  *     the handshake, bounded by the connect deadline. A request submitted
  *     to a DOWN node fails at once (nothing queues behind a dead master),
  *     unless the node's last attempt began REDLOCK__TRY_NOW_MS ago or more
- *     and it did not end at a command deadline: then the node connects at
- *     once and the request waits as above (a master that came back is
- *     counted now, not when its backoff ends). A master that completed a
- *     handshake but missed command deadlines is alive and slow: new
+ *     and ended in a timeout of the connect or handshake: then the node
+ *     connects at once and the request waits as above (a hung master that
+ *     came back is counted now, not when its grown backoff ends). A master
+ *     that refused is retried every reconnect_min_ms anyway (invariant 7)
+ *     and its requests fail at once with the refusal; one that completed
+ *     a handshake but missed command deadlines is alive and slow: new
  *     connections would only add to its load, so it keeps to its backoff
  *     (invariant 4).
  *  7. Backoff: a refused connection (ECONNREFUSED, or no socket file)
@@ -323,7 +325,7 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
       redlock__queue_insert_tail(&n->waiting, &req->q);
       break;
     case REDLOCK__NODE_DOWN:
-      if (n->closing || n->slow ||
+      if (n->closing || n->slow || n->refused ||
           req->sent_ns - n->last_try_ns <
               (redlock__ns)REDLOCK__TRY_NOW_MS * REDLOCK__NS_PER_MS) {
         rc = REDLOCK_EIO;
@@ -376,6 +378,7 @@ static void on_deadline(uv_timer_t *t) {
            (long long)n->env->command_timeout_ms);
   n->st.timeouts++;
   n->slow = 1;   /* invariant 6 */
+  n->refused = 0;
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
 
@@ -407,6 +410,8 @@ static void node_up(redlock__node *n) {
   n->state = REDLOCK__NODE_UP;
   n->up_ns = now;
   n->connects++;
+  n->refused = 0;
+  n->slow = 0;
   n->errstr[0] = '\0';
   uv_timer_stop(&n->conn_timer);
   /* Releases kept from failed attempts first ... */
@@ -721,6 +726,7 @@ static void on_conn_timeout(uv_timer_t *t) {
            (long long)n->env->connect_timeout_ms);
   n->st.timeouts++;
   n->slow = 0;
+  n->refused = 0;
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
 
@@ -742,10 +748,8 @@ static void node_schedule_reconnect(redlock__node *n) {
   base <<= shift;
   if (base > env->reconnect_max_ms)
     base = env->reconnect_max_ms;
-  if (n->refused) {
+  if (n->refused)
     base = env->reconnect_min_ms;   /* invariant 7 */
-    n->refused = 0;
-  }
   delay = base / 2 + (int64_t)(redlock__prng_next(env->prng) %
                                (uint64_t)(base / 2 + 1));
   uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
