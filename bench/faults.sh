@@ -14,8 +14,9 @@
 #   client-pause   CLIENT PAUSE for the fault's duration
 #   slow           200 ms latency each way (proxy) for the duration
 #   mixed          one of the above at random per fault
-# Then node-redlock's safety (bench/node/safety.mjs: 8 competing clients)
-# under the kill and mixed schedules (SAFETY_MODES).
+# Then safety on the same schedules (SAFETY_MODES: kill-delayed, mixed):
+# 8 competing clients of each implementation, overlaps seen in one process
+# (redlock-availability with BENCH_WORKERS=8, bench/node/safety.mjs).
 # JSON lines (with "mode") into OUT_DIR/faults.jsonl, per-attempt logs into
 # OUT_DIR/<impl>-<mode>.log. Masters and proxy stopped by PID at the end.
 set -euo pipefail
@@ -79,7 +80,7 @@ fault() {
 }
 
 stream() {   # MODE SEED FIRST LAST: faults on masters FIRST..LAST
-  local mode=$1 end m
+  local mode=$1 first=$3 last=$4 end m
   RANDOM=$2
   end=$(($(date +%s%3N) + seconds * 1000 - 1000))
   while [ "$(date +%s%3N)" -lt "$end" ]; do
@@ -89,7 +90,7 @@ stream() {   # MODE SEED FIRST LAST: faults on masters FIRST..LAST
       set -- pause kill kill-delayed client-pause slow
       shift $((RANDOM % 5)); m=$1
     fi
-    fault "$m" "$(rnd "$3" "$4")" "$(rnd 300 1500)"
+    fault "$m" "$(rnd "$first" "$last")" "$(rnd 300 1500)"
   done
 }
 
@@ -105,6 +106,7 @@ schedule() {   # MODE SEED
 : >"$out/faults.jsonl"
 seed=${SEED:-4711}
 for mode in $modes; do
+  [ "$mode" = none ] && continue   # MODES=none: the safety runs only
   for impl in $impls; do
     heal_all
     log="$out/$impl-$mode.log"
@@ -125,15 +127,23 @@ done
 # node-redlock's safety on the same schedules (redlock's own: the safety
 # test, test-slow-safety, 0 overlaps): 8 competing clients, overlaps seen
 # in one process.
-for mode in ${SAFETY_MODES:-kill mixed}; do
-  heal_all
-  export BENCH_SERVERS=$servers BENCH_SECONDS=$seconds BENCH_TTL_MS=${TTL_MS:-1000}
-  node "$here/bench/node/safety.mjs" >"$out/.line" &
-  client=$!
-  schedule "$mode" "$seed"
-  wait "$client"
-  sed "s/^{/{\"mode\":\"$mode\",/" "$out/.line" >>"$out/faults.jsonl"
-  echo "safety $mode node-redlock: $(cat "$out/.line")" >&2
+for mode in ${SAFETY_MODES:-kill-delayed mixed}; do
+  for impl in $impls; do
+    heal_all
+    export BENCH_SERVERS=$servers BENCH_SECONDS=$seconds \
+           BENCH_TTL_MS=${TTL_MS:-1000}
+    if [ "$impl" = redlock-c ]; then
+      BENCH_LOG= BENCH_WORKERS=8 "$build/bench/redlock-availability" \
+        >"$out/.line" &
+    else
+      node "$here/bench/node/safety.mjs" >"$out/.line" &
+    fi
+    client=$!
+    schedule "$mode" "$seed"
+    wait "$client"
+    sed "s/^{/{\"mode\":\"$mode\",/" "$out/.line" >>"$out/faults.jsonl"
+    echo "safety $mode $impl: $(cat "$out/.line")" >&2
+  done
 done
 rm -f "$out/.line"
 heal_all

@@ -11,7 +11,13 @@
  * fraction of attempts that failed, the outages (runs of failed attempts:
  * count, median and longest, in ms) and, over the failed attempts, how
  * many votes of each kind. BENCH_SERVERS is the master list; the restart
- * guard is on (auto), everything else default. */
+ * guard is on (auto), everything else default.
+ *
+ * With BENCH_WORKERS=W (> 0): safety instead. W clients (their own
+ * connections) compete for one key (single attempts every 5-15 ms, hold a
+ * grant 20 ms, release); an overlap is a grant while another worker holds
+ * within the validity it was given, seen in this process on one clock. One
+ * JSON line: grants and overlaps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +131,112 @@ static void on_end(uv_timer_t *t) {
   redlock_client_close(client, NULL, NULL);
 }
 
+/* ---- safety: W competing clients --------------------------------------- */
+
+#define MAX_W 32
+
+typedef struct sworker {
+  redlock_client_t *c;
+  redlock_lock_t *l;
+  uv_timer_t t;
+  uint64_t valid_until;   /* ms; 0 when not holding */
+  int id;
+} sworker;
+
+static sworker sw[MAX_W];
+static int n_w, stopping;
+static long grants, overlaps;
+static uint64_t s_end;
+static const char skey[] = "avail-safety";
+
+static void sw_next(sworker *w, uint64_t ms);
+
+static void sw_released(redlock_lock_t *l, int status,
+                        const redlock_result *r, void *arg) {
+  sworker *w = arg;
+  (void)l;
+  (void)status;
+  (void)r;
+  sw_next(w, 5 + (uint64_t)(uv_hrtime() % 11));
+}
+
+static void sw_hold_done(uv_timer_t *t) {
+  sworker *w = t->data;
+  w->valid_until = 0;
+  if (redlock_lock_release(w->l, sw_released, w) != 0)
+    sw_next(w, 5);
+}
+
+static void sw_acquired(redlock_lock_t *l, int status,
+                        const redlock_result *r, void *arg) {
+  sworker *w = arg;
+  uint64_t t = now_ms();
+  int i;
+  (void)l;
+  if (status != 0) {
+    if (status != REDLOCK_ECANCELED)
+      sw_next(w, 5 + (uint64_t)(uv_hrtime() % 11));
+    return;
+  }
+  grants++;
+  for (i = 0; i < n_w; i++)
+    if (&sw[i] != w && sw[i].valid_until > t)
+      overlaps++;
+  w->valid_until = t + (uint64_t)(r->validity_ms > 0 ? r->validity_ms : 0);
+  uv_timer_start(&w->t, sw_hold_done, 20, 0);
+}
+
+static void sw_try(uv_timer_t *t) {
+  sworker *w = t->data;
+  redlock_acquire_opts once = {.wait_ms = -1};
+  if (stopping || now_ms() >= s_end)
+    return;
+  if (redlock_lock_acquire(w->l, ttl_ms, &once, sw_acquired, w) != 0)
+    sw_next(w, 5);
+}
+
+static void sw_next(sworker *w, uint64_t ms) {
+  if (!stopping)
+    uv_timer_start(&w->t, sw_try, ms, 0);
+}
+
+static void sw_end(uv_timer_t *t) {
+  int i;
+  stopping = 1;
+  uv_close((uv_handle_t *)t, NULL);
+  for (i = 0; i < n_w; i++) {
+    uv_timer_stop(&sw[i].t);
+    uv_close((uv_handle_t *)&sw[i].t, NULL);
+    redlock_lock_free(sw[i].l);
+    redlock_client_close(sw[i].c, NULL, NULL);
+  }
+}
+
+static int run_safety(redlock_client_config *cfg, long seconds) {
+  uv_timer_t end;
+  int i;
+  for (i = 0; i < n_w; i++) {
+    if (redlock_client_new(&loop, cfg, &sw[i].c) != 0 ||
+        redlock_lock_new(sw[i].c, skey, sizeof(skey) - 1, &sw[i].l) != 0) {
+      fprintf(stderr, "redlock-availability: %s\n", redlock_last_error());
+      return 1;
+    }
+    sw[i].id = i;
+    uv_timer_init(&loop, &sw[i].t);
+    sw[i].t.data = &sw[i];
+    sw_next(&sw[i], 10 + (uint64_t)i);
+  }
+  s_end = now_ms() + (uint64_t)seconds * 1000;
+  uv_timer_init(&loop, &end);
+  uv_timer_start(&end, sw_end, (uint64_t)seconds * 1000, 0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  printf("{\"impl\":\"redlock-c\",\"scenario\":\"x_safety\",\"workers\":%d,"
+         "\"ttl_ms\":%lld,\"seconds\":%ld,\"grants\":%ld,\"overlaps\":%ld}\n",
+         n_w, (long long)ttl_ms, seconds, grants, overlaps);
+  return 0;
+}
+
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
@@ -159,6 +271,14 @@ int main(void) {
   memset(&cfg, 0, sizeof(cfg));
   cfg.servers = servers;
   cfg.n_servers = n;
+  if (getenv("BENCH_WORKERS") != NULL) {
+    n_w = atoi(getenv("BENCH_WORKERS"));
+    if (n_w < 1 || n_w > MAX_W) {
+      fprintf(stderr, "redlock-availability: BENCH_WORKERS 1..%d\n", MAX_W);
+      return 64;
+    }
+    return run_safety(&cfg, seconds);
+  }
   if (redlock_client_new(&loop, &cfg, &client) != 0) {
     fprintf(stderr, "redlock-availability: %s\n", redlock_last_error());
     return 1;
