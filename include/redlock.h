@@ -365,8 +365,16 @@ typedef struct redlock_acquire_opts {
   /* Fencing token (opt-in, one extra round trip): each acquisition gets a
    * number that strictly increases across holders of the resource, for
    * the protected resource to reject stale writers. Kept in the key
-   * "<key>:fence" on every master: run masters with appendonly +
-   * appendfsync always, or a restarted master can hand out an old number. */
+   * "<key>:fence" on every master. A master that lost the counter (a
+   * restart without persistence) starts it again from its own clock, in
+   * microseconds since 1970 (TIME), so it starts above every number
+   * handed out before (at most one per microsecond per master: one script
+   * call each). That assumes the masters' clocks move forward and roughly
+   * together, as Redlock's ttls already do; a master whose clock is set
+   * back can hand out an old number: with clocks you do not trust, run
+   * masters with appendonly + appendfsync always. Numbers stay far below
+   * 2^63 (about 2^51 today). Failed attempts also increment the counter,
+   * so tokens jump: only their order means something. */
   int fence;
   /* Reentrancy: acquiring a handle that already holds its lock adds a
    * hold instead of failing with EBUSY; each release removes one, and the

@@ -43,9 +43,17 @@ static const char inspect_script[] =
 
 /* Fencing (DESIGN 5): the acquire also increments the resource's counter;
  * the second round raises the counter to T on the masters where we hold
- * the lock, so any later holder's majority meets a counter >= T. */
+ * the lock, so any later holder's majority meets a counter >= T. A
+ * missing counter (a master that restarted without persistence) starts
+ * from the master's clock in microseconds: above every number handed out
+ * before the restart (at most one per script call, one per microsecond),
+ * as long as the clocks move forward together (redlock.h, opts.fence). */
 static const char fenced_acquire_script[] =
     "if redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then "
+    "if redis.call('exists',KEYS[2]) == 0 then "
+    "local t = redis.call('time') "
+    "redis.call('set',KEYS[2],string.format('%d',"
+    "tonumber(t[1]) * 1000000 + tonumber(t[2]))) end "
     "return redis.call('incr',KEYS[2]) end return false";
 static const char fence_script[] =
     "if redis.call('get',KEYS[1]) == ARGV[1] then "
