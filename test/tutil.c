@@ -125,8 +125,19 @@ void tu_wait_up(uv_loop_t *loop, redlock_client_t *c, unsigned want,
   uv_timer_init(loop, &w.t);
   w.t.data = &w;
   uv_timer_start(&w.t, on_up_tick, 1, 1);
-  if (!w.ok && harness_run_until(loop, &w.ok, timeout_ms) != 0)
+  if (!w.ok && harness_run_until(loop, &w.ok, timeout_ms) != 0) {
+    /* Why: each master's failures so far. */
+    redlock_stats st;
+    size_t i;
+    if (redlock_client_stats(c, &st) == 0)
+      for (i = 0; i < redlock_client_n_servers(c); i++)
+        fprintf(stderr, "master %zu (%s): up %d, connects %llu, timeouts "
+                "%llu, connection failures %llu\n", i, st.masters[i].server,
+                st.masters[i].up, (unsigned long long)st.masters[i].connects,
+                (unsigned long long)st.masters[i].timeouts,
+                (unsigned long long)st.masters[i].conn_failures);
     TEST_FAIL("n_up stayed %u, wanted %u", redlock_client_n_up(c), want);
+  }
   uv_close((uv_handle_t *)&w.t, on_closed_noop);
   uv_run(loop, UV_RUN_NOWAIT);
 }
