@@ -44,7 +44,8 @@
  *     connects at once and the request waits as above (a hung master that
  *     came back is counted now, not when its grown backoff ends). A master
  *     that refused is retried every reconnect_min_ms anyway (invariant 7)
- *     and its requests fail at once with the refusal; one that completed
+ *     and its requests fail at once with the refusal, also while such a
+ *     retry is in flight; one that completed
  *     a handshake but missed command deadlines is alive and slow: new
  *     connections would only add to its load, so it keeps to its backoff
  *     (invariant 4).
@@ -317,6 +318,14 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
     case REDLOCK__NODE_RESOLVING:
     case REDLOCK__NODE_CONNECTING:
     case REDLOCK__NODE_HANDSHAKE:
+      if (n->refused) {
+        /* A retry of a master that refused (invariant 7): fail at once
+         * with that refusal, as when DOWN, rather than wait for a
+         * connection that most likely is refused again (the result then
+         * says why, not "no answer"). */
+        rc = REDLOCK_EIO;
+        break;
+      }
       /* Waits behind the handshake (invariant 1). */
       if (redlock__resp_cmd(&n->wait_buf, argc, argv, lens) != 0) {
         rc = REDLOCK_ENOMEM;
