@@ -40,13 +40,14 @@
  *     the handshake, bounded by the connect deadline. A request submitted
  *     to a DOWN node fails at once (nothing queues behind a dead master),
  *     unless the node's last attempt began REDLOCK__TRY_NOW_MS ago or more
- *     and ended in a timeout of the connect or handshake: then the node
- *     connects at once and the request waits as above (a hung master that
- *     came back is counted now, not when its grown backoff ends). A master
- *     that refused is retried every reconnect_min_ms anyway (invariant 7)
- *     and its requests fail at once with the refusal, also while such a
- *     retry is in flight; one that completed
- *     a handshake but missed command deadlines is alive and slow: new
+ *     and ended in a timeout of the connect or handshake (`hung`): then
+ *     the node connects at once and the request waits as above (a hung
+ *     master that came back is counted now, not when its grown backoff
+ *     ends). Not after other failures: a master that refused is retried
+ *     every reconnect_min_ms anyway (invariant 7) and its requests fail at
+ *     once with the refusal, also while such a retry is in flight; a lost
+ *     connection reconnects after reconnect_min_ms; one that completed a
+ *     handshake but missed command deadlines is alive and slow: new
  *     connections would only add to its load, so it keeps to its backoff
  *     (invariant 4).
  *  7. Backoff: a refused connection (ECONNREFUSED, or no socket file)
@@ -334,7 +335,7 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
       redlock__queue_insert_tail(&n->waiting, &req->q);
       break;
     case REDLOCK__NODE_DOWN:
-      if (n->closing || n->slow || n->refused ||
+      if (n->closing || !n->hung ||
           req->sent_ns - n->last_try_ns <
               (redlock__ns)REDLOCK__TRY_NOW_MS * REDLOCK__NS_PER_MS) {
         rc = REDLOCK_EIO;
@@ -386,7 +387,7 @@ static void on_deadline(uv_timer_t *t) {
   snprintf(why, sizeof(why), "no reply within %lld ms",
            (long long)n->env->command_timeout_ms);
   n->st.timeouts++;
-  n->slow = 1;   /* invariant 6 */
+  n->hung = 0;   /* slow, not hung (invariant 6) */
   n->refused = 0;
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
@@ -420,7 +421,7 @@ static void node_up(redlock__node *n) {
   n->up_ns = now;
   n->connects++;
   n->refused = 0;
-  n->slow = 0;
+  n->hung = 0;
   n->errstr[0] = '\0';
   uv_timer_stop(&n->conn_timer);
   /* Releases kept from failed attempts first ... */
@@ -719,7 +720,7 @@ static void on_conn_failed(redlock__conn *c, int err, const char *msg) {
   (void)err;
   n->st.conn_failures++;
   n->refused = refused;   /* invariant 7 */
-  n->slow = 0;
+  n->hung = 0;
   node_teardown(n, REDLOCK_EIO, msg, !refused);
 }
 
@@ -734,7 +735,7 @@ static void on_conn_timeout(uv_timer_t *t) {
   snprintf(why, sizeof(why), "connect/handshake timed out after %lld ms",
            (long long)n->env->connect_timeout_ms);
   n->st.timeouts++;
-  n->slow = 0;
+  n->hung = 1;   /* invariant 6 */
   n->refused = 0;
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }

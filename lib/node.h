@@ -135,8 +135,9 @@ struct redlock__node {
   redlock__ns last_try_ns;     /* when the last connection attempt began */
   int refused;                 /* the last attempt was refused: retry
                                   soon, no backoff (cheap for both) */
-  int slow;                    /* the last connection was torn down at a
-                                  command deadline: no on-demand retry */
+  int hung;                    /* the last attempt timed out while
+                                  connecting or in the handshake: an
+                                  operation may try it at once */
   redlock__node_stats st;
   /* Releases to send again after the next handshake: */
   char *abandoned[REDLOCK__ABANDONED_MAX];
