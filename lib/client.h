@@ -76,6 +76,7 @@ struct redlock_client_s {
   uint64_t batch_eval;         /* masters that said NOSCRIPT to a batch */
   redlock__stale stale[REDLOCK__STALE_MAX];   /* a ring (lock.c) */
   unsigned stale_next;
+  redlock__ns stale_until;     /* the latest `until` in the ring */
   redlock_close_cb close_cb;
   void *close_arg;
   redlock__lock_stats lst;

@@ -265,6 +265,8 @@ void redlock__stale_note(redlock_lock_t *l) {
                            c->command_timeout_ms) *
                  REDLOCK__NS_PER_MS;
   memcpy(s->token, l->token, sizeof(s->token));
+  if (s->until > c->stale_until)
+    c->stale_until = s->until;
 }
 
 unsigned redlock__stale_tokens(const redlock_lock_t *l,
@@ -273,10 +275,12 @@ unsigned redlock__stale_tokens(const redlock_lock_t *l,
   uint64_t h;
   redlock__ns now;
   unsigned k = 0, i;
-  if (l->kind != REDLOCK__KIND_PLAIN)
-    return 0;
-  h = key_hash(l);
+  if (l->kind != REDLOCK__KIND_PLAIN || c->stale_until == 0)
+    return 0;   /* the acquisition's hot path: nothing given up, ever */
   now = redlock__now_ns();
+  if (now >= c->stale_until)
+    return 0;   /* every given-up token expired */
+  h = key_hash(l);
   for (i = 1; i <= REDLOCK__STALE_MAX && k < REDLOCK__STALE_PER_KEY; i++) {
     const redlock__stale *s =
         &c->stale[(c->stale_next - i) % REDLOCK__STALE_MAX];
