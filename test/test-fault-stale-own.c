@@ -16,15 +16,6 @@
 
 #define N 3
 
-static int64_t evalsha_calls(const harness_server *s) {
-  char buf[8192];
-  const char *p;
-  if (harness_cmdf(s, buf, sizeof(buf), "INFO commandstats") != 0)
-    return -1;
-  p = strstr(buf, "cmdstat_evalsha:calls=");
-  return p ? strtoll(p + 22, NULL, 10) : 0;
-}
-
 /* A failed attempt of l (masters 1 and 2 hung), then the masters back
  * with that attempt's keys on them: returns the given-up token. */
 static void leave_stale_keys(uv_loop_t *loop, redlock_client_t *c,
@@ -101,9 +92,9 @@ int main(void) {
     ASSERT_EQ(redlock_lock_new(c, "so-clean", 8, &l3), 0);
     ASSERT_EQ(tu_acquire(&loop, l3, 10000, &once, &op), 0);
     ASSERT_EQ(tu_release(&loop, l3, &op), 0);
-    calls0 = evalsha_calls(&srv[0]);
+    calls0 = tu_evalsha_calls(&srv[0]);
     ASSERT_EQ(tu_acquire(&loop, l3, 10000, &once, &op), 0);
-    ASSERT_EQ(evalsha_calls(&srv[0]), calls0);   /* SET NX only */
+    ASSERT_EQ(tu_evalsha_calls(&srv[0]), calls0);   /* SET NX only */
     ASSERT_EQ(tu_release(&loop, l3, &op), 0);
     redlock_lock_free(l3);
   }

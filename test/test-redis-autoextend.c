@@ -27,15 +27,6 @@ static void on_lost(redlock_lock_t *l, int reason, void *arg) {
   r->fired = 1;
 }
 
-static int64_t evalsha_calls(const harness_server *s) {
-  char buf[8192];
-  const char *p;
-  if (harness_cmdf(s, buf, sizeof(buf), "INFO commandstats") != 0)
-    return -1;
-  p = strstr(buf, "cmdstat_evalsha:calls=");
-  return p ? strtoll(p + 22, NULL, 10) : 0;
-}
-
 static void wait_key(uv_loop_t *loop, harness_server *s, const char *key,
                      const char *token) {
   uint64_t end = harness_now_ms() + 10000;
@@ -102,7 +93,7 @@ int main(void) {
   tu_run_for(&loop, 50);
   for (i = 0; i < N; i++) {
     ASSERT_EQ(harness_dbsize(&srv[i]), 0);
-    ASSERT_EQ(evalsha_calls(&srv[i]), 2);   /* extend, then release */
+    ASSERT_EQ(tu_evalsha_calls(&srv[i]), 2);   /* extend, then release */
   }
   ASSERT_EQ(lr.calls, 0);   /* never after release */
 

@@ -60,15 +60,6 @@ static void on_event(redlock_client_t *c, const redlock_event *ev,
   ASSERT(ev->result->yes >= 2);
 }
 
-static int64_t evalsha_calls(const harness_server *s) {
-  char buf[8192];
-  const char *p;
-  if (harness_cmdf(s, buf, sizeof(buf), "INFO commandstats") != 0)
-    return -1;
-  p = strstr(buf, "cmdstat_evalsha:calls=");
-  return p ? strtoll(p + 22, NULL, 10) : 0;
-}
-
 static int part;   /* fresh keys for each part */
 
 static void key_of(int i, char *buf, size_t len) {
@@ -162,14 +153,14 @@ int main(void) {
   /* 1. Every lock renewed; few script calls. */
   acquire_all(&loop, c);
   for (j = 0; j < N; j++)
-    calls0[j] = evalsha_calls(&srv[j]);
+    calls0[j] = tu_evalsha_calls(&srv[j]);
   events = event_yes_votes = 0;
   min_valid = hold_for(&loop, 3000);
   for (j = 0; j < N; j++) {
     /* One call per lock and renewal would be >= L * 3000 / (TTL / 3),
      * about 6,000 here; batches of locks due together make it a few
      * hundred. */
-    int64_t calls = evalsha_calls(&srv[j]) - calls0[j];
+    int64_t calls = tu_evalsha_calls(&srv[j]) - calls0[j];
     fprintf(stderr, "master %d: %lld script calls for %u renewals\n", j,
             (long long)calls, events);
     ASSERT(calls > 0);

@@ -211,3 +211,12 @@ void tu_require_tls(void) {
   }
   tu_close(&loop, c);
 }
+
+int64_t tu_evalsha_calls(const harness_server *s) {
+  char buf[8192];
+  const char *p;
+  if (harness_cmdf(s, buf, sizeof(buf), "INFO commandstats") != 0)
+    return -1;
+  p = strstr(buf, "cmdstat_evalsha:calls=");
+  return p ? strtoll(p + 22, NULL, 10) : 0;
+}

@@ -65,6 +65,9 @@ void tu_require_tls(void);
  * happen within a window. */
 void tu_run_for(uv_loop_t *loop, uint64_t ms);
 
+/* EVALSHA calls the server has run so far (INFO commandstats), or -1. */
+int64_t tu_evalsha_calls(const harness_server *s);
+
 /* Count of servers among srv[0..n-1] on which `key` holds `token`. */
 int tu_count_holding(const harness_server *srv, int n, const char *key,
                      const char *token);
