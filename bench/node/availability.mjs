@@ -4,20 +4,12 @@
 // granted, for BENCH_SECONDS (30), while bench/faults.sh injects faults. Prints the same JSON
 // line (votes: node-redlock reports which masters voted against, not why: N for those, Y for
 // the others). Loopback only; the run is bounded by BENCH_SECONDS.
-import { createRequire } from 'node:module';
 import { readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const require = createRequire(import.meta.url);
-const Redis = require('ioredis');
 const { default: Redlock } = await import('redlock');
+const { servers, clients: makeClients } = await import('./servers.mjs');
 
-const servers = String(process.env.BENCH_SERVERS || '').split(',').filter(Boolean).map((s) => {
-  const [host, port] = s.split(':');
-  if (host !== '127.0.0.1' && host !== 'localhost') throw new Error(`refusing non-loopback ${s}`);
-  return { host, port: Number(port) };
-});
-if (servers.length === 0) throw new Error('set BENCH_SERVERS');
 const TTL = Number(process.env.BENCH_TTL_MS || 1000);
 const SECONDS = Number(process.env.BENCH_SECONDS || 30);
 const INTERVAL = Number(process.env.BENCH_INTERVAL_MS || 5);
@@ -27,10 +19,7 @@ const version = JSON.parse(readFileSync(new URL('./node_modules/redlock/package.
 const nowMs = () => Number(process.hrtime.bigint() / 1000000n);
 
 // ioredis as node-redlock's README sets it up; commands fail fast while a master is down.
-const clients = servers.map((s) => new Redis({ host: s.host, port: s.port,
-                                               maxRetriesPerRequest: 1,
-                                               enableOfflineQueue: false }));
-for (const c of clients) c.on('error', () => {});
+const clients = makeClients();
 const redlock = new Redlock(clients, { retryCount: 0 });
 redlock.on('error', () => {});
 

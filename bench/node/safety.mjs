@@ -4,19 +4,11 @@
 // a new attempt every 5-15 ms), hold a granted lock 20 ms and release it. An overlap is two
 // workers holding at once, each within the validity node-redlock gave it (lock.expiration),
 // seen in this one process on one clock. For BENCH_SECONDS (30); one JSON line on stdout.
-import { createRequire } from 'node:module';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const require = createRequire(import.meta.url);
-const Redis = require('ioredis');
 const { default: Redlock } = await import('redlock');
+const { servers, clients: makeClients } = await import('./servers.mjs');
 
-const servers = String(process.env.BENCH_SERVERS || '').split(',').filter(Boolean).map((s) => {
-  const [host, port] = s.split(':');
-  if (host !== '127.0.0.1' && host !== 'localhost') throw new Error(`refusing non-loopback ${s}`);
-  return { host, port: Number(port) };
-});
-if (servers.length === 0) throw new Error('set BENCH_SERVERS');
 const TTL = Number(process.env.BENCH_TTL_MS || 1000);
 const SECONDS = Number(process.env.BENCH_SECONDS || 30);
 const WORKERS = Number(process.env.BENCH_WORKERS || 8);
@@ -28,10 +20,7 @@ const end = Date.now() + SECONDS * 1000;
 const all = [];
 
 async function worker(id) {
-  const clients = servers.map((s) => new Redis({ host: s.host, port: s.port,
-                                                 maxRetriesPerRequest: 1,
-                                                 enableOfflineQueue: false }));
-  for (const c of clients) c.on('error', () => {});
+  const clients = makeClients();
   all.push(...clients);
   const redlock = new Redlock(clients, { retryCount: 0 });
   redlock.on('error', () => {});
