@@ -5,7 +5,7 @@
  *   --impl NAME --servers H:P,... --scenario latency|throughput|contention
  *   --concurrency C --iters N --warmup N --duration-s S --ttl-ms T
  *   --workers W --hold-ms H --think-ms T --retry-count R
- *   --retry-delay-ms D --retry-jitter-ms J --max-seconds S
+ *   --retry-delay-ms D --retry-jitter-ms J --max-seconds S --read-pct P
  * Writes one JSON object per line to stdout (the harness's contract) and a
  * human summary with progress to stderr.
  *
@@ -14,7 +14,12 @@
  *              rows latency_acquire and latency_release
  *  throughput  C workers loop acquire+release on fresh keys for duration_s
  *  contention  W workers compete for one key: acquire with retries, hold
- *              hold_ms, release, think think_ms; fairness and violations
+ *              hold_ms, release, think think_ms; fairness and violations.
+ *              With --read-pct P (BENCH_READ_PCT) the key is a read-write
+ *              lock: each acquisition is a read with probability P%, else
+ *              a write; the row x_contention_rw reports each side's
+ *              grants/s, waits, longest stretch without a grant while it
+ *              had waiters, and share of the lock-held time.
  * One client (one connection per master) is shared by all workers. */
 #include <math.h>
 #include <signal.h>
@@ -42,10 +47,11 @@ static struct {
   long concurrency, iters, warmup, ttl_ms, workers, hold_ms, think_ms;
   long retry_count, retry_delay_ms, retry_jitter_ms, max_seconds;
   long command_timeout_ms;
+  long read_pct;   /* -1: a plain lock */
   double duration_s;
   int raw;
 } opt = {"redlock-c", NULL, "latency", 1, 2000, 200, 10000, 8, 1, 5,
-         100, 10, 5, 60, 1000, 5.0, 0};
+         100, 10, 5, 60, 1000, -1, 5.0, 0};
 
 typedef struct samples {
   uint64_t *v;   /* ns */
@@ -186,6 +192,9 @@ typedef struct worker {
   char key[256];           /* raw mode */
   size_t keylen;
   char token[48];
+  redlock_lock_t *rw[2];  /* contention with --read-pct: read, write */
+  int side;               /* the side of the current acquisition */
+  unsigned rnd;
   uv_timer_t timer;
   uint64_t t_start;       /* ns: cycle or wait start */
   uint64_t t_acq;         /* ns: acquire done */
@@ -207,6 +216,22 @@ static uint64_t last_release_ns;   /* contention: the previous release */
 static samples s_handoff;
 static unsigned long violations;
 static unsigned long failures;
+
+/* Read-write contention, per side (0 read, 1 write). */
+static struct {
+  long holders, waiting;
+  uint64_t held_since, held_ns;   /* time with at least one holder */
+  uint64_t since;                 /* start of the stretch without a grant */
+  uint64_t longest;               /* ... the longest with waiters */
+  unsigned long attempts, grants, fails;
+  samples wait;
+} rw[2];
+
+static void rw_gap(int side, uint64_t now) {
+  if (now - rw[side].since > rw[side].longest)
+    rw[side].longest = now - rw[side].since;
+  rw[side].since = now;
+}
 
 static void worker_cycle(worker *w);
 static void on_think_done(uv_timer_t *t);
@@ -266,6 +291,8 @@ static void on_think_done(uv_timer_t *t) {
 
 static void on_hold_done(uv_timer_t *t) {
   worker *w = t->data;
+  if (opt.read_pct >= 0 && --rw[w->side].holders == 0)
+    rw[w->side].held_ns += uv_hrtime() - rw[w->side].held_since;
   if (held_by == w->id)
     held_by = -1;
   last_release_ns = uv_hrtime();
@@ -275,6 +302,24 @@ static void on_hold_done(uv_timer_t *t) {
 static void acquired(worker *w, int status) {
   uint64_t now = uv_hrtime();
   w->t_acq = now;
+  if (cur_mode == 2 && opt.read_pct >= 0) {
+    int sd = w->side;
+    rw[sd].waiting--;
+    rw_gap(sd, now);   /* a grant, or the end of a wait that failed */
+    if (status == 0) {
+      if (rw[1].holders > 0 || (sd == 1 && rw[0].holders > 0))
+        violations++;
+      if (rw[sd].holders++ == 0)
+        rw[sd].held_since = now;
+      rw[sd].grants++;
+      push(&rw[sd].wait, now - w->t_start);
+      push(&s_acq, now - w->t_start);
+      w->count++;
+      uv_timer_start(&w->timer, on_hold_done, (uint64_t)opt.hold_ms, 0);
+      return;
+    }
+    rw[sd].fails++;
+  }
   if (status != 0) {
     w->errors++;
     if (cur_mode == 2) {
@@ -365,6 +410,13 @@ static void worker_cycle(worker *w) {
   w->t_start = uv_hrtime();
   if (cur_mode != 2)
     w->lock = new_lock(cur_tag, w->id);
+  if (cur_mode == 2 && opt.read_pct >= 0) {
+    w->side = (long)(rand_r(&w->rnd) % 100) < opt.read_pct ? 0 : 1;
+    w->lock = w->rw[w->side];
+    rw[w->side].attempts++;
+    if (rw[w->side].waiting++ == 0)
+      rw[w->side].since = w->t_start;
+  }
   rc = redlock_lock_acquire(w->lock, opt.ttl_ms,
                             cur_mode == 2 ? &contend : &once, on_acquire, w);
   if (rc != 0)
@@ -396,9 +448,19 @@ static uint64_t run_workers(long n, int mode, const char *tag,
     /* One key for all workers: one handle each on the same resource. */
     char key[256];
     int k = snprintf(key, sizeof(key), "%s:contention", key_base);
-    for (i = 0; i < n; i++)
-      if (redlock_lock_new(client, key, (size_t)k, &workers[i].lock) != 0)
-        die("lock_new", redlock_last_error());
+    for (i = 0; i < n; i++) {
+      worker *w = &workers[i];
+      w->rnd = (unsigned)i * 2654435761u + 1;
+      if (opt.read_pct < 0) {
+        if (redlock_lock_new(client, key, (size_t)k, &w->lock) != 0)
+          die("lock_new", redlock_last_error());
+      } else if (redlock_rwlock_new(client, key, (size_t)k, REDLOCK_READ,
+                                    &w->rw[0]) != 0 ||
+                 redlock_rwlock_new(client, key, (size_t)k, REDLOCK_WRITE,
+                                    &w->rw[1]) != 0) {
+        die("rwlock_new", redlock_last_error());
+      }
+    }
   }
   for (i = 0; i < n; i++)
     worker_cycle(&workers[i]);
@@ -406,6 +468,11 @@ static uint64_t run_workers(long n, int mode, const char *tag,
     uv_run(&loop, UV_RUN_ONCE);
   for (i = 0; i < n; i++) {
     uv_close((uv_handle_t *)&workers[i].timer, on_closed);
+    if (workers[i].rw[0] != NULL) {
+      redlock_lock_free(workers[i].rw[0]);
+      redlock_lock_free(workers[i].rw[1]);
+      workers[i].rw[0] = workers[i].rw[1] = workers[i].lock = NULL;
+    }
     if (workers[i].lock != NULL) {
       redlock_lock_free(workers[i].lock);
       workers[i].lock = NULL;
@@ -448,6 +515,7 @@ static void parse(int argc, char **argv) {
       {"--max-seconds", "BENCH_MAX_SECONDS", &opt.max_seconds},
       {"--command-timeout-ms", "BENCH_COMMAND_TIMEOUT_MS",
        &opt.command_timeout_ms},
+      {"--read-pct", NULL, &opt.read_pct},
   };
   size_t k;
   int i;
@@ -456,7 +524,7 @@ static void parse(int argc, char **argv) {
   opt.servers = (char *)env_or("BENCH_SERVERS", "127.0.0.1:7000");
   opt.duration_s = atof(env_or("BENCH_DURATION_S", "5"));
   for (k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
-    const char *v = getenv(nums[k].env);
+    const char *v = nums[k].env != NULL ? getenv(nums[k].env) : NULL;
     if (v != NULL && *v != '\0')
       *nums[k].field = num(nums[k].env, v);
   }
@@ -492,6 +560,13 @@ static void parse(int argc, char **argv) {
     die("concurrency/workers out of range", NULL);
   if (opt.duration_s <= 0 || opt.duration_s > 3600)
     die("duration_s out of range", NULL);
+  {
+    const char *v = getenv("BENCH_READ_PCT");
+    if (v != NULL && *v != '\0' && opt.read_pct < 0)
+      opt.read_pct = num("BENCH_READ_PCT", v);
+  }
+  if (opt.read_pct > 100)
+    die("read_pct out of range (0-100)", NULL);
 }
 
 /* ---- scale: many locks held at once, auto-extended ----------------------- *
@@ -783,6 +858,60 @@ static void on_client_closed(redlock_client_t *c, void *arg) {
   *(int *)arg = 1;
 }
 
+/* ---- contention on a read-write lock (--read-pct) ------------------------ */
+
+static void side_json(char *buf, size_t len, int sd, uint64_t el,
+                      uint64_t held_total) {
+  samples *w = &rw[sd].wait;
+  qsort(w->v, w->n, sizeof(*w->v), cmp_u64);
+  snprintf(buf, len,
+           "{\"attempts\":%lu,\"grants\":%lu,\"grants_per_s\":%.1f,"
+           "\"failures\":%lu,\"wait_p50_ms\":%.1f,\"wait_p99_ms\":%.1f,"
+           "\"wait_max_ms\":%.1f,\"longest_without_grant_ms\":%.1f,"
+           "\"held_share\":%.3f}",
+           rw[sd].attempts, rw[sd].grants,
+           el ? rw[sd].grants * 1e9 / (double)el : 0, rw[sd].fails,
+           pct_us(w, 50) / 1000, pct_us(w, 99) / 1000,
+           w->n ? (double)w->v[w->n - 1] / 1e6 : 0, rw[sd].longest / 1e6,
+           held_total ? (double)rw[sd].held_ns / (double)held_total : 0);
+  fprintf(stderr, "  %-6s attempts %lu grants %lu (%.1f/s) failures %lu "
+          "wait p50 %.1f max %.1f ms, longest without a grant %.1f ms, "
+          "held share %.3f\n", sd ? "write" : "read", rw[sd].attempts,
+          rw[sd].grants, el ? rw[sd].grants * 1e9 / (double)el : 0,
+          rw[sd].fails, pct_us(w, 50) / 1000,
+          w->n ? (double)w->v[w->n - 1] / 1e6 : 0, rw[sd].longest / 1e6,
+          held_total ? (double)rw[sd].held_ns / (double)held_total : 0);
+}
+
+static void run_contention_rw(void) {
+  uint64_t el = run_workers(opt.workers, 2, "ct", opt.duration_s);
+  uint64_t end = uv_hrtime();
+  uint64_t total;
+  char r[512], w[512], extra[1400];
+  int sd;
+  for (sd = 0; sd < 2; sd++) {
+    if (rw[sd].waiting > 0)
+      rw_gap(sd, end);   /* still waiting at the end */
+    if (rw[sd].holders > 0)
+      rw[sd].held_ns += end - rw[sd].held_since;
+  }
+  total = rw[0].held_ns + rw[1].held_ns;
+  side_json(r, sizeof(r), 0, el, total);
+  side_json(w, sizeof(w), 1, el, total);
+  snprintf(extra, sizeof(extra),
+           "\"read_pct\":%ld,\"read\":%s,\"write\":%s,"
+           "\"violations\":%lu,\"hold_ms\":%ld,\"think_ms\":%ld,"
+           "\"retry\":{\"count\":%ld,\"delay_ms\":%ld,\"jitter_ms\":%ld},"
+           "\"duration_s\":%.3f,\"wake\":%s",
+           opt.read_pct, r, w, violations, opt.hold_ms, opt.think_ms,
+           opt.retry_count, opt.retry_delay_ms, opt.retry_jitter_ms, el / 1e9,
+           getenv("BENCH_WAKE") ? "true" : "false");
+  emit("x_contention_rw", opt.workers, &s_acq,
+       el ? s_acq.n * 1e9 / (double)el : 0, extra);
+  free(rw[0].wait.v);
+  free(rw[1].wait.v);
+}
+
 int main(int argc, char **argv) {
   redlock_client_config cfg;
   char *list;
@@ -903,6 +1032,8 @@ int main(int argc, char **argv) {
          el ? s_cycle.n * 1e9 / (double)el : 0, extra);
   } else if (strcmp(opt.scenario, "scale") == 0) {
     run_scale();
+  } else if (strcmp(opt.scenario, "contention") == 0 && opt.read_pct >= 0) {
+    run_contention_rw();
   } else if (strcmp(opt.scenario, "contention") == 0) {
     uint64_t el = run_workers(opt.workers, 2, "ct", opt.duration_s);
     double sum = 0, sum2 = 0, h50, h99;
