@@ -413,13 +413,30 @@ typedef enum { REDLOCK_READ = 'R', REDLOCK_WRITE = 'W' } redlock_rw_side;
 
 /* A read-write lock on `resource`: many readers or one writer, each with
  * its own expiry (server time), over the quorum as usual. `side` is
- * REDLOCK_READ or REDLOCK_WRITE. Expired readers are purged by every script;
- * a writer that finds readers leaves an intent that keeps new readers out
- * while it waits (until it gets the lock, gives up - the intent is then
- * withdrawn - or the intent expires after its ttl), so a stream of
- * readers cannot starve it. Kept in the hash "<key>:rw", apart from the
- * plain lock on the same resource. Fencing, inspect and heal do not
- * apply. Errors: as redlock_lock_new. */
+ * REDLOCK_READ or REDLOCK_WRITE. Expired owners are purged by every script.
+ *
+ * Policy: phase-fair; neither side starves.
+ *  - A writer that is refused leaves an intent: new readers stay out, so
+ *    a stream of readers cannot starve it.
+ *  - A reader that is refused (a writer holds, or an intent is there)
+ *    waits for the next read phase: when a writer's hold ends (release or
+ *    expiry), every reader waiting then is admitted before the next
+ *    writer, even with writers waiting. So phases alternate: one writer,
+ *    the readers that waited for it, the next writer.
+ *  - A waiter's place (intent, or a reader's queue entry) lives only
+ *    while it retries: it lasts retry delay + jitter + command timeout +
+ *    100 ms after each attempt, is renewed by the next attempt, and is
+ *    withdrawn when the acquisition ends (granted, given up, cancelled).
+ *    A waiter that dies holds the other side back at most that long. An
+ *    acquisition with a single attempt (wait_ms < 0, or retry_count < 0)
+ *    leaves no place.
+ *  - There is no order among writers (nor among readers): whichever
+ *    attempt reaches a quorum first wins, as for plain locks.
+ *  - The policy is decided on each master; masters that disagree (an
+ *    attempt raced another) cost a retry, never exclusion.
+ * Kept in the hash "<key>:rw", apart from the plain lock on the same
+ * resource. Fencing, inspect and heal do not apply. Errors: as
+ * redlock_lock_new. */
 REDLOCK_EXTERN int redlock_rwlock_new(redlock_client_t *client,
                                       const void *resource, size_t len,
                                       redlock_rw_side side,

@@ -107,10 +107,10 @@ static redlock__cmd set_cmd(const redlock_lock_t *l) {
 
 /* Ends the acquisition with `status` (no more attempts). */
 static void acquire_fail(redlock_lock_t *l, int status) {
-  /* A writer that gives up withdraws its intent: readers it kept out may
-   * come in. Between attempts it stays: that is what keeps readers from
-   * starving a waiting writer. */
-  redlock__lock_withdraw(l);
+  /* A read-write waiter that gives up withdraws its place: those it kept
+   * out may come in. Between attempts it stays: that is what keeps either
+   * side from starving the other. */
+  redlock__lock_withdraw(l, NULL);
   redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   redlock__lock_complete(l, status);
 }
@@ -257,7 +257,10 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
     schedule_retry(l, status, spread_ms(c), now);
     return;
   }
-  if (refused && delay > 0) {
+  /* (Not for read-write locks: the hash's ttl is its latest field's,
+   * waiters' places included; it says nothing of when owners leave.) */
+  if (refused && delay > 0 && l->kind != REDLOCK__KIND_READ &&
+      l->kind != REDLOCK__KIND_WRITE) {
     l->refused = l->round;
     l->round = NULL;
     l->retry_status = status;
@@ -329,6 +332,10 @@ static void on_set_decided(redlock__round *r, redlock__round_state st,
       redlock__round_detach(first);
       return;
     }
+    /* A read-write waiter's place where a master refused (or has not
+     * answered yet) must not outlive the wait. */
+    if (r->yes < l->client->n)
+      redlock__lock_withdraw(l, r);
     grant(l, deadline, left);
     return;
   }
@@ -428,9 +435,9 @@ void redlock__acquire_abort(redlock_lock_t *l) {
   }
   if (l->state == REDLOCK__LOCK_ACQUIRING) {
     /* Half-acquired or between attempts: release whatever this token may
-     * have set (and a writer's intent). */
+     * have set (and a read-write waiter's place). */
     redlock__lock_cleanup(l, NULL, 0);
-    redlock__lock_withdraw(l);
+    redlock__lock_withdraw(l, NULL);
     redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   }
 }
@@ -529,7 +536,8 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
    * adopted token. */
   l->token[0] = '\0';
   redlock__guard_used(&c->guard, ttl_ms);
-  if (l->kind == REDLOCK__KIND_WRITE && redlock__token_new(l->intent) != 0)
+  if ((l->kind == REDLOCK__KIND_WRITE || l->kind == REDLOCK__KIND_READ) &&
+      redlock__token_new(l->intent) != 0)
     memcpy(l->intent, "0", 2);
   c->in_api++;
   redlock__acquire_attempt(l);

@@ -203,10 +203,11 @@ static redlock__cmd extend_cmd(const redlock_lock_t *l) {
   return REDLOCK__CMD_EXTEND;
 }
 
-/* Fire and forget: one command to every master (skipping where r said
- * NO), resent after a reconnect if it fails. */
-static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
-                            const redlock__round *r, unsigned flags) {
+/* Fire and forget: one command to every master (skipping where r gave
+ * the vote `skip`), resent after a reconnect if it fails. */
+static void send_where(redlock_lock_t *l, redlock__cmd cmd,
+                       const redlock__round *r, redlock_vote_t skip,
+                       unsigned flags) {
   redlock_client_t *c = l->client;
   const char *argv[REDLOCK_MAX_RESOURCES + 8];
   size_t lens[REDLOCK_MAX_RESOURCES + 8];
@@ -215,7 +216,7 @@ static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
   unsigned i;
   for (i = 0; i < c->n; i++) {
     redlock__req *req;
-    if (r != NULL && r->res[i].vote == REDLOCK_VOTE_NO)
+    if (r != NULL && r->res[i].vote == skip)
       continue;
     req = redlock__node_req(&c->nodes[i]);
     if (req == NULL)
@@ -223,6 +224,11 @@ static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
     req->flags = REDLOCK__REQ_REDELIVER;
     (void)redlock__node_submit(&c->nodes[i], req, argc, argv, lens);
   }
+}
+
+static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
+                            const redlock__round *r, unsigned flags) {
+  send_where(l, cmd, r, REDLOCK_VOTE_NO, flags);
 }
 
 void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
@@ -290,9 +296,19 @@ unsigned redlock__stale_tokens(const redlock_lock_t *l,
   return k;
 }
 
-void redlock__lock_withdraw(redlock_lock_t *l) {
-  if (l->kind == REDLOCK__KIND_WRITE)
-    send_everywhere(l, REDLOCK__CMD_RW_GIVEUP, NULL, 0u);
+int64_t redlock__rw_lease_ms(const redlock_lock_t *l) {
+  if (l->max_retries == 0 && l->wait_deadline == 0)
+    return 0;   /* one attempt: nobody waits */
+  /* The longest gap between two attempts: the attempt itself, the retry
+   * delay with its jitter, and slack for a busy loop. */
+  return l->retry_delay_ms + l->retry_jitter_ms +
+         l->client->command_timeout_ms + 100;
+}
+
+void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r) {
+  if ((l->kind == REDLOCK__KIND_WRITE || l->kind == REDLOCK__KIND_READ) &&
+      redlock__rw_lease_ms(l) > 0)
+    send_where(l, REDLOCK__CMD_RW_GIVEUP, r, REDLOCK_VOTE_YES, 0u);
 }
 
 /* ---- completing operations ----------------------------------------------- */

@@ -135,7 +135,7 @@ struct redlock_lock_s {
                                    REDLOCK__TOKEN_MAX + 1 for longer ones
                                    (adopted, election's) */
   char tok_inline[REDLOCK__TOKEN_HEX + 1];
-  char intent[REDLOCK__TOKEN_HEX + 1];   /* a waiting writer's id */
+  char intent[REDLOCK__TOKEN_HEX + 1];   /* a read-write waiter's id */
   const char *token_suffix;     /* appended to every new token (".id" of
                                    an election), or NULL; not owned */
   size_t token_suffix_len;
@@ -201,9 +201,16 @@ void redlock__lock_complete(redlock_lock_t *l, int status);
  * that never held the lock: see REDLOCK__ARGV_QUIET). */
 void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
                            int quiet);
-/* A waiting writer gives up: its intent goes (read-write locks only; at
- * the end of the acquisition, never between attempts). */
-void redlock__lock_withdraw(redlock_lock_t *l);
+/* A waiter on a read-write lock is done: its place (a writer's intent, a
+ * reader's queue entry or entitlement) goes; at the end of the
+ * acquisition, never between attempts. With r (a granting round): only
+ * where r's vote was not YES (those masters dropped it when they said
+ * yes; a master that refused, or had not answered, may keep it for the
+ * lease and hold the other side back). */
+void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r);
+/* How long a read-write waiter's place lives on the masters after each
+ * attempt (renewed by the next one): 0 for a single attempt. */
+int64_t redlock__rw_lease_ms(const redlock_lock_t *l);
 /* Own stale keys (client.h): l gives up its current token; and the
  * given-up tokens of l's key still alive (at most REDLOCK__STALE_PER_KEY,
  * newest first; plain locks only). */

@@ -469,6 +469,7 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
       ARG(l->kind == REDLOCK__KIND_WRITE ? "w" : "r", 1);
       ARG(l->intent, strlen(l->intent));
       ARG(quiet, 1);
+      NUM(1, redlock__rw_lease_ms(l));
       break;
     case REDLOCK__CMD_MAXTTL_RAISE:
       ARG("1", 1);

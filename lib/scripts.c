@@ -82,54 +82,91 @@ static const char multi_extend_script[] =
     "redis.call('pexpire',KEYS[i],ARGV[2]) else "
     "redis.call('set',KEYS[i],ARGV[1],'PX',ARGV[2]) end end return 1";
 
-/* Read-write locks: one hash "<key>:rw" per resource. Fields "r:<token>"
- * and "w:<token>" hold each owner's expiry in server ms; "i:<id>" is a
- * waiting writer's intent (new readers stay out while one is fresh), id
- * being stable across the attempts of one acquisition. Every script first
- * purges expired fields, and keeps the hash's own ttl at the latest
- * expiry. ARGV: token, ttl, "r" or "w", intent id, quiet (releases). */
+/* Read-write locks: one hash "<key>:rw" per resource, every field's value
+ * its expiry in server ms. Owners: "r:<token>" (readers), "w:<token>"
+ * (the writer). Waiters, each under the id of its acquisition and kept
+ * only while it retries (a lease renewed by each attempt, ARGV[6] ms; a
+ * single attempt leaves none):
+ *  "i:<id>" a waiting writer's intent: new readers stay out;
+ *  "q:<id>" a reader refused: it waits for the next read phase;
+ *  "e:<id>" a reader entitled to the current read phase: when a writer's
+ *           hold ends (release or expiry), every "q:" becomes "e:".
+ * A reader is admitted when no writer holds and no intent is live, or
+ * when it is entitled; a writer when nobody holds and nobody is entitled.
+ * So phases alternate: one writer, then every reader that waited for it,
+ * then the next writer (phase-fair); neither side starves. Every script
+ * first purges expired fields and keeps the hash's own ttl at the latest
+ * expiry. ARGV: token, ttl, "r" or "w", id, quiet (releases), lease. */
 #define RW_PRELUDE                                                          \
   "local t = redis.call('time') "                                           \
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
   "local h = redis.call('hgetall', KEYS[1]) "                               \
-  "local readers, writer, intents, maxexp = 0, false, 0, 0 "                \
+  "local readers, writer, intents, entitled, maxexp = 0, false, 0, 0, 0 "   \
+  "local mine, wgone = false, false "                                       \
+  "local eid = 'e:' .. ARGV[4] "                                            \
   "for i = 1, #h, 2 do local f, v = h[i], tonumber(h[i + 1]) "             \
-  "if v <= now then redis.call('hdel', KEYS[1], f) else "                   \
   "local p = string.sub(f, 1, 2) "                                          \
-  "if p == 'i:' then intents = intents + 1 elseif p == 'w:' then "          \
-  "writer = f else readers = readers + 1 end "                             \
+  "if v <= now then redis.call('hdel', KEYS[1], f) "                        \
+  "if p == 'w:' then wgone = true end else "                                \
+  "if p == 'i:' then intents = intents + 1 "                                \
+  "elseif p == 'e:' then entitled = entitled + 1 "                          \
+  "if f == eid then mine = true end "                                       \
+  "elseif p == 'w:' then writer = f elseif p == 'r:' then "                 \
+  "readers = readers + 1 end "                                              \
   "if v > maxexp then maxexp = v end end end "                              \
   "local me = ARGV[3] .. ':' .. ARGV[1] "                                   \
+  "local lease = tonumber(ARGV[6]) "                                        \
   "local function keep(exp) if exp > maxexp then maxexp = exp end "         \
-  "redis.call('pexpire', KEYS[1], maxexp - now) end "
+  "redis.call('pexpire', KEYS[1], maxexp - now) end "                       \
+  "local function entitle() for i = 1, #h, 2 do local f = h[i] "            \
+  "if string.sub(f, 1, 2) == 'q:' and tonumber(h[i + 1]) > now then "       \
+  "redis.call('hdel', KEYS[1], f) "                                         \
+  "redis.call('hset', KEYS[1], 'e:' .. string.sub(f, 3), h[i + 1]) "        \
+  "entitled = entitled + 1 "                                                \
+  "if f == 'q:' .. ARGV[4] then mine = true end end end end "               \
+  "if wgone and not writer then entitle() end "
 static const char rw_acquire_script[] =
     RW_PRELUDE
     "local exp = now + tonumber(ARGV[2]) "
-    "local intent = 'i:' .. ARGV[4] "
     "if ARGV[3] == 'r' then "
-    "if writer or intents > 0 then return 0 end "
-    "else "
-    "if writer or readers > 0 then "
-    "redis.call('hset', KEYS[1], intent, exp) keep(exp) return 0 end "
-    "redis.call('hdel', KEYS[1], intent) end "
-    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1";
+    "if not writer and (intents == 0 or mine) then "
+    "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4], eid) "
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1 end "
+    "if lease > 0 then local f = mine and eid or 'q:' .. ARGV[4] "
+    "redis.call('hset', KEYS[1], f, now + lease) keep(now + lease) end "
+    "return 0 end "
+    "if not writer and readers == 0 and entitled == 0 then "
+    "redis.call('hdel', KEYS[1], 'i:' .. ARGV[4]) "
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1 end "
+    "if lease > 0 then redis.call('hset', KEYS[1], 'i:' .. ARGV[4], "
+    "now + lease) keep(now + lease) end return 0";
 static const char rw_extend_script[] =
     RW_PRELUDE
     "if redis.call('hexists', KEYS[1], me) == 0 then return 0 end "
     "local exp = now + tonumber(ARGV[2]) "
     "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1";
+/* A release ends a writer's phase (entitle). A failed attempt's release
+ * (quiet, lease > 0: it retries) puts its waiting place back instead:
+ * it had been admitted there, as a waiter it keeps its turn. */
 static const char rw_release_script[] =
     RW_PRELUDE
     "local n = redis.call('hdel', KEYS[1], me) "
+    "if n == 1 and ARGV[5] == '1' and lease > 0 then "
+    "local f = (ARGV[3] == 'r' and 'e:' or 'i:') .. ARGV[4] "
+    "redis.call('hset', KEYS[1], f, now + lease) keep(now + lease) "
+    "elseif n == 1 and ARGV[3] == 'w' then entitle() end "
     "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
     "end if n == 1 and ARGV[5] ~= '1' then "
     "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return n";
-/* A writer that gave up withdraws its intent (ARGV[4]); readers it kept
- * out are told. */
+/* A waiter that gave up withdraws its place (ARGV[4]); those it kept out
+ * (readers behind an intent, writers behind an entitled reader) are
+ * told. */
 static const char rw_giveup_script[] =
-    "local n = redis.call('hdel', KEYS[1], 'i:' .. ARGV[4]) "
+    "local n = redis.call('hdel', KEYS[1], 'i:' .. ARGV[4], "
+    "'e:' .. ARGV[4]) "
+    "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4]) "
     "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
-    "end if n == 1 then "
+    "end if n > 0 then "
     "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return 1";
 
 /* Until when a multi-resource attempt is refused on this master: the
