@@ -89,12 +89,16 @@ static const char multi_extend_script[] =
  * single attempt leaves none):
  *  "i:<id>" a waiting writer's intent: new readers stay out;
  *  "q:<id>" a reader refused: it waits for the next read phase;
- *  "e:<id>" a reader entitled to the current read phase: when a writer's
- *           hold ends (release or expiry), every "q:" becomes "e:".
+ *  "e:<id>" a reader entitled to the next read phase: when a writer's
+ *           hold ends (release or expiry), every "q:" becomes "e:", and
+ *           "p:" (the read phase opening) is set while any "e:" lives.
  * A reader is admitted when no writer holds and no intent is live, or
- * when it is entitled; a writer when nobody holds and nobody is entitled.
- * So phases alternate: one writer, then every reader that waited for it,
- * then the next writer (phase-fair); neither side starves. Every script
+ * when it is entitled (its "e:" goes, and the opening with it); a writer
+ * when nobody holds and no read phase is opening. So phases alternate:
+ * one writer, then the readers that waited for it (the first to come back
+ * opens the phase, the others join while it lasts, and a late one keeps
+ * its entitlement for the next), then the next writer (phase-fair);
+ * neither side starves. Every script
  * first purges expired fields and keeps the hash's own ttl at the latest
  * expiry. ARGV: token, ttl, "r" or "w", id, quiet (releases), lease. */
 #define RW_PRELUDE                                                          \
@@ -102,7 +106,7 @@ static const char multi_extend_script[] =
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
   "local h = redis.call('hgetall', KEYS[1]) "                               \
   "local readers, writer, intents, entitled, maxexp = 0, false, 0, 0, 0 "   \
-  "local mine, wgone = false, false "                                       \
+  "local mine, wgone, opening, emax = false, false, false, 0 "              \
   "local eid = 'e:' .. ARGV[4] "                                            \
   "for i = 1, #h, 2 do local f, v = h[i], tonumber(h[i + 1]) "             \
   "local p = string.sub(f, 1, 2) "                                          \
@@ -110,7 +114,8 @@ static const char multi_extend_script[] =
   "if p == 'w:' then wgone = true end else "                                \
   "if p == 'i:' then intents = intents + 1 "                                \
   "elseif p == 'e:' then entitled = entitled + 1 "                          \
-  "if f == eid then mine = true end "                                       \
+  "if f == eid then mine = true end if v > emax then emax = v end "         \
+  "elseif p == 'p:' then opening = true "                                   \
   "elseif p == 'w:' then writer = f elseif p == 'r:' then "                 \
   "readers = readers + 1 end "                                              \
   "if v > maxexp then maxexp = v end end end "                              \
@@ -123,19 +128,24 @@ static const char multi_extend_script[] =
   "redis.call('hdel', KEYS[1], f) "                                         \
   "redis.call('hset', KEYS[1], 'e:' .. string.sub(f, 3), h[i + 1]) "        \
   "entitled = entitled + 1 "                                                \
-  "if f == 'q:' .. ARGV[4] then mine = true end end end end "               \
+  "if tonumber(h[i + 1]) > emax then emax = tonumber(h[i + 1]) end "        \
+  "if f == 'q:' .. ARGV[4] then mine = true end end end "                   \
+  "if entitled > 0 then redis.call('hset', KEYS[1], 'p:', emax) "           \
+  "opening = true end end "                                                 \
   "if wgone and not writer then entitle() end "
 static const char rw_acquire_script[] =
     RW_PRELUDE
     "local exp = now + tonumber(ARGV[2]) "
     "if ARGV[3] == 'r' then "
     "if not writer and (intents == 0 or mine) then "
+    "if mine then redis.call('hdel', KEYS[1], 'p:') end "
     "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4], eid) "
     "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1 end "
     "if lease > 0 then local f = mine and eid or 'q:' .. ARGV[4] "
     "redis.call('hset', KEYS[1], f, now + lease) keep(now + lease) end "
     "return 0 end "
-    "if not writer and readers == 0 and entitled == 0 then "
+    "if not writer and readers == 0 and not (opening and entitled > 0) "
+    "then "
     "redis.call('hdel', KEYS[1], 'i:' .. ARGV[4]) "
     "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1 end "
     "if lease > 0 then redis.call('hset', KEYS[1], 'i:' .. ARGV[4], "

@@ -19,7 +19,11 @@
  *     it has waiters; readers never overlap a writer (as seen here).
  *  D. A stream of readers still cannot starve a writer: 6 readers that
  *     re-acquire at once, overlapping; a writer must get the lock within
- *     3 ttls. */
+ *     3 ttls.
+ *  E. A reader entitled to a read phase that it missed (it polls every
+ *     2 s; a faster reader opened and closed the phase, and writer W2
+ *     went in) keeps its turn: when W2 leaves, it goes before writer W3,
+ *     which polls every 5 ms. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +449,85 @@ static void stream(uv_loop_t *loop) {
   tu_close_client(loop, c);
 }
 
+/* ---- E ------------------------------------------------------------------- */
+
+static void late_reader(uv_loop_t *loop) {
+  redlock_client_t *ca = tu_client(loop, srv, N, NULL, N);
+  redlock_client_t *cs = tu_client(loop, srv, N, NULL, N);
+  redlock_client_t *cf = tu_client(loop, srv, N, NULL, N);
+  redlock_client_t *c3 = tu_client(loop, srv, N, NULL, N);
+  redlock_lock_t *w1 = rw(ca, "fe", REDLOCK_WRITE);
+  redlock_lock_t *w2 = rw(ca, "fe", REDLOCK_WRITE);
+  redlock_lock_t *rs = rw(cs, "fe", REDLOCK_READ);
+  redlock_lock_t *rf = rw(cf, "fe", REDLOCK_READ);
+  redlock_lock_t *w3 = rw(c3, "fe", REDLOCK_WRITE);
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_acquire_opts slow = {.wait_ms = 20000, .retry_delay_ms = 2000,
+                               .retry_jitter_ms = -1};
+  redlock_acquire_opts quick = {.wait_ms = 20000, .retry_delay_ms = 5,
+                                .retry_jitter_ms = 2};
+  tu_op op, rsop, rfop, w2op, w3op;
+  uint64_t n, end;
+
+  memset(&rsop, 0, sizeof(rsop));
+  memset(&rfop, 0, sizeof(rfop));
+  memset(&w2op, 0, sizeof(w2op));
+  memset(&w3op, 0, sizeof(w3op));
+  ASSERT_EQ(tu_acquire(loop, w1, 20000, &once, &op), 0);
+  ASSERT_EQ(redlock_lock_acquire(rs, 20000, &slow, tu_cb, &rsop), 0);
+  ASSERT_EQ(redlock_lock_acquire(rf, 20000, &quick, tu_cb, &rfop), 0);
+  ASSERT_EQ(redlock_lock_acquire(w2, 20000, &quick, tu_cb, &w2op), 0);
+  wait_attempts(loop, cf, 2, "E: fast reader");
+  /* Release W1 just after one of the slow reader's attempts: its next
+   * one is 2 s away. */
+  n = attempts_of(cs);
+  wait_attempts(loop, cs, n + 1, "E: slow reader");
+  ASSERT_EQ(tu_release(loop, w1, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &rfop.done, 1500), 0);
+  ASSERT_EQ(rfop.status, 0);
+  ASSERT_EQ(rsop.done, 0);
+  ASSERT_EQ(tu_release(loop, rf, &op), 0);   /* the phase is over */
+  ASSERT_EQ(harness_run_until(loop, &w2op.done, 1500), 0);
+  ASSERT_EQ(w2op.status, 0);
+  if (rsop.done)
+    TEST_FAIL("E: the slow reader came back early (timing)");
+  ASSERT_EQ(redlock_lock_acquire(w3, 20000, &quick, tu_cb, &w3op), 0);
+  wait_attempts(loop, c3, 2, "E: W3");
+  ASSERT_EQ(rsop.done, 0);
+  ASSERT_EQ(tu_release(loop, w2, &op), 0);
+  end = harness_now_ms() + 6000;
+  while (!rsop.done && !w3op.done && harness_now_ms() < end)
+    tu_run_for(loop, 2);
+  if (!rsop.done || rsop.status != 0 || w3op.done) {
+    fprintf(stderr, "FAIL: E: the reader that missed its read phase must "
+            "go before the next writer: reader %s, writer W3 %s\n",
+            rsop.done ? redlock_err_name(rsop.status) : "still waiting",
+            w3op.done ? redlock_err_name(w3op.status) : "still waiting");
+    failures++;
+  } else {
+    fprintf(stderr, "E: the late reader went before W3\n");
+  }
+  if (rsop.done && rsop.status == 0)
+    ASSERT_EQ(tu_release(loop, rs, &op), 0);
+  if (w3op.done && w3op.status == 0)
+    ASSERT_EQ(tu_release(loop, w3, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &rsop.done, 20000), 0);
+  ASSERT_EQ(harness_run_until(loop, &w3op.done, 20000), 0);
+  if (rsop.status == 0 && redlock_lock_is_held(rs))
+    ASSERT_EQ(tu_release(loop, rs, &op), 0);
+  if (w3op.status == 0 && redlock_lock_is_held(w3))
+    ASSERT_EQ(tu_release(loop, w3, &op), 0);
+  ASSERT_EQ(redlock_lock_free(w1), 0);
+  ASSERT_EQ(redlock_lock_free(w2), 0);
+  ASSERT_EQ(redlock_lock_free(rs), 0);
+  ASSERT_EQ(redlock_lock_free(rf), 0);
+  ASSERT_EQ(redlock_lock_free(w3), 0);
+  tu_close_client(loop, ca);
+  tu_close_client(loop, cs);
+  tu_close_client(loop, cf);
+  tu_close_client(loop, c3);
+}
+
 int main(int argc, char **argv) {
   uv_loop_t loop;
   if (argc < 2)
@@ -457,6 +540,7 @@ int main(int argc, char **argv) {
   dead_writer(&loop, argv[1]);
   mix(&loop);
   stream(&loop);
+  late_reader(&loop);
   harness_loop_close(&loop, 10000);
   harness_stop_all();
   if (failures > 0)
