@@ -420,9 +420,13 @@ typedef enum { REDLOCK_READ = 'R', REDLOCK_WRITE = 'W' } redlock_rw_side;
  *    a stream of readers cannot starve it.
  *  - A reader that is refused (a writer holds, or an intent is there)
  *    waits for the next read phase: when a writer's hold ends (release or
- *    expiry), every reader waiting then is admitted before the next
- *    writer, even with writers waiting. So phases alternate: one writer,
- *    the readers that waited for it, the next writer.
+ *    expiry), the readers waiting then are entitled to go before the next
+ *    writer, even with writers waiting. The phase opens when the first of
+ *    them is back (writers wait for it: at most its retry delay, or its
+ *    lease if it died; with opts.wake it is back within milliseconds);
+ *    the others join while readers hold the lock, and one that comes back
+ *    later keeps its turn for the next phase. So phases alternate: one
+ *    writer, the readers that waited for it, the next writer.
  *  - A waiter's place (intent, or a reader's queue entry) lives only
  *    while it retries: it lasts retry delay + jitter + command timeout +
  *    100 ms after each attempt, is renewed by the next attempt, and is
