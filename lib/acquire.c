@@ -110,7 +110,7 @@ static void acquire_fail(redlock_lock_t *l, int status) {
   /* A read-write waiter that gives up withdraws its place: those it kept
    * out may come in. Between attempts it stays: that is what keeps either
    * side from starving the other. */
-  redlock__lock_withdraw(l, NULL);
+  redlock__lock_withdraw(l, NULL, 0);
   redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   redlock__lock_complete(l, status);
 }
@@ -302,7 +302,7 @@ static void on_fence_decided(redlock__round *r, redlock__round_state st,
   }
   /* The first round's votes are gone: release on every master (it held
    * the lock: waiters are told). */
-  redlock__lock_cleanup(l, NULL, 0);
+  redlock__lock_cleanup(l, NULL, REDLOCK__ARGV_PUTBACK);
   retry_or_fail(l, st == REDLOCK__ROUND_REACHED ? REDLOCK_EEXPIRED
                                                 : REDLOCK_ENOQUORUM,
                 now);
@@ -333,15 +333,21 @@ static void on_set_decided(redlock__round *r, redlock__round_state st,
       return;
     }
     /* A read-write waiter's place where a master refused (or has not
-     * answered yet) must not outlive the wait. */
-    if (r->yes < l->client->n)
-      redlock__lock_withdraw(l, r);
+     * answered yet) must not outlive the wait; a reader that waited
+     * keeps its entitlement where it was admitted, until now. */
+    if (l->kind == REDLOCK__KIND_READ && l->attempts > 1)
+      redlock__lock_withdraw(l, NULL, 1);
+    else if (r->yes < l->client->n)
+      redlock__lock_withdraw(l, r, 1);
     grant(l, deadline, left);
     return;
   }
   /* Never held (no quorum): nobody waited for this owner, so no message;
    * a quorum whose validity had run out was seen as held: tell. */
-  redlock__lock_cleanup(l, r, st != REDLOCK__ROUND_REACHED);
+  redlock__lock_cleanup(l, r,
+                        (st != REDLOCK__ROUND_REACHED ? REDLOCK__ARGV_QUIET
+                                                      : 0u) |
+                            REDLOCK__ARGV_PUTBACK);
   retry_or_fail(l, st == REDLOCK__ROUND_REACHED   ? REDLOCK_EEXPIRED
                    : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ETAKEN
                                                   : REDLOCK_ENOQUORUM,
@@ -355,6 +361,9 @@ static void attempt_set(redlock_lock_t *l) {
                      l, REDLOCK__TOKEN_HEX + l->token_suffix_len);
   if (rc == 0)
     rc = redlock__token_new(l->token);
+  if (rc == 0 && l->intent[0] == '\0' &&
+      (l->kind == REDLOCK__KIND_WRITE || l->kind == REDLOCK__KIND_READ))
+    rc = redlock__token_new(l->intent);   /* the waiter's id */
   if (rc != 0) {
     acquire_fail(l, rc);
     return;
@@ -437,7 +446,7 @@ void redlock__acquire_abort(redlock_lock_t *l) {
     /* Half-acquired or between attempts: release whatever this token may
      * have set (and a read-write waiter's place). */
     redlock__lock_cleanup(l, NULL, 0);
-    redlock__lock_withdraw(l, NULL);
+    redlock__lock_withdraw(l, NULL, 0);
     redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   }
 }
@@ -536,9 +545,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
    * adopted token. */
   l->token[0] = '\0';
   redlock__guard_used(&c->guard, ttl_ms);
-  if ((l->kind == REDLOCK__KIND_WRITE || l->kind == REDLOCK__KIND_READ) &&
-      redlock__token_new(l->intent) != 0)
-    memcpy(l->intent, "0", 2);
+  l->intent[0] = '\0';   /* made with the first attempt's token */
   c->in_api++;
   redlock__acquire_attempt(l);
   c->in_api--;

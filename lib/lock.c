@@ -232,7 +232,7 @@ static void send_everywhere(redlock_lock_t *l, redlock__cmd cmd,
 }
 
 void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
-                           int quiet) {
+                           unsigned flags) {
   if (l->token[0] == '\0')
     return;
   /* A master that failed (timed out, connection lost) may still set the
@@ -240,7 +240,7 @@ void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
    * answered cleanly: the next acquisition stays a plain SET NX. */
   if (r == NULL || r->err > 0)
     redlock__stale_note(l);
-  send_everywhere(l, release_cmd(l), r, quiet ? REDLOCK__ARGV_QUIET : 0u);
+  send_everywhere(l, release_cmd(l), r, flags);
 }
 
 /* ---- own stale keys ------------------------------------------------------ */
@@ -299,16 +299,19 @@ unsigned redlock__stale_tokens(const redlock_lock_t *l,
 int64_t redlock__rw_lease_ms(const redlock_lock_t *l) {
   if (l->max_retries == 0 && l->wait_deadline == 0)
     return 0;   /* one attempt: nobody waits */
-  /* The longest gap between two attempts: the attempt itself, the retry
-   * delay with its jitter, and slack for a busy loop. */
+  /* The longest gap between two attempts: the attempt itself, a round
+   * before it (the ttl record's raise), the retry delay with its jitter,
+   * and slack for a busy loop. */
   return l->retry_delay_ms + l->retry_jitter_ms +
-         l->client->command_timeout_ms + 100;
+         2 * l->client->command_timeout_ms + 100;
 }
 
-void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r) {
+void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r,
+                            int quiet) {
   if ((l->kind == REDLOCK__KIND_WRITE || l->kind == REDLOCK__KIND_READ) &&
-      redlock__rw_lease_ms(l) > 0)
-    send_where(l, REDLOCK__CMD_RW_GIVEUP, r, REDLOCK_VOTE_YES, 0u);
+      l->intent[0] != '\0' && redlock__rw_lease_ms(l) > 0)
+    send_where(l, REDLOCK__CMD_RW_GIVEUP, r, REDLOCK_VOTE_YES,
+               quiet ? REDLOCK__ARGV_QUIET : 0u);
 }
 
 /* ---- completing operations ----------------------------------------------- */

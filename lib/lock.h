@@ -197,17 +197,20 @@ void redlock__lock_complete(redlock_lock_t *l, int status);
 /* Sends a release of the current token to every master (no answer
  * awaited; sent again after a reconnect if it fails): a failed attempt,
  * a freed handle, a closing client. Not where r (if given) said NO (the
- * key is someone else's there). quiet: no release message (an attempt
- * that never held the lock: see REDLOCK__ARGV_QUIET). */
+ * key is someone else's there). flags: REDLOCK__ARGV_QUIET, no release
+ * message (an attempt that never held the lock); REDLOCK__ARGV_PUTBACK,
+ * a failed attempt of a read-write waiter. */
 void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
-                           int quiet);
+                           unsigned flags);
 /* A waiter on a read-write lock is done: its place (a writer's intent, a
  * reader's queue entry or entitlement) goes; at the end of the
  * acquisition, never between attempts. With r (a granting round): only
  * where r's vote was not YES (those masters dropped it when they said
  * yes; a master that refused, or had not answered, may keep it for the
- * lease and hold the other side back). */
-void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r);
+ * lease and hold the other side back). quiet: no message to waiters (the
+ * waiter got the lock; they would be refused anyway). */
+void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r,
+                            int quiet);
 /* How long a read-write waiter's place lives on the masters after each
  * attempt (renewed by the next one): 0 for a single attempt. */
 int64_t redlock__rw_lease_ms(const redlock_lock_t *l);
@@ -257,6 +260,9 @@ void redlock__round_stop(redlock__round *r);
  * votes again). */
 #define REDLOCK__ARGV_EVAL 1u
 #define REDLOCK__ARGV_QUIET 2u
+/* A read-write release of a failed attempt: put back the waiter's place
+ * where the attempt had been admitted (scripts.c). */
+#define REDLOCK__ARGV_PUTBACK 4u
 int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
                        int64_t ttl_ms, unsigned flags, const char **argv,
                        size_t *lens, char nums[3][24]);

@@ -93,14 +93,16 @@ static const char multi_extend_script[] =
  *           hold ends (release or expiry), every "q:" becomes "e:", and
  *           "p:" (the read phase opening) is set while any "e:" lives.
  * A reader is admitted when no writer holds and no intent is live, or
- * when it is entitled (its "e:" goes, and the opening with it); a writer
- * when nobody holds and no read phase is opening. So phases alternate:
- * one writer, then the readers that waited for it (the first to come back
- * opens the phase, the others join while it lasts, and a late one keeps
- * its entitlement for the next), then the next writer (phase-fair);
- * neither side starves. Every script
- * first purges expired fields and keeps the hash's own ttl at the latest
- * expiry. ARGV: token, ttl, "r" or "w", id, quiet (releases), lease. */
+ * when it is entitled (the opening goes; its "e:" stays until the
+ * acquisition ends, so that a failed attempt can put back what it had);
+ * a writer when nobody holds and no read phase is opening. So phases
+ * alternate: one writer, then the readers that waited for it (the first
+ * to come back opens the phase, the others join while it lasts, and a
+ * late one keeps its entitlement for the next), then the next writer
+ * (phase-fair); neither side starves. Every script first purges expired
+ * fields and keeps the hash's own ttl at the latest expiry. ARGV: token,
+ * ttl, "r" or "w", id, quiet (releases, giveups), lease, put back
+ * (releases of a failed attempt). */
 #define RW_PRELUDE                                                          \
   "local t = redis.call('time') "                                           \
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
@@ -124,14 +126,16 @@ static const char multi_extend_script[] =
   "local function keep(exp) if exp > maxexp then maxexp = exp end "         \
   "redis.call('pexpire', KEYS[1], maxexp - now) end "                       \
   "local function entitle() for i = 1, #h, 2 do local f = h[i] "            \
-  "if string.sub(f, 1, 2) == 'q:' and tonumber(h[i + 1]) > now then "       \
-  "redis.call('hdel', KEYS[1], f) "                                         \
-  "redis.call('hset', KEYS[1], 'e:' .. string.sub(f, 3), h[i + 1]) "        \
-  "entitled = entitled + 1 "                                                \
-  "if tonumber(h[i + 1]) > emax then emax = tonumber(h[i + 1]) end "        \
+  "local v = tonumber(h[i + 1]) "                                           \
+  "if string.sub(f, 1, 2) == 'q:' and v > now then "                        \
+  "redis.call('hset', KEYS[1], 'e:' .. string.sub(f, 3), v) "               \
+  "redis.call('hdel', KEYS[1], f) entitled = entitled + 1 "                 \
+  "if v > emax then emax = v end "                                          \
   "if f == 'q:' .. ARGV[4] then mine = true end end end "                   \
   "if entitled > 0 then redis.call('hset', KEYS[1], 'p:', emax) "           \
-  "opening = true end end "                                                 \
+  "opening = true end "                                                     \
+  "if maxexp > now then redis.call('pexpire', KEYS[1], maxexp - now) "      \
+  "end end "                                                                \
   "if wgone and not writer then entitle() end "
 static const char rw_acquire_script[] =
     RW_PRELUDE
@@ -139,7 +143,7 @@ static const char rw_acquire_script[] =
     "if ARGV[3] == 'r' then "
     "if not writer and (intents == 0 or mine) then "
     "if mine then redis.call('hdel', KEYS[1], 'p:') end "
-    "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4], eid) "
+    "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4]) "
     "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1 end "
     "if lease > 0 then local f = mine and eid or 'q:' .. ARGV[4] "
     "redis.call('hset', KEYS[1], f, now + lease) keep(now + lease) end "
@@ -155,28 +159,38 @@ static const char rw_extend_script[] =
     "if redis.call('hexists', KEYS[1], me) == 0 then return 0 end "
     "local exp = now + tonumber(ARGV[2]) "
     "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1";
-/* A release ends a writer's phase (entitle). A failed attempt's release
- * (quiet, lease > 0: it retries) puts its waiting place back instead:
- * it had been admitted there, as a waiter it keeps its turn. */
+/* A release ends a writer's phase (entitle). The release of a failed
+ * attempt that will retry (put back) restores the place the waiter had
+ * where it had been admitted instead: a writer its intent; an entitled
+ * reader its entitlement and the opening; another reader its queue
+ * entry. */
 static const char rw_release_script[] =
     RW_PRELUDE
     "local n = redis.call('hdel', KEYS[1], me) "
-    "if n == 1 and ARGV[5] == '1' and lease > 0 then "
-    "local f = (ARGV[3] == 'r' and 'e:' or 'i:') .. ARGV[4] "
-    "redis.call('hset', KEYS[1], f, now + lease) keep(now + lease) "
+    "if n == 1 and ARGV[7] == '1' and lease > 0 then "
+    "local exp = now + lease "
+    "if ARGV[3] == 'w' then redis.call('hset', KEYS[1], 'i:' .. ARGV[4], "
+    "exp) elseif mine then redis.call('hset', KEYS[1], eid, exp) "
+    "redis.call('hset', KEYS[1], 'p:', math.max(emax, exp)) else "
+    "redis.call('hset', KEYS[1], 'q:' .. ARGV[4], exp) end keep(exp) "
     "elseif n == 1 and ARGV[3] == 'w' then entitle() end "
     "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
     "end if n == 1 and ARGV[5] ~= '1' then "
     "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return n";
-/* A waiter that gave up withdraws its place (ARGV[4]); those it kept out
- * (readers behind an intent, writers behind an entitled reader) are
- * told. */
+/* A waiter is done (ARGV[4]): its place goes; once no reader is entitled
+ * the phase is no longer opening. Those it kept out (readers behind an
+ * intent, writers behind an entitled reader) are told, unless quiet (it
+ * got the lock: they would be refused anyway). */
 static const char rw_giveup_script[] =
     "local n = redis.call('hdel', KEYS[1], 'i:' .. ARGV[4], "
     "'e:' .. ARGV[4]) "
     "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4]) "
+    "if n > 0 then local left = false "
+    "for _, f in ipairs(redis.call('hkeys', KEYS[1])) do "
+    "if string.sub(f, 1, 2) == 'e:' then left = true break end end "
+    "if not left then redis.call('hdel', KEYS[1], 'p:') end end "
     "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
-    "end if n > 0 then "
+    "end if n > 0 and ARGV[5] ~= '1' then "
     "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return 1";
 
 /* Until when a multi-resource attempt is refused on this master: the

@@ -23,7 +23,14 @@
  *  E. A reader entitled to a read phase that it missed (it polls every
  *     2 s; a faster reader opened and closed the phase, and writer W2
  *     went in) keeps its turn: when W2 leaves, it goes before writer W3,
- *     which polls every 5 ms. */
+ *     which polls every 5 ms.
+ *  F. Nothing is left without a ttl: when a writer's end entitles the
+ *     only queued reader, the hash keeps its expiry; when that reader then
+ *     gives up (cancel), its entitlement and the phase opening go.
+ *  G. An entitled reader whose attempts reach a quorum too late (ttl
+ *     2 ms: no validity, EEXPIRED) is still waiting: it keeps its turn,
+ *     and a writer polling every 5 ms gets the lock only after the reader
+ *     gave up. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +47,12 @@ static uint64_t attempts_of(redlock_client_t *c) {
   redlock_stats st;
   ASSERT_EQ(redlock_client_stats(c, &st), 0);
   return st.attempts;
+}
+
+static uint64_t taken_of(redlock_client_t *c) {
+  redlock_stats st;
+  ASSERT_EQ(redlock_client_stats(c, &st), 0);
+  return st.taken;
 }
 
 /* Runs the loop until client c has made `n` attempts in all (bounded). */
@@ -478,10 +491,15 @@ static void late_reader(uv_loop_t *loop) {
   ASSERT_EQ(redlock_lock_acquire(rf, 20000, &quick, tu_cb, &rfop), 0);
   ASSERT_EQ(redlock_lock_acquire(w2, 20000, &quick, tu_cb, &w2op), 0);
   wait_attempts(loop, cf, 2, "E: fast reader");
-  /* Release W1 just after one of the slow reader's attempts: its next
-   * one is 2 s away. */
-  n = attempts_of(cs);
-  wait_attempts(loop, cs, n + 1, "E: slow reader");
+  /* Release W1 just after one of the slow reader's attempts was refused
+   * (decided, not only started): its next one is 2 s away. */
+  n = taken_of(cs);
+  end = harness_now_ms() + 10000;
+  while (taken_of(cs) < n + 1) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("E: the slow reader made no attempt in 10 s");
+    tu_run_for(loop, 2);
+  }
   ASSERT_EQ(tu_release(loop, w1, &op), 0);
   ASSERT_EQ(harness_run_until(loop, &rfop.done, 1500), 0);
   ASSERT_EQ(rfop.status, 0);
@@ -528,6 +546,128 @@ static void late_reader(uv_loop_t *loop) {
   tu_close_client(loop, c3);
 }
 
+/* ---- F and G ------------------------------------------------------------- */
+
+static int64_t pttl_min(const char *hash) {
+  int64_t min = INT64_MAX;
+  int i;
+  for (i = 0; i < N; i++) {
+    int64_t p = harness_pttl(&srv[i], hash);
+    if (p < min)
+      min = p;
+  }
+  return min;
+}
+
+static void no_leak(uv_loop_t *loop) {
+  redlock_client_t *c = tu_client(loop, srv, N, NULL, N);
+  redlock_client_t *cr = tu_client(loop, srv, N, NULL, N);
+  redlock_lock_t *w = rw(c, "ff", REDLOCK_WRITE);
+  redlock_lock_t *r = rw(cr, "ff", REDLOCK_READ);
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_acquire_opts slow = {.wait_ms = 20000, .retry_delay_ms = 5000,
+                               .retry_jitter_ms = -1};
+  tu_op op, rop;
+  uint64_t end;
+  int64_t p;
+
+  memset(&rop, 0, sizeof(rop));
+  ASSERT_EQ(tu_acquire(loop, w, 20000, &once, &op), 0);
+  ASSERT_EQ(redlock_lock_acquire(r, 20000, &slow, tu_cb, &rop), 0);
+  end = harness_now_ms() + 10000;
+  while (taken_of(cr) < 1 || masters_with("ff", "q:") < N) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("F: the reader's refusal never reached every master");
+    tu_run_for(loop, 2);
+  }
+  ASSERT_EQ(tu_release(loop, w, &op), 0);   /* the reader is entitled */
+  ASSERT_EQ(masters_with("ff", "e:"), N);
+  p = pttl_min("ff:rw");
+  if (p <= 0) {
+    fprintf(stderr, "FAIL: F: the hash lost its ttl when the writer's "
+            "release entitled the reader (PTTL %lld)\n", (long long)p);
+    failures++;
+  }
+  ASSERT_EQ(redlock_lock_cancel(r), 0);   /* gives up: its place goes */
+  ASSERT_EQ(harness_run_until(loop, &rop.done, 5000), 0);
+  ASSERT_EQ(rop.status, REDLOCK_ECANCELED);
+  end = harness_now_ms() + 5000;
+  while (pttl_min("ff:rw") != -2 && harness_now_ms() < end)
+    tu_run_for(loop, 2);
+  p = pttl_min("ff:rw");
+  if (p != -2) {
+    fprintf(stderr, "FAIL: F: after the only waiter gave up, \"ff:rw\" "
+            "is still there (PTTL %lld)\n", (long long)p);
+    failures++;
+  } else {
+    fprintf(stderr, "F: the hash kept its ttl and went with the last "
+            "waiter\n");
+  }
+  ASSERT_EQ(redlock_lock_free(w), 0);
+  ASSERT_EQ(redlock_lock_free(r), 0);
+  tu_close_client(loop, c);
+  tu_close_client(loop, cr);
+}
+
+static uint64_t expired_of(redlock_client_t *c) {
+  redlock_stats st;
+  ASSERT_EQ(redlock_client_stats(c, &st), 0);
+  return st.expired;
+}
+
+static void expired_attempts(uv_loop_t *loop) {
+  redlock_client_t *c = tu_client(loop, srv, N, NULL, N);
+  redlock_client_t *cr = tu_client(loop, srv, N, NULL, N);
+  redlock_client_t *cw = tu_client(loop, srv, N, NULL, N);
+  redlock_lock_t *w1 = rw(c, "fg", REDLOCK_WRITE);
+  redlock_lock_t *r = rw(cr, "fg", REDLOCK_READ);
+  redlock_lock_t *w2 = rw(cw, "fg", REDLOCK_WRITE);
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_acquire_opts ropts = {.wait_ms = 2500, .retry_delay_ms = 100,
+                                .retry_jitter_ms = -1};
+  redlock_acquire_opts quick = {.wait_ms = 20000, .retry_delay_ms = 5,
+                                .retry_jitter_ms = 2};
+  tu_op op, rop, w2op;
+  uint64_t end;
+
+  memset(&rop, 0, sizeof(rop));
+  memset(&w2op, 0, sizeof(w2op));
+  ASSERT_EQ(tu_acquire(loop, w1, 20000, &once, &op), 0);
+  ASSERT_EQ(redlock_lock_acquire(r, 2, &ropts, tu_cb, &rop), 0);
+  end = harness_now_ms() + 10000;
+  while (taken_of(cr) < 1) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("G: the reader was never refused");
+    tu_run_for(loop, 2);
+  }
+  ASSERT_EQ(redlock_lock_acquire(w2, 20000, &quick, tu_cb, &w2op), 0);
+  wait_attempts(loop, cw, 2, "G: W2");
+  ASSERT_EQ(tu_release(loop, w1, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &rop.done, 10000), 0);
+  ASSERT_EQ(harness_run_until(loop, &w2op.done, 10000), 0);
+  ASSERT_EQ(w2op.status, 0);
+  if (w2op.cb_ms < rop.cb_ms || expired_of(cr) < 2) {
+    fprintf(stderr, "FAIL: G: the writer got the lock while the entitled "
+            "reader was still trying (%llu EEXPIRED attempts; writer %llu "
+            "ms before the reader's end)\n",
+            (unsigned long long)expired_of(cr),
+            (unsigned long long)(rop.cb_ms - w2op.cb_ms));
+    failures++;
+  } else {
+    fprintf(stderr, "G: the reader kept its turn through %llu EEXPIRED "
+            "attempts (%s); the writer came after it\n",
+            (unsigned long long)expired_of(cr),
+            redlock_err_name(rop.status));
+  }
+  ASSERT_EQ(tu_release(loop, w2, &op), 0);
+  ASSERT_EQ(redlock_lock_free(w1), 0);
+  ASSERT_EQ(redlock_lock_free(r), 0);
+  ASSERT_EQ(redlock_lock_free(w2), 0);
+  tu_close_client(loop, c);
+  tu_close_client(loop, cr);
+  tu_close_client(loop, cw);
+}
+
 int main(int argc, char **argv) {
   uv_loop_t loop;
   if (argc < 2)
@@ -541,6 +681,8 @@ int main(int argc, char **argv) {
   mix(&loop);
   stream(&loop);
   late_reader(&loop);
+  no_leak(&loop);
+  expired_attempts(&loop);
   harness_loop_close(&loop, 10000);
   harness_stop_all();
   if (failures > 0)
