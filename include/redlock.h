@@ -428,12 +428,16 @@ typedef enum { REDLOCK_READ = 'R', REDLOCK_WRITE = 'W' } redlock_rw_side;
  *    later keeps its turn for the next phase. So phases alternate: one
  *    writer, the readers that waited for it, the next writer.
  *  - A waiter's place (intent, or a reader's queue entry) lives only
- *    while it retries: it lasts retry delay + jitter + command timeout +
- *    100 ms after each attempt, is renewed by the next attempt, and is
- *    withdrawn when the acquisition ends (granted, given up, cancelled).
- *    A waiter that dies holds the other side back at most that long. An
- *    acquisition with a single attempt (wait_ms < 0, or retry_count < 0)
- *    leaves no place.
+ *    while it retries: it lasts retry delay + jitter + 2 x command
+ *    timeout + 100 ms after each attempt, is renewed by the next attempt,
+ *    and is withdrawn when the acquisition ends (granted, given up,
+ *    cancelled). A waiter that dies holds the other side back at most
+ *    that long. An acquisition with a single attempt (wait_ms < 0, or
+ *    retry_count < 0 without a wait_ms) leaves no place.
+ *  - Every client that uses a resource's read-write lock must run this
+ *    policy (0.2 or later): 0.1 clients count the waiters' places as
+ *    readers, and a 0.1 writer and a 0.2 reader can keep each other out
+ *    for as long as both retry. Exclusion holds either way.
  *  - There is no order among writers (nor among readers): whichever
  *    attempt reaches a quorum first wins, as for plain locks.
  *  - The policy is decided on each master; masters that disagree (an
