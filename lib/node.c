@@ -303,6 +303,15 @@ static int node_write(redlock__node *n, redlock__req *req, int argc,
   return 0;
 }
 
+/* Queues req behind the handshake (invariant 1): sent when it is done. */
+static int node_wait(redlock__node *n, redlock__req *req, int argc,
+                     const char *const *argv, const size_t *lens) {
+  if (redlock__resp_cmd(&n->wait_buf, argc, argv, lens) != 0)
+    return REDLOCK_ENOMEM;
+  redlock__queue_insert_tail(&n->waiting, &req->q);
+  return 0;
+}
+
 int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
                          const char *const *argv, const size_t *lens) {
   redlock__node_env *env = n->env;
@@ -327,12 +336,7 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
         rc = REDLOCK_EIO;
         break;
       }
-      /* Waits behind the handshake (invariant 1). */
-      if (redlock__resp_cmd(&n->wait_buf, argc, argv, lens) != 0) {
-        rc = REDLOCK_ENOMEM;
-        break;
-      }
-      redlock__queue_insert_tail(&n->waiting, &req->q);
+      rc = node_wait(n, req, argc, argv, lens);
       break;
     case REDLOCK__NODE_DOWN:
       if (n->closing || !n->hung ||
@@ -349,11 +353,7 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
         rc = REDLOCK_EIO;
         break;
       }
-      if (redlock__resp_cmd(&n->wait_buf, argc, argv, lens) != 0) {
-        rc = REDLOCK_ENOMEM;
-        break;
-      }
-      redlock__queue_insert_tail(&n->waiting, &req->q);
+      rc = node_wait(n, req, argc, argv, lens);
       break;
     case REDLOCK__NODE_CLOSED:
       rc = REDLOCK_ECANCELED;
