@@ -43,28 +43,56 @@
 static harness_server srv[N];
 static int failures;
 
-static uint64_t attempts_of(redlock_client_t *c) {
+/* Client c's count of attempts ('a': started), refusals ('t': attempts
+ * decided ETAKEN) or EEXPIRED attempts ('e'). */
+static uint64_t count_of(redlock_client_t *c, char which) {
   redlock_stats st;
   ASSERT_EQ(redlock_client_stats(c, &st), 0);
-  return st.attempts;
+  return which == 'a' ? st.attempts : which == 't' ? st.taken : st.expired;
 }
 
-static uint64_t taken_of(redlock_client_t *c) {
-  redlock_stats st;
-  ASSERT_EQ(redlock_client_stats(c, &st), 0);
-  return st.taken;
-}
-
-/* Runs the loop until client c has made `n` attempts in all (bounded). */
-static void wait_attempts(uv_loop_t *loop, redlock_client_t *c, uint64_t n,
-                          const char *what) {
+/* Runs the loop until count_of(c, which) reaches n (bounded). */
+static void wait_count(uv_loop_t *loop, redlock_client_t *c, char which,
+                       uint64_t n, const char *what) {
   uint64_t end = harness_now_ms() + 10000;
-  while (attempts_of(c) < n) {
+  while (count_of(c, which) < n) {
     if (harness_now_ms() > end)
-      TEST_FAIL("%s: %llu attempts after 10 s, wanted %llu", what,
-                (unsigned long long)attempts_of(c), (unsigned long long)n);
+      TEST_FAIL("%s: count '%c' at %llu after 10 s, wanted %llu", what,
+                which, (unsigned long long)count_of(c, which),
+                (unsigned long long)n);
     tu_run_for(loop, 2);
   }
+}
+
+/* A writer has just left: reader r (its acquisition op ro in flight) must
+ * get the lock before writer w (op wo); a failure is counted. Then both
+ * finish: whoever holds releases, the other gets the lock and releases. */
+static void reader_first(uv_loop_t *loop, const char *what,
+                         redlock_lock_t *r, tu_op *ro, redlock_lock_t *w,
+                         tu_op *wo) {
+  uint64_t end = harness_now_ms() + 10000;
+  tu_op op;
+  while (!ro->done && !wo->done && harness_now_ms() < end)
+    tu_run_for(loop, 2);
+  if (!ro->done || ro->status != 0 || wo->done) {
+    fprintf(stderr, "FAIL: %s must go before the writer: reader %s, "
+            "writer %s\n", what,
+            ro->done ? redlock_err_name(ro->status) : "still waiting",
+            wo->done ? redlock_err_name(wo->status) : "still waiting");
+    failures++;
+  } else {
+    fprintf(stderr, "%s went before the writer\n", what);
+  }
+  if (ro->done && ro->status == 0)
+    ASSERT_EQ(tu_release(loop, r, &op), 0);
+  if (wo->done && wo->status == 0)
+    ASSERT_EQ(tu_release(loop, w, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &ro->done, 20000), 0);
+  ASSERT_EQ(harness_run_until(loop, &wo->done, 20000), 0);
+  if (ro->status == 0 && redlock_lock_is_held(r))
+    ASSERT_EQ(tu_release(loop, r, &op), 0);
+  if (wo->status == 0 && redlock_lock_is_held(w))
+    ASSERT_EQ(tu_release(loop, w, &op), 0);
 }
 
 /* Masters on which the hash "<key>:rw" has a field starting with `pfx`. */
@@ -121,41 +149,18 @@ static void phases(uv_loop_t *loop) {
     tu_run_for(loop, 2);
   }
   ASSERT_EQ(redlock_lock_acquire(r2, 10000, &slow, tu_cb, &r2op), 0);
-  wait_attempts(loop, cr, 2, "A: R2");   /* R2 was refused, waits */
+  wait_count(loop, cr, 'a', 2, "A: R2");   /* R2 was refused, waits */
   ASSERT_EQ(r2op.done, 0);
   ASSERT_EQ(tu_release(loop, r1, &op), 0);
   ASSERT_EQ(harness_run_until(loop, &w1op.done, 10000), 0);
   ASSERT_EQ(w1op.status, 0);              /* the waiting writer first */
   ASSERT_EQ(r2op.done, 0);
   ASSERT_EQ(redlock_lock_acquire(w2, 10000, &fast, tu_cb, &w2op), 0);
-  wait_attempts(loop, cw, 2, "A: W2");   /* W2 was refused, waits */
+  wait_count(loop, cw, 'a', 2, "A: W2");   /* W2 was refused, waits */
   ASSERT_EQ(w2op.done, 0);
   ASSERT_EQ(tu_release(loop, w1, &op), 0);
-  end = harness_now_ms() + 10000;
-  while (!r2op.done && !w2op.done && harness_now_ms() < end)
-    tu_run_for(loop, 2);
-  if (!r2op.done || r2op.status != 0 || w2op.done) {
-    fprintf(stderr, "FAIL: A: after the writer, the reader that waited for "
-            "it must go first: reader %s, writer W2 %s\n",
-            r2op.done ? redlock_err_name(r2op.status) : "still waiting",
-            w2op.done ? redlock_err_name(w2op.status) : "still waiting");
-    failures++;
-  } else {
-    fprintf(stderr, "A: the waiting reader got the lock after the writer; "
-            "W2 still waits (%llu attempts so far)\n",
-            (unsigned long long)attempts_of(cw));
-  }
-  /* Let everything finish: whoever holds releases, the other gets it. */
-  if (r2op.done && r2op.status == 0)
-    ASSERT_EQ(tu_release(loop, r2, &op), 0);
-  if (w2op.done && w2op.status == 0)
-    ASSERT_EQ(tu_release(loop, w2, &op), 0);
-  ASSERT_EQ(harness_run_until(loop, &r2op.done, 15000), 0);
-  ASSERT_EQ(harness_run_until(loop, &w2op.done, 15000), 0);
-  if (r2op.status == 0 && redlock_lock_is_held(r2))
-    ASSERT_EQ(tu_release(loop, r2, &op), 0);
-  if (w2op.status == 0 && redlock_lock_is_held(w2))
-    ASSERT_EQ(tu_release(loop, w2, &op), 0);
+  reader_first(loop, "A: the reader that waited for the writer", r2, &r2op,
+               w2, &w2op);
   ASSERT_EQ(redlock_lock_free(r1), 0);
   ASSERT_EQ(redlock_lock_free(w1), 0);
   ASSERT_EQ(redlock_lock_free(r2), 0);
@@ -480,7 +485,6 @@ static void late_reader(uv_loop_t *loop) {
   redlock_acquire_opts quick = {.wait_ms = 20000, .retry_delay_ms = 5,
                                 .retry_jitter_ms = 2};
   tu_op op, rsop, rfop, w2op, w3op;
-  uint64_t n, end;
 
   memset(&rsop, 0, sizeof(rsop));
   memset(&rfop, 0, sizeof(rfop));
@@ -490,16 +494,10 @@ static void late_reader(uv_loop_t *loop) {
   ASSERT_EQ(redlock_lock_acquire(rs, 20000, &slow, tu_cb, &rsop), 0);
   ASSERT_EQ(redlock_lock_acquire(rf, 20000, &quick, tu_cb, &rfop), 0);
   ASSERT_EQ(redlock_lock_acquire(w2, 20000, &quick, tu_cb, &w2op), 0);
-  wait_attempts(loop, cf, 2, "E: fast reader");
+  wait_count(loop, cf, 'a', 2, "E: fast reader");
   /* Release W1 just after one of the slow reader's attempts was refused
    * (decided, not only started): its next one is 2 s away. */
-  n = taken_of(cs);
-  end = harness_now_ms() + 10000;
-  while (taken_of(cs) < n + 1) {
-    if (harness_now_ms() > end)
-      TEST_FAIL("E: the slow reader made no attempt in 10 s");
-    tu_run_for(loop, 2);
-  }
+  wait_count(loop, cs, 't', count_of(cs, 't') + 1, "E: slow reader");
   ASSERT_EQ(tu_release(loop, w1, &op), 0);
   ASSERT_EQ(harness_run_until(loop, &rfop.done, 1500), 0);
   ASSERT_EQ(rfop.status, 0);
@@ -510,31 +508,11 @@ static void late_reader(uv_loop_t *loop) {
   if (rsop.done)
     TEST_FAIL("E: the slow reader came back early (timing)");
   ASSERT_EQ(redlock_lock_acquire(w3, 20000, &quick, tu_cb, &w3op), 0);
-  wait_attempts(loop, c3, 2, "E: W3");
+  wait_count(loop, c3, 'a', 2, "E: W3");
   ASSERT_EQ(rsop.done, 0);
   ASSERT_EQ(tu_release(loop, w2, &op), 0);
-  end = harness_now_ms() + 6000;
-  while (!rsop.done && !w3op.done && harness_now_ms() < end)
-    tu_run_for(loop, 2);
-  if (!rsop.done || rsop.status != 0 || w3op.done) {
-    fprintf(stderr, "FAIL: E: the reader that missed its read phase must "
-            "go before the next writer: reader %s, writer W3 %s\n",
-            rsop.done ? redlock_err_name(rsop.status) : "still waiting",
-            w3op.done ? redlock_err_name(w3op.status) : "still waiting");
-    failures++;
-  } else {
-    fprintf(stderr, "E: the late reader went before W3\n");
-  }
-  if (rsop.done && rsop.status == 0)
-    ASSERT_EQ(tu_release(loop, rs, &op), 0);
-  if (w3op.done && w3op.status == 0)
-    ASSERT_EQ(tu_release(loop, w3, &op), 0);
-  ASSERT_EQ(harness_run_until(loop, &rsop.done, 20000), 0);
-  ASSERT_EQ(harness_run_until(loop, &w3op.done, 20000), 0);
-  if (rsop.status == 0 && redlock_lock_is_held(rs))
-    ASSERT_EQ(tu_release(loop, rs, &op), 0);
-  if (w3op.status == 0 && redlock_lock_is_held(w3))
-    ASSERT_EQ(tu_release(loop, w3, &op), 0);
+  reader_first(loop, "E: the reader that missed its read phase", rs, &rsop,
+               w3, &w3op);
   ASSERT_EQ(redlock_lock_free(w1), 0);
   ASSERT_EQ(redlock_lock_free(w2), 0);
   ASSERT_EQ(redlock_lock_free(rs), 0);
@@ -575,7 +553,7 @@ static void no_leak(uv_loop_t *loop) {
   ASSERT_EQ(tu_acquire(loop, w, 20000, &once, &op), 0);
   ASSERT_EQ(redlock_lock_acquire(r, 20000, &slow, tu_cb, &rop), 0);
   end = harness_now_ms() + 10000;
-  while (taken_of(cr) < 1 || masters_with("ff", "q:") < N) {
+  while (count_of(cr, 't') < 1 || masters_with("ff", "q:") < N) {
     if (harness_now_ms() > end)
       TEST_FAIL("F: the reader's refusal never reached every master");
     tu_run_for(loop, 2);
@@ -609,12 +587,6 @@ static void no_leak(uv_loop_t *loop) {
   tu_close_client(loop, cr);
 }
 
-static uint64_t expired_of(redlock_client_t *c) {
-  redlock_stats st;
-  ASSERT_EQ(redlock_client_stats(c, &st), 0);
-  return st.expired;
-}
-
 static void expired_attempts(uv_loop_t *loop) {
   redlock_client_t *c = tu_client(loop, srv, N, NULL, N);
   redlock_client_t *cr = tu_client(loop, srv, N, NULL, N);
@@ -628,35 +600,29 @@ static void expired_attempts(uv_loop_t *loop) {
   redlock_acquire_opts quick = {.wait_ms = 20000, .retry_delay_ms = 5,
                                 .retry_jitter_ms = 2};
   tu_op op, rop, w2op;
-  uint64_t end;
 
   memset(&rop, 0, sizeof(rop));
   memset(&w2op, 0, sizeof(w2op));
   ASSERT_EQ(tu_acquire(loop, w1, 20000, &once, &op), 0);
   ASSERT_EQ(redlock_lock_acquire(r, 2, &ropts, tu_cb, &rop), 0);
-  end = harness_now_ms() + 10000;
-  while (taken_of(cr) < 1) {
-    if (harness_now_ms() > end)
-      TEST_FAIL("G: the reader was never refused");
-    tu_run_for(loop, 2);
-  }
+  wait_count(loop, cr, 't', 1, "G: the reader's refusal");
   ASSERT_EQ(redlock_lock_acquire(w2, 20000, &quick, tu_cb, &w2op), 0);
-  wait_attempts(loop, cw, 2, "G: W2");
+  wait_count(loop, cw, 'a', 2, "G: W2");
   ASSERT_EQ(tu_release(loop, w1, &op), 0);
   ASSERT_EQ(harness_run_until(loop, &rop.done, 10000), 0);
   ASSERT_EQ(harness_run_until(loop, &w2op.done, 10000), 0);
   ASSERT_EQ(w2op.status, 0);
-  if (w2op.cb_ms < rop.cb_ms || expired_of(cr) < 2) {
+  if (w2op.cb_ms < rop.cb_ms || count_of(cr, 'e') < 2) {
     fprintf(stderr, "FAIL: G: the writer got the lock while the entitled "
             "reader was still trying (%llu EEXPIRED attempts; writer %llu "
             "ms before the reader's end)\n",
-            (unsigned long long)expired_of(cr),
+            (unsigned long long)count_of(cr, 'e'),
             (unsigned long long)(rop.cb_ms - w2op.cb_ms));
     failures++;
   } else {
     fprintf(stderr, "G: the reader kept its turn through %llu EEXPIRED "
             "attempts (%s); the writer came after it\n",
-            (unsigned long long)expired_of(cr),
+            (unsigned long long)count_of(cr, 'e'),
             redlock_err_name(rop.status));
   }
   ASSERT_EQ(tu_release(loop, w2, &op), 0);
