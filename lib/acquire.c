@@ -334,11 +334,13 @@ static void on_set_decided(redlock__round *r, redlock__round_state st,
     }
     /* A read-write waiter's place where a master refused (or has not
      * answered yet) must not outlive the wait; a reader that waited
-     * keeps its entitlement where it was admitted, until now. */
+     * keeps its entitlement where it was admitted, until now, and opens
+     * the read phase now. */
     if (l->kind == REDLOCK__KIND_READ && l->attempts > 1)
-      redlock__lock_withdraw(l, NULL, 1);
+      redlock__lock_withdraw(l, NULL,
+                             REDLOCK__ARGV_QUIET | REDLOCK__ARGV_GRANTED);
     else if (r->yes < l->client->n)
-      redlock__lock_withdraw(l, r, 1);
+      redlock__lock_withdraw(l, r, REDLOCK__ARGV_QUIET);
     grant(l, deadline, left);
     return;
   }

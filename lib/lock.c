@@ -307,11 +307,10 @@ int64_t redlock__rw_lease_ms(const redlock_lock_t *l) {
 }
 
 void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r,
-                            int quiet) {
+                            unsigned flags) {
   if ((l->kind == REDLOCK__KIND_WRITE || l->kind == REDLOCK__KIND_READ) &&
       l->intent[0] != '\0' && redlock__rw_lease_ms(l) > 0)
-    send_where(l, REDLOCK__CMD_RW_GIVEUP, r, REDLOCK_VOTE_YES,
-               quiet ? REDLOCK__ARGV_QUIET : 0u);
+    send_where(l, REDLOCK__CMD_RW_GIVEUP, r, REDLOCK_VOTE_YES, flags);
 }
 
 /* ---- completing operations ----------------------------------------------- */

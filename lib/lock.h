@@ -207,10 +207,10 @@ void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
  * acquisition, never between attempts. With r (a granting round): only
  * where r's vote was not YES (those masters dropped it when they said
  * yes; a master that refused, or had not answered, may keep it for the
- * lease and hold the other side back). quiet: no message to waiters (the
- * waiter got the lock; they would be refused anyway). */
+ * lease and hold the other side back). flags: REDLOCK__ARGV_QUIET, no
+ * message to waiters; REDLOCK__ARGV_GRANTED, the waiter got the lock. */
 void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r,
-                            int quiet);
+                            unsigned flags);
 /* How long a read-write waiter's place lives on the masters after each
  * attempt (renewed by the next one): 0 for a single attempt. */
 int64_t redlock__rw_lease_ms(const redlock_lock_t *l);
@@ -263,6 +263,8 @@ void redlock__round_stop(redlock__round *r);
 /* A read-write release of a failed attempt: put back the waiter's place
  * where the attempt had been admitted (scripts.c). */
 #define REDLOCK__ARGV_PUTBACK 4u
+/* A read-write giveup of a waiter that got the lock (scripts.c). */
+#define REDLOCK__ARGV_GRANTED 8u
 int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
                        int64_t ttl_ms, unsigned flags, const char **argv,
                        size_t *lens, char nums[3][24]);

@@ -470,7 +470,10 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
       ARG(l->intent, strlen(l->intent));
       ARG(quiet, 1);
       NUM(1, redlock__rw_lease_ms(l));
-      ARG(flags & REDLOCK__ARGV_PUTBACK ? "1" : "0", 1);
+      ARG(flags & REDLOCK__ARGV_PUTBACK   ? "p"
+          : flags & REDLOCK__ARGV_GRANTED ? "g"
+                                          : "0",
+          1);
       break;
     case REDLOCK__CMD_MAXTTL_RAISE:
       ARG("1", 1);

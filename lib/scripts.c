@@ -93,16 +93,18 @@ static const char multi_extend_script[] =
  *           hold ends (release or expiry), every "q:" becomes "e:", and
  *           "p:" (the read phase opening) is set while any "e:" lives.
  * A reader is admitted when no writer holds and no intent is live, or
- * when it is entitled (the opening goes; its "e:" stays until the
- * acquisition ends, so that a failed attempt can put back what it had);
- * a writer when nobody holds and no read phase is opening. So phases
+ * when it is entitled (its "e:" stays until the acquisition ends, so that
+ * a failed attempt can put back what it had; the opening goes when an
+ * entitled reader got the lock, with its giveup); a writer when nobody
+ * holds and no read phase is opening. So phases
  * alternate: one writer, then the readers that waited for it (the first
  * to come back opens the phase, the others join while it lasts, and a
  * late one keeps its entitlement for the next), then the next writer
  * (phase-fair); neither side starves. Every script first purges expired
  * fields and keeps the hash's own ttl at the latest expiry. ARGV: token,
- * ttl, "r" or "w", id, quiet (releases, giveups), lease, put back
- * (releases of a failed attempt). */
+ * ttl, "r" or "w", id, quiet (releases, giveups), lease, "p" (a failed
+ * attempt's release: put back) or "g" (the giveup of a granted waiter)
+ * or "0". */
 #define RW_PRELUDE                                                          \
   "local t = redis.call('time') "                                           \
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
@@ -142,7 +144,6 @@ static const char rw_acquire_script[] =
     "local exp = now + tonumber(ARGV[2]) "
     "if ARGV[3] == 'r' then "
     "if not writer and (intents == 0 or mine) then "
-    "if mine then redis.call('hdel', KEYS[1], 'p:') end "
     "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4]) "
     "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1 end "
     "if lease > 0 then local f = mine and eid or 'q:' .. ARGV[4] "
@@ -163,11 +164,12 @@ static const char rw_extend_script[] =
  * attempt that will retry (put back) restores the place the waiter had
  * where it had been admitted instead: a writer its intent; an entitled
  * reader its entitlement and the opening; another reader its queue
- * entry. */
+ * entry. Also when the owner field is already gone (a ttl shorter than
+ * the round: it expired before the release came). */
 static const char rw_release_script[] =
     RW_PRELUDE
     "local n = redis.call('hdel', KEYS[1], me) "
-    "if n == 1 and ARGV[7] == '1' and lease > 0 then "
+    "if ARGV[7] == 'p' and lease > 0 then "
     "local exp = now + lease "
     "if ARGV[3] == 'w' then redis.call('hset', KEYS[1], 'i:' .. ARGV[4], "
     "exp) elseif mine then redis.call('hset', KEYS[1], eid, exp) "
@@ -177,15 +179,17 @@ static const char rw_release_script[] =
     "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
     "end if n == 1 and ARGV[5] ~= '1' then "
     "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return n";
-/* A waiter is done (ARGV[4]): its place goes; once no reader is entitled
- * the phase is no longer opening. Those it kept out (readers behind an
- * intent, writers behind an entitled reader) are told, unless quiet (it
- * got the lock: they would be refused anyway). */
+/* A waiter is done (ARGV[4]): its place goes. An entitled reader that got
+ * the lock ("g") has opened the read phase; once no reader is entitled
+ * the phase is no longer opening either. Those it kept out (readers
+ * behind an intent, writers behind an entitled reader) are told, unless
+ * quiet (it got the lock: they would be refused anyway). */
 static const char rw_giveup_script[] =
-    "local n = redis.call('hdel', KEYS[1], 'i:' .. ARGV[4], "
-    "'e:' .. ARGV[4]) "
+    "local e = redis.call('hdel', KEYS[1], 'e:' .. ARGV[4]) "
+    "local n = e + redis.call('hdel', KEYS[1], 'i:' .. ARGV[4]) "
     "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4]) "
-    "if n > 0 then local left = false "
+    "if e == 1 and ARGV[7] == 'g' then redis.call('hdel', KEYS[1], 'p:') "
+    "end if n > 0 then local left = false "
     "for _, f in ipairs(redis.call('hkeys', KEYS[1])) do "
     "if string.sub(f, 1, 2) == 'e:' then left = true break end end "
     "if not left then redis.call('hdel', KEYS[1], 'p:') end end "
