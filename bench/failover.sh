@@ -15,23 +15,9 @@
 # stopped by PID at the end, whatever happens. Needs npm (installs the
 # pinned node packages into bench/node/node_modules once).
 set -euo pipefail
-out=${1:?usage: failover.sh OUT_DIR}
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD:-$here/build}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-export REDLOCK_CLUSTER_DIR
-REDLOCK_CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redlock-failover.XXXXXX")
-rmdir "$REDLOCK_CLUSTER_DIR"
-cluster="$here/cluster-compose/cluster.sh"
-trap 'REDLOCK_NO_PROXY=1 bash "$cluster" down >/dev/null 2>&1 || true' EXIT
-REDLOCK_NO_PROXY=1 REDLOCK_PERSIST=none bash "$cluster" up 5 "${BASEPORT:-7701}"
-servers=$(REDLOCK_NO_PROXY=1 bash "$cluster" addrs)
-
-if [ ! -d "$here/bench/node/node_modules/redlock" ]; then
-  (cd "$here/bench/node" &&
-   npm install --no-package-lock --no-audit --no-fund >/dev/null)
-fi
+bench_name=failover bench_port=7701
+. "$(dirname "$0")/cluster-up.sh"
+bench_node_deps
 
 : >"$out/failover.jsonl"
 : >"$out/samples.txt"

@@ -20,26 +20,13 @@
 # JSON lines (with "mode") into OUT_DIR/faults.jsonl, per-attempt logs into
 # OUT_DIR/<impl>-<mode>.log. Masters and proxy stopped by PID at the end.
 set -euo pipefail
-out=${1:?usage: faults.sh OUT_DIR}
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD:-$here/build}
+bench_name=faults bench_port=7901 bench_proxy=1
+. "$(dirname "$0")/cluster-up.sh"
 seconds=${SECONDS_PER_RUN:-30}
 modes=${MODES:-"pause kill kill-delayed client-pause slow mixed"}
 impls=${IMPLS:-"redlock-c node-redlock"}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-export REDLOCK_CLUSTER_DIR REDLOCK_FAULTPROXY=${REDLOCK_FAULTPROXY:-$build/tools/redlock-faultproxy}
-REDLOCK_CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redlock-faults.XXXXXX")
-rmdir "$REDLOCK_CLUSTER_DIR"
-cluster="$here/cluster-compose/cluster.sh"
-trap 'bash "$cluster" down >/dev/null 2>&1 || true' EXIT
-REDLOCK_PERSIST=none bash "$cluster" up 5 "${BASEPORT:-7901}"
-servers=$(bash "$cluster" addrs)
 IFS=, read -r -a addrs <<<"$servers"
-if [ ! -d "$here/bench/node/node_modules/redlock" ]; then
-  (cd "$here/bench/node" &&
-   npm install --no-package-lock --no-audit --no-fund >/dev/null)
-fi
+bench_node_deps
 
 msleep() { sleep "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))"; }
 rnd() { echo $(($1 + RANDOM % ($2 - $1 + 1))); }   # uniform in [$1, $2]
@@ -107,23 +94,30 @@ schedule() {   # MODE SEED
 
 : >"$out/faults.jsonl"
 seed=${SEED:-4711}
+# One client (the command given) while MODE's schedule injects faults; its
+# JSON line, with the mode, goes into faults.jsonl.
+on_schedule() {   # LABEL MODE COMMAND...
+  local label=$1 mode=$2 client
+  shift 2
+  heal_all
+  "$@" >"$out/.line" &
+  client=$!
+  schedule "$mode" "$seed"
+  wait "$client"
+  sed "s/^{/{\"mode\":\"$mode\",/" "$out/.line" >>"$out/faults.jsonl"
+  echo "$label: $(cat "$out/.line")" >&2
+}
+export BENCH_SERVERS=$servers BENCH_SECONDS=$seconds \
+       BENCH_TTL_MS=${TTL_MS:-1000}
 for mode in $modes; do
   [ "$mode" = none ] && continue   # MODES=none: the safety runs only
   for impl in $impls; do
-    heal_all
-    log="$out/$impl-$mode.log"
-    export BENCH_SERVERS=$servers BENCH_SECONDS=$seconds BENCH_LOG=$log \
-           BENCH_TTL_MS=${TTL_MS:-1000}
+    export BENCH_LOG=$out/$impl-$mode.log
     if [ "$impl" = redlock-c ]; then
-      "$build/bench/redlock-availability" >"$out/.line" &
+      on_schedule "$mode $impl" "$mode" "$build/bench/redlock-availability"
     else
-      node "$here/bench/node/availability.mjs" >"$out/.line" &
+      on_schedule "$mode $impl" "$mode" node "$here/bench/node/availability.mjs"
     fi
-    client=$!
-    schedule "$mode" "$seed"
-    wait "$client"
-    sed "s/^{/{\"mode\":\"$mode\",/" "$out/.line" >>"$out/faults.jsonl"
-    echo "$mode $impl: $(cat "$out/.line")" >&2
   done
 done
 # node-redlock's safety on the same schedules (redlock's own: the safety
@@ -132,20 +126,12 @@ done
 for mode in ${SAFETY_MODES:-kill-delayed mixed}; do
   [ "$mode" = none ] && continue   # SAFETY_MODES=none: no safety runs
   for impl in $impls; do
-    heal_all
-    export BENCH_SERVERS=$servers BENCH_SECONDS=$seconds \
-           BENCH_TTL_MS=${TTL_MS:-1000}
     if [ "$impl" = redlock-c ]; then
-      BENCH_LOG= BENCH_WORKERS=8 "$build/bench/redlock-availability" \
-        >"$out/.line" &
+      BENCH_LOG= BENCH_WORKERS=8 on_schedule "safety $mode $impl" "$mode" \
+        "$build/bench/redlock-availability"
     else
-      node "$here/bench/node/safety.mjs" >"$out/.line" &
+      on_schedule "safety $mode $impl" "$mode" node "$here/bench/node/safety.mjs"
     fi
-    client=$!
-    schedule "$mode" "$seed"
-    wait "$client"
-    sed "s/^{/{\"mode\":\"$mode\",/" "$out/.line" >>"$out/faults.jsonl"
-    echo "safety $mode $impl: $(cat "$out/.line")" >&2
   done
 done
 rm -f "$out/.line"

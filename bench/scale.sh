@@ -11,18 +11,8 @@
 # JSON lines into OUT_DIR/scale.jsonl, the summaries into OUT_DIR/scale.log.
 # The masters are stopped by PID at the end, whatever happens.
 set -euo pipefail
-out=${1:?usage: scale.sh OUT_DIR}
-here=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD:-$here/build}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-export REDLOCK_CLUSTER_DIR
-REDLOCK_CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redlock-scale.XXXXXX")
-rmdir "$REDLOCK_CLUSTER_DIR"
-cluster="$here/cluster-compose/cluster.sh"
-trap 'REDLOCK_NO_PROXY=1 bash "$cluster" down >/dev/null 2>&1 || true' EXIT
-REDLOCK_NO_PROXY=1 REDLOCK_PERSIST=none bash "$cluster" up 5 "${BASEPORT:-7801}"
-servers=$(REDLOCK_NO_PROXY=1 bash "$cluster" addrs)
+bench_name=scale bench_port=7801
+. "$(dirname "$0")/cluster-up.sh"
 
 : >"$out/scale.jsonl"
 : >"$out/scale.log"
