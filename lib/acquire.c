@@ -259,8 +259,7 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
   }
   /* (Not for read-write locks: the hash's ttl is its latest field's,
    * waiters' places included; it says nothing of when owners leave.) */
-  if (refused && delay > 0 && l->kind != REDLOCK__KIND_READ &&
-      l->kind != REDLOCK__KIND_WRITE) {
+  if (refused && delay > 0 && !REDLOCK__KIND_IS_RW(l->kind)) {
     l->refused = l->round;
     l->round = NULL;
     l->retry_status = status;
@@ -363,8 +362,7 @@ static void attempt_set(redlock_lock_t *l) {
                      l, REDLOCK__TOKEN_HEX + l->token_suffix_len);
   if (rc == 0)
     rc = redlock__token_new(l->token);
-  if (rc == 0 && l->intent[0] == '\0' &&
-      (l->kind == REDLOCK__KIND_WRITE || l->kind == REDLOCK__KIND_READ))
+  if (rc == 0 && l->intent[0] == '\0' && REDLOCK__KIND_IS_RW(l->kind))
     rc = redlock__token_new(l->intent);   /* the waiter's id */
   if (rc != 0) {
     acquire_fail(l, rc);

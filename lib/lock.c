@@ -308,8 +308,8 @@ int64_t redlock__rw_lease_ms(const redlock_lock_t *l) {
 
 void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r,
                             unsigned flags) {
-  if ((l->kind == REDLOCK__KIND_WRITE || l->kind == REDLOCK__KIND_READ) &&
-      l->intent[0] != '\0' && redlock__rw_lease_ms(l) > 0)
+  if (REDLOCK__KIND_IS_RW(l->kind) && l->intent[0] != '\0' &&
+      redlock__rw_lease_ms(l) > 0)
     send_where(l, REDLOCK__CMD_RW_GIVEUP, r, REDLOCK_VOTE_YES, flags);
 }
 
@@ -840,7 +840,7 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   int rc = redlock__lock_usable(l, "redlock_lock_inspect");
   if (rc != 0)
     return rc;
-  if (l->kind == REDLOCK__KIND_READ || l->kind == REDLOCK__KIND_WRITE)
+  if (REDLOCK__KIND_IS_RW(l->kind))
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_inspect: not for read-write locks");
   if (cb == NULL)

@@ -60,6 +60,10 @@ typedef enum {
   REDLOCK__KIND_WRITE
 } redlock__kind;
 
+/* A side of a read-write lock (its waiters leave places: scripts.c). */
+#define REDLOCK__KIND_IS_RW(k) \
+  ((k) == REDLOCK__KIND_READ || (k) == REDLOCK__KIND_WRITE)
+
 /* The handle's state (one enum, changed only by redlock__lock_set_state):
  *
  *   IDLE --acquire--> ACQUIRING --granted--> HELD --release--> IDLE
