@@ -233,6 +233,8 @@ static int ping_ok(const harness_server *s) {
   return ok;
 }
 
+static void clock_reset(harness_server *s);
+
 /* Starts (or restarts) s on s->port; 0 when it answers PING within 5 s. */
 static int spawn_server(harness_server *s) {
   const char *exe = harness_redis_path();
@@ -313,6 +315,16 @@ static int spawn_server(harness_server *s) {
       args[k++] = "off";
     }
     args[k] = NULL;
+    if (s->clock_shim) {
+      /* The wall clock of this server can be stepped (clockshim.c). */
+      char clk[600];
+      const char *shim = getenv("REDLOCK_CLOCKSHIM");
+      snprintf(clk, sizeof(clk), "%s/clock-offset", s->dir);
+      if (shim == NULL)
+        _exit(126);
+      setenv("LD_PRELOAD", shim, 1);
+      setenv("REDLOCK_CLOCK_FILE", clk, 1);
+    }
     execv(exe, args);
     _exit(127);
   }
@@ -364,11 +376,14 @@ void harness_start(harness_server *srv, int n) {
     s->tls = keep.tls;
     s->tls_cert = keep.tls_cert;
     s->tls_auth_clients = keep.tls_auth_clients;
+    s->clock_shim = keep.clock_shim;
     snprintf(s->dir, sizeof(s->dir), "%s/redlock-test-XXXXXX",
              tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
     if (mkdtemp(s->dir) == NULL)
       TEST_FAIL("mkdtemp: %s", strerror(errno));
     register_server(s);
+    if (s->clock_shim)
+      clock_reset(s);
     if (s->tls)
       harness_tls_dir();   /* before the first fork */
     for (tries = 0; tries < 5; tries++) {
@@ -908,4 +923,53 @@ void harness_read_file(const char *path, char *buf, size_t len) {
   n = fread(buf, 1, len - 1, f);
   buf[n] = '\0';
   fclose(f);
+}
+
+/* ---- wall-clock steps (clockshim.c) --------------------------------------- */
+
+static int clock_fd(const harness_server *s, int create) {
+  char path[600];
+  snprintf(path, sizeof(path), "%s/clock-offset", s->dir);
+  return open(path, O_RDWR | (create ? O_CREAT : 0), 0644);
+}
+
+/* A zero offset in the server's dir (before its first start). */
+static void clock_reset(harness_server *s) {
+  int64_t zero = 0;
+  int fd = clock_fd(s, 1);
+  if (fd < 0 || pwrite(fd, &zero, sizeof(zero), 0) != (ssize_t)sizeof(zero))
+    TEST_FAIL("cannot write the clock offset file in %s", s->dir);
+  close(fd);
+}
+
+int harness_clock_available(void) {
+  const char *shim = getenv("REDLOCK_CLOCKSHIM");
+  return shim != NULL && access(shim, R_OK) == 0;
+}
+
+void harness_clock_prepare(harness_server *s) {
+  if (!harness_clock_available())
+    TEST_FAIL("REDLOCK_CLOCKSHIM is not set or not readable (the test "
+              "needs the clock shim built by meson)");
+  s->clock_shim = 1;
+}
+
+int64_t harness_clock_offset(const harness_server *s) {
+  int64_t v = 0;
+  int fd = clock_fd(s, 0);
+  if (fd < 0)
+    return 0;
+  if (pread(fd, &v, sizeof(v), 0) != (ssize_t)sizeof(v))
+    v = 0;
+  close(fd);
+  return v;
+}
+
+void harness_clock_step(harness_server *s, int64_t delta_ms) {
+  int64_t v = harness_clock_offset(s) + delta_ms;
+  int fd = clock_fd(s, 0);
+  if (!s->clock_shim || fd < 0 ||
+      pwrite(fd, &v, sizeof(v), 0) != (ssize_t)sizeof(v))
+    TEST_FAIL("cannot step the clock of the server on port %d", s->port);
+  close(fd);
 }

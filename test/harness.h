@@ -79,6 +79,8 @@ typedef struct harness_server {
                             admin commands then AUTH as admin_user/pass */
   const char *admin_user;
   const char *admin_pass;
+  int clock_shim;        /* started under the clock shim (clockshim.c):
+                            set by harness_clock_prepare */
 } harness_server;
 
 /* Path of redis-server, or NULL when absent (tests then exit TEST_SKIP).
@@ -100,6 +102,17 @@ void harness_kill(harness_server *s);      /* SIGKILL + waitpid; keys lost
                                               unless appendonly */
 /* Starts the server again on the same port (and dir), waits for PING. */
 void harness_restart(harness_server *s);
+
+/* ---- wall-clock steps ---------------------------------------------------
+ * A server prepared with harness_clock_prepare (before harness_start) runs
+ * under test/clockshim.c (LD_PRELOAD, path in $REDLOCK_CLOCKSHIM): its wall
+ * clock (CLOCK_REALTIME, gettimeofday, time) is the real one plus an
+ * offset kept in a file of its dir, which harness_clock_step changes at
+ * once. Its monotonic clock is untouched, as on a real host. */
+int harness_clock_available(void);
+void harness_clock_prepare(harness_server *s);
+void harness_clock_step(harness_server *s, int64_t delta_ms);
+int64_t harness_clock_offset(const harness_server *s);
 
 /* ---- TLS (certificates made with the openssl CLI at test time) -------- */
 
