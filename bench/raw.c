@@ -95,7 +95,8 @@ static void on_failed(redlock__conn *conn, int err, const char *msg) {
     op_reply(rc->ring[rc->head++ % RING], NULL);
 }
 
-static const redlock__conn_cbs raw_cbs = {on_connected, on_reply, on_failed};
+static const redlock__conn_cbs raw_cbs = {on_connected, on_reply, on_failed,
+                                          NULL};
 
 static raw_op *op_new(raw_client *c, raw_cb cb, void *arg) {
   raw_op *op = calloc(1, sizeof(*op));

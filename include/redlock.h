@@ -65,7 +65,8 @@ extern "C" {
   XX(EPROTO,    -11, "unexpected reply from the server")                      \
   XX(EIO,       -12, "connection to the master failed or is down")            \
   XX(ESERVER,   -13, "the server answered with an error")                     \
-  XX(ERESTARTED, -14, "master restarted recently: its vote does not count")   \
+  XX(ERESTARTED, -14, "master may have lost keys (restart, clock step): "   \
+                      "its vote does not count yet")                          \
 
 typedef enum {
 #define REDLOCK__ERR_ENUM(name, val, msg) REDLOCK_##name = (val),
@@ -99,11 +100,12 @@ REDLOCK_EXTERN int redlock_replace_allocator(redlock_malloc_func m,
 /* ------------------------------------------------------------------------
  * Client: the set of masters, one connection each, shared by every lock.
  */
-typedef struct redlock_client_s redlock_client_t;
 typedef struct redlock_lock_s redlock_lock_t;
 
 /* Durations in a config: 0 means the default; a negative value means
  * "none" (an explicit zero) where that makes sense. */
+typedef struct redlock_client_s redlock_client_t;
+
 typedef struct redlock_client_config {
   /* Masters: "redis://[user[:password]@]host[:port][/db]",
    * "unix:///path[?db=N]" or "host:port". Required, 1..REDLOCK_MAX_SERVERS. */
@@ -166,6 +168,37 @@ typedef struct redlock_client_config {
    * locks (1..256), each still decided alone at quorum. 0 = 64; negative =
    * off: each lock renews with its own extend call. */
   int renew_batch;
+  /* Clock check (the guard's, see restart_guard_ms): each acquisition
+   * reads every master's wall clock (TIME, in the same flush as the SET);
+   * a master whose clock stepped counts again only after the deployment's
+   * longest ttl, and one whose clock is off the others' by more than the
+   * tolerance does not count while it lasts. 0: the tolerance is each
+   * lock's drift allowance (ttl * drift_factor + 2 ms); > 0 a fixed
+   * tolerance in ms; < 0: off (not recommended: a master whose clock
+   * steps forward expires locks early). */
+  int clock_tolerance_ms;
+  /* Declares every master durable (1): the operator promises it runs
+   * appendonly yes + appendfsync always, and has for the whole life of the
+   * data it loads (no CONFIG SET of either at run time, no AOF replaced
+   * by an older copy), so a restart loses no acknowledged write and its
+   * votes need no restart window. Verified at every handshake and every
+   * few seconds while connected: a declared master that reports otherwise
+   * is guarded (and reported through on_warning), and so is its next
+   * instance. Undeclared masters are guarded whatever they report. One
+   * master: "redis://host:port?durable=1". 0 = not declared. */
+  int durable;
+  /* The deployment's cap on ttls: acquire and extend refuse longer ones
+   * (EINVAL with a message), so that a typo cannot raise the restart
+   * guard's window for every client (the ttl record never comes down on
+   * its own). Give every client the same value. 0 = 1 hour; negative =
+   * no cap (REDLOCK_MAX_TTL_MS). */
+  int max_ttl_ms;
+  /* Configuration warnings, on the loop thread (may be NULL): two
+   * configured masters that are one instance, a replica given as a master,
+   * one master replicating from another, a declared master that is not
+   * durable, a clock that stepped. */
+  void (*on_warning)(redlock_client_t *client, const char *msg, void *arg);
+  void *warning_arg;
 } redlock_client_config;
 
 #define REDLOCK_MAX_SERVERS 64
@@ -220,7 +253,20 @@ typedef struct redlock_node_result {
    * not a matter of time (e.g. the ttl record could not be read). */
   int64_t guard_wait_ms;
   int64_t guard_window_ms;
+  /* error ERESTARTED only: why (redlock_guard_cause). */
+  int guard_cause;
 } redlock_node_result;
+
+/* Why the guard did not count a master's YES vote. */
+typedef enum {
+  REDLOCK_GUARD_NONE = 0,
+  REDLOCK_GUARD_RESTART,       /* its instance is younger than the window */
+  REDLOCK_GUARD_CLOCK_STEP,    /* its wall clock stepped within the window */
+  REDLOCK_GUARD_CLOCK_SKEW,    /* its clock is off the others' */
+  REDLOCK_GUARD_CLOCK_UNKNOWN, /* its clock cannot be read or compared */
+  REDLOCK_GUARD_RECORD         /* the deployment's longest ttl is not known
+                                  there (record unread, connection lost) */
+} redlock_guard_cause;
 
 typedef struct redlock_result {
   int status;             /* same as the callback's status */

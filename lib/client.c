@@ -32,6 +32,9 @@
 #define DEF_RECONNECT_MAX_MS 2000
 #define MAX_TIMEOUT_MS 3600000        /* one hour: anything above is a typo */
 #define MAXTTL_SUFFIX "__redlock__:maxttl"
+#define CLOCK_SUFFIX "__redlock__:clock"
+#define DEF_MAX_TTL_MS 3600000        /* the cap on ttls: one hour */
+#define RECHECK_MS 3000               /* declared masters' persistence */
 
 void redlock__assert_fail(const char *expr, const char *file, int line) {
   fprintf(stderr, "redlock: assertion failed: %s (%s:%d)\n", expr, file,
@@ -88,6 +91,8 @@ static void client_free_memory(redlock_client_t *c) {
   redlock__free(c->nodes);
   redlock__free(c->key_prefix);
   redlock__free(c->maxttl_key);
+  redlock__free(c->clock_key);
+  redlock__free(c->warnings);
   redlock__free(c->username);
   redlock__free(c->password);
   redlock__free(c);
@@ -163,7 +168,53 @@ static int check_config(const redlock_client_config *cfg,
                          REDLOCK_MAX_KEY - 1);
   if (cfg->username != NULL && cfg->password == NULL)
     return redlock__fail(REDLOCK_EINVAL, "username given without password");
+  if (cfg->durable != 0 && cfg->durable != 1)
+    return redlock__fail(REDLOCK_EINVAL, "durable must be 0 or 1 (%d)",
+                         cfg->durable);
+  c->max_ttl_ms = cfg->max_ttl_ms == 0  ? DEF_MAX_TTL_MS
+                  : cfg->max_ttl_ms < 0 ? REDLOCK_MAX_TTL_MS
+                                        : cfg->max_ttl_ms;
+  if (c->restart_guard_ms > 0 && c->restart_guard_ms < c->max_ttl_ms)
+    c->max_ttl_ms = c->restart_guard_ms;   /* the fixed window caps too */
+  if (cfg->clock_tolerance_ms > MAX_TIMEOUT_MS)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "clock_tolerance_ms too large (%d ms, max %d)",
+                         cfg->clock_tolerance_ms, MAX_TIMEOUT_MS);
+  c->warn_cb = cfg->on_warning;
+  c->warn_arg = cfg->warning_arg;
   return 0;
+}
+
+/* A key of the library's: prefix + suffix. 0 or ENOMEM. */
+static int make_key(const redlock_client_t *c, const char *suffix,
+                    char **out, size_t *len) {
+  size_t sl = strlen(suffix);
+  *len = c->key_prefix_len + sl;
+  *out = redlock__malloc(*len + 1);
+  if (*out == NULL)
+    return REDLOCK_ENOMEM;
+  memcpy(*out, c->key_prefix ? c->key_prefix : "", c->key_prefix_len);
+  memcpy(*out + c->key_prefix_len, suffix, sl + 1);
+  return 0;
+}
+
+/* ---- warnings ------------------------------------------------------------ */
+
+static void on_guard_warning(void *arg, unsigned idx, const char *msg) {
+  redlock_client_t *c = arg;
+  redlock__strlcpy(c->warnings[idx], msg, sizeof(c->warnings[idx]));
+  if (c->warn_cb != NULL && !c->closing)
+    c->warn_cb(c, msg, c->warn_arg);
+}
+
+/* Declared masters: their persistence is read again while connected
+ * (guard.c, 6.). */
+static void on_recheck(uv_timer_t *t) {
+  redlock_client_t *c = t->data;
+  unsigned i;
+  for (i = 0; i < c->n; i++)
+    if (c->nodes[i].declared)
+      redlock__node_recheck(&c->nodes[i]);
 }
 
 /* ---- node events --------------------------------------------------------- */
@@ -183,6 +234,12 @@ static void on_node_state(redlock__node *n, redlock__node_event ev,
     case REDLOCK__NODE_EV_CLOSED:
       c->nodes_open--;
       client_maybe_finish(c);
+      return;
+    case REDLOCK__NODE_EV_CLOCK:
+      redlock__guard_clock(&c->guard, n->index);
+      return;
+    case REDLOCK__NODE_EV_DURABLE:
+      redlock__guard_durable(&c->guard, n->index);
       return;
   }
 }
@@ -252,20 +309,25 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       copy_str(cfg->password, &c->password))
     goto nomem;
   c->key_prefix_len = c->key_prefix ? strlen(c->key_prefix) : 0;
-  c->maxttl_keylen = c->key_prefix_len + sizeof(MAXTTL_SUFFIX) - 1;
-  c->maxttl_key = redlock__malloc(c->maxttl_keylen + 1);
   c->nodes = redlock__calloc(c->n, sizeof(*c->nodes));
   c->idle = redlock__calloc(c->n, sizeof(*c->idle));
-  if (c->maxttl_key == NULL || c->nodes == NULL || c->idle == NULL)
+  c->warnings = redlock__calloc(c->n, sizeof(*c->warnings));
+  if (make_key(c, MAXTTL_SUFFIX, &c->maxttl_key, &c->maxttl_keylen) != 0 ||
+      make_key(c, CLOCK_SUFFIX, &c->clock_key, &c->clock_keylen) != 0 ||
+      c->nodes == NULL || c->idle == NULL || c->warnings == NULL)
     goto nomem;
-  memcpy(c->maxttl_key, c->key_prefix ? c->key_prefix : "",
-         c->key_prefix_len);
-  memcpy(c->maxttl_key + c->key_prefix_len, MAXTTL_SUFFIX,
-         sizeof(MAXTTL_SUFFIX));
   if (redlock__guard_init(&c->guard, c->nodes, c->n, c->quorum,
                           c->restart_guard_ms, c->maxttl_key,
                           c->maxttl_keylen) != 0)
     goto nomem;
+  c->guard.clock_key = c->clock_key;
+  c->guard.clock_keylen = c->clock_keylen;
+  c->guard.clock_on = cfg->clock_tolerance_ms >= 0;
+  c->guard.tolerance_us = cfg->clock_tolerance_ms > 0
+                              ? (int64_t)cfg->clock_tolerance_ms * 1000 : 0;
+  c->guard.drift_factor = c->drift_factor;
+  c->guard.warn = on_guard_warning;
+  c->guard.warn_arg = c;
   if (uv_random(NULL, NULL, &c->prng, sizeof(c->prng), 0, NULL) != 0)
     c->prng = redlock__now_ns();
 
@@ -279,6 +341,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       redlock__scripts_all(&c->env.scripts, &c->env.script_lens);
   c->env.maxttl_key = c->maxttl_key;
   c->env.maxttl_keylen = c->maxttl_keylen;
+  c->env.clock_key = c->clock_key;
+  c->env.clock_keylen = c->clock_keylen;
   c->env.guarded = c->restart_guard_ms >= 0;
   c->env.prng = &c->prng;
   c->env.on_state = on_node_state;
@@ -287,12 +351,17 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->flusher.prepare.data = c;
   uv_timer_init(loop, &c->close_timer);
   c->close_timer.data = c;
+  uv_timer_init(loop, &c->recheck_timer);
+  c->recheck_timer.data = c;
   redlock__tq_init(&c->tq, loop, redlock__lock_tq_fire, redlock__wd_flush, c);
-  c->handles_open = 3;
+  c->handles_open = 4;
   c->wake.nodes = c->nodes;
   c->wake.n = c->n;
   for (i = 0; i < c->n; i++) {
+    int declared = uris[i].durable || cfg->durable;
     redlock__node_init(&c->nodes[i], &c->env, (unsigned)i, &uris[i]);
+    c->nodes[i].declared = declared;
+    c->declared |= declared;
     c->idle[i].server = c->nodes[i].uri.display;
     c->idle[i].errstr = "";
     c->idle[i].holder = "";
@@ -301,6 +370,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     c->idle[i].guard_window_ms = -1;
   }
   redlock__free(uris);
+  if (c->declared)
+    uv_timer_start(&c->recheck_timer, on_recheck, RECHECK_MS, RECHECK_MS);
   for (i = 0; i < c->n; i++)
     redlock__node_start(&c->nodes[i]);
   *out = c;
@@ -350,6 +421,7 @@ static void client_maybe_finish(redlock_client_t *c) {
   c->close_stage = 2;   /* the final close runs once */
   redlock__flusher_close(&c->flusher, on_client_handle_closed);
   uv_close((uv_handle_t *)&c->close_timer, on_client_handle_closed);
+  uv_close((uv_handle_t *)&c->recheck_timer, on_client_handle_closed);
   redlock__tq_close(&c->tq, on_client_handle_closed);
 }
 
@@ -365,6 +437,7 @@ static void on_close_timer(uv_timer_t *t) {
   unsigned i;
   c->close_stage = 1;
   c->nodes_open = c->n;
+  uv_timer_stop(&c->recheck_timer);
   /* Abort every member. Memory is freed only in uv close callbacks, so
    * the list stays walkable while callbacks run. */
   for (q = c->members.next; q != &c->members;) {

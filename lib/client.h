@@ -52,6 +52,15 @@ struct redlock_client_s {
   char *password;
   char *maxttl_key;            /* prefix + "__redlock__:maxttl" */
   size_t maxttl_keylen;
+  char *clock_key;             /* prefix + "__redlock__:clock" */
+  size_t clock_keylen;
+  int64_t max_ttl_ms;          /* the deployment's cap on ttls */
+  int declared;                /* some master is declared durable */
+  uv_timer_t recheck_timer;    /* re-reads declared masters' persistence */
+  void (*warn_cb)(redlock_client_t *c, const char *msg, void *arg);
+  void *warn_arg;
+  char (*warnings)[300];       /* n: the latest warning per master */
+  char info_buf[2][300];       /* redlock_client_master_info's strings */
   redlock__node_env env;
   redlock__node *nodes;
   redlock__flusher flusher;

@@ -116,7 +116,8 @@ static void on_prepare(uv_prepare_t *h);
 
 static void conn_mark_dirty(redlock__conn *c) {
   redlock__flusher *fl = c->fl;
-  if (c->dirty || c->want_write || c->state != REDLOCK__CONN_OPEN)
+  if (c->dirty || c->flushing || c->want_write ||
+      c->state != REDLOCK__CONN_OPEN)
     return;   /* already on its way, or it goes out once connected */
   c->dirty = 1;
   redlock__queue_insert_tail(&fl->dirty, &c->dirty_link);
@@ -178,6 +179,13 @@ static void on_prepare(uv_prepare_t *h) {
     redlock__conn *c =
         REDLOCK__CONTAINER_OF(fl->dirty.next, redlock__conn, dirty_link);
     redlock__queue_remove(&c->dirty_link);
+    if (c->state == REDLOCK__CONN_OPEN && c->cbs->flush != NULL) {
+      /* The owner may append a last command (it goes out now: the
+       * connection stays marked meanwhile), or close it. */
+      c->flushing = 1;
+      c->cbs->flush(c);
+      c->flushing = 0;
+    }
     c->dirty = 0;
     if (c->state == REDLOCK__CONN_OPEN)
       conn_write(c);
@@ -297,6 +305,12 @@ static int conn_read(redlock__conn *c) {
     if ((size_t)n < sizeof(buf))
       return 0;
   }
+}
+
+int redlock__conn_read_now(redlock__conn *c) {
+  if (c->state != REDLOCK__CONN_OPEN)
+    return -1;
+  return conn_read(c);
 }
 
 /* ---- connect ------------------------------------------------------------- */

@@ -47,6 +47,9 @@ typedef struct redlock__conn_cbs {
   /* The connection failed and is already closed (err: REDLOCK_EIO,
    * EPROTO, ENOMEM; msg says why). */
   void (*failed)(redlock__conn *c, int err, const char *msg);
+  /* May be NULL. The flusher is about to write this connection's output
+   * (once per loop turn): the owner may append a last command. */
+  void (*flush)(redlock__conn *c);
 } redlock__conn_cbs;
 
 typedef enum {
@@ -70,6 +73,7 @@ struct redlock__conn {
   int armed;                  /* events passed to uv_poll_start */
   int want_write;             /* waiting for POLLOUT */
   int dirty;                  /* on the flusher's list */
+  int flushing;               /* inside the flush callback */
   int got_reply;              /* a reply came on this connection */
   int last_errno;             /* errno of the last socket failure, or 0 */
   redlock__queue dirty_link;
@@ -96,6 +100,11 @@ int redlock__conn_send(redlock__conn *c, int argc, const char *const *argv,
                        const size_t *lens);
 /* Appends bytes that already hold complete commands. */
 int redlock__conn_send_raw(redlock__conn *c, const char *p, size_t n);
+/* Reads and delivers what the socket holds now (an open connection), as
+ * if it had polled readable: a deadline checks that its reply is not
+ * already there (the loop may have been blocked). 0, or -1 when the
+ * connection is not open or was closed meanwhile (a failure, a callback). */
+int redlock__conn_read_now(redlock__conn *c);
 /* Closes now; no callback follows. Safe in any state and inside this
  * connection's own callbacks. */
 void redlock__conn_close(redlock__conn *c);

@@ -1,61 +1,138 @@
-/* guard.c: the restart guard.
+/* guard.c: the guard of YES votes: restarts and clock steps.
  *
  * Owns: per master, which instance (run_id) it is, the latest moment that
- * instance can have started, and whether its votes count; the record of
- * the deployment's longest ttl and its reads. Does not own: the votes
- * themselves (lock.c asks for a verdict on each YES of an acquisition).
+ * instance can have started, and whether its votes count; its clock
+ * readings, the steps seen and its skew against the other masters; the
+ * record of the deployment's longest ttl and its reads; the masters' clock
+ * records; configuration warnings. Does not own: the votes themselves
+ * (round.c asks for a verdict on each YES of an acquisition, once the
+ * clock reading that followed it came).
  *
- * The age of an instance. INFO's uptime_in_seconds is whole wall-clock
- * seconds (pure.h, redlock__start_bound): an instance seen with uptime u
- * at time t started after t - (u - 1) s, so that is the start we assume
- * (the youngest it can be). Every handshake with the same run_id gives
- * another such bound and we keep the earliest, which is still a bound;
- * a new run_id starts over. An instance whose INFO we cannot read (ACL)
- * counts as started at that handshake. The age is measured on the
- * validity clock (CLOCK_BOOTTIME): never the wall clock for durations.
+ * 1. What makes a master lose a lock. Redis deletes a key when its own
+ *    wall clock passes the key's expiry. A master loses a lock it helped
+ *    grant when it restarts without the key (no persistence; an RDB
+ *    snapshot or an AOF that stops short), and when its wall clock moves
+ *    forward faster than real time by more than the lock's drift allowance
+ *    (ttl * drift_factor + 2 ms): a step (NTP after a VM resume, date -s, a
+ *    bad RTC corrected). Keys set while its clock is behind are cut short
+ *    by the correction that will come. The lock may then rest on fewer
+ *    masters than a quorum, and this master's YES could complete a second
+ *    grant. It is safe again once every lock it may have lost has run out:
+ *    `window` (the longest ttl any client of the deployment may use) after
+ *    the restart or the step.
  *
- * The window. A restarted instance's votes count once its age reaches
- * the longest ttl that a lock it lost could have had:
- *  - mode_ms > 0 (a fixed, deployment-wide setting): that value; the
- *    client refuses longer ttls (lock.c), so the promise is kept;
- *  - mode_ms == 0 (auto, the default): the longest ttl recorded on the
- *    masters by any client of the deployment, and this client's own.
+ * 2. The failure model: Redlock's, extended. At any time at most
+ *    n - quorum masters are *faulty*: unreachable, within `window` of a
+ *    restart that lost keys or of a clock step, or with a clock off the
+ *    others' by more than the tolerance. Between steps, clocks run at real
+ *    rate within drift_factor. The guard never counts a YES of a master it
+ *    knows to be faulty; then any two quorums of counted votes share a
+ *    master that kept the earlier lock's key and refused the later SET NX.
  *
- * The record. Every master holds "<prefix>__redlock__:maxttl", never
- * expiring, only raised (scripts.c). A client about to use a ttl L first
- * raises the record to L and waits until a quorum of masters hold a record
- * >= L (acquire.c, lock.c: a round before its first SET or extend with that
- * ttl; masters whose record it already read >= L count without a round
- * trip). Every client records, whatever its own guard setting: the
- * record protects the OTHER clients' guards from its locks. A client with
- * the auto guard waits for the quorum; one with the guard off or fixed
- * sends the raise just ahead of its SET on the same connections and goes
- * on (best effort: it misses only a restart in the same round trip as its
- * first use of a new longest ttl; give every client of a deployment the
- * same setting). Whenever a master shows an instance whose votes do not
- * count yet (new to this client, or restarted), the client reads the
- * record on EVERY master; the instance's votes are judged with the largest
- * value read by a read that started after its handshake and that a quorum
- * of masters answered.
+ * 3. How a client sees a step.
+ *    Readings: every handshake ends with TIME, and every flush that
+ *    carries an acquisition carries a TIME right behind it on the same
+ *    connection (node.c). Redis runs a connection's commands in order, so
+ *    the reading is taken after the SET was applied, and a YES is judged
+ *    only with the reading that followed it.
+ *    (i) Tracking. Between two readings of the same instance its wall
+ *    clock must have advanced by the elapsed validity time, bracketed by
+ *    the two round trips (skew.c: 2 ms and 1000 ppm of slack). More, or
+ *    less, is a step: the instance is faulty from the later reading (the
+ *    latest the step can have happened) for `window`. A step between this
+ *    client's last look and its SET shows in the reading after the SET, so
+ *    it cannot slip through. A step back counts too: it may end a forward
+ *    excursion that came and went between the two readings.
+ *    (ii) The others' clocks. The master's offset (its wall clock minus
+ *    our validity clock) against the median offset of the masters up:
+ *    fewer than half are faulty (2.), so the median is a sound master's
+ *    (to within the spread of sound clocks). Ahead by more than the
+ *    tolerance: it may have stepped before this client first looked;
+ *    behind: a correction would cut short the keys it sets now. Either
+ *    way its vote does not count while it lasts. The tolerance is the
+ *    drift allowance of the lock's ttl (clock_tolerance_ms overrides): a
+ *    skew within it is covered by the validity every holder computes. The
+ *    measurement is exact to within the half round trips of the two
+ *    readings compared, which are allowed on top.
+ *    (iii) Marks. A client that sees a step stamps it on that master (the
+ *    clock record's "step", in the master's own time, in a hash field
+ *    without expiry: a later step cannot expire it). Every client reads
+ *    the record at its handshake, so a step that anyone saw guards the
+ *    master for everyone, including a new client (a CLI call) that meets
+ *    it after its clock stepped forward and back again.
+ *    Limit: a step that no client saw (nobody read that master's clock
+ *    between the step and its undoing) and that no longer shows against
+ *    the others' is invisible to a client that looks only afterwards.
+ *    Keep one long-running client per deployment (any service using the
+ *    library, or `redlock elect`), or never step masters' clocks.
  *
- * Why that is safe: let A hold a lock with ttl L on quorum Q. A raised the
- * record on a set R of >= quorum masters before sending any SET, so
- * before any master of Q could restart having A's key. Redlock's failure
- * model allows at most n - quorum masters to be failed at a time; a master
- * that does not answer our read, and one that restarted and lost A's
- * record, are failed in that model (the guard is what keeps a restarted
- * master out until it is no longer a danger). So among our >= quorum
- * answers at most (n - quorum) - (non-answering) come from restarted
- * members of R, and R has >= quorum members: some answer comes from a
- * member of R that kept the record, and we see a value >= L. (An earlier
- * version demanded more answers - all n, or n - quorum + 1 + the masters
- * this client had not cleared - to stay safe even beyond the model; it
- * left a new client, i.e. every CLI call, unable to acquire at all while a
- * single master was down.) N = 1 cannot meet this (the only master lost
- * its record): there the window is this client's own ttls.
+ * 4. The age of an instance (restarts). INFO's uptime_in_seconds is
+ *    wall-clock seconds since the start, so a step inflates it (an instance
+ *    a second old whose clock then stepped 30 s forward reports 31). It is
+ *    not used. The clock record's "run" and "seen" say when some client
+ *    first saw this instance with its clock in step with the others'
+ *    (stamped by the master, written only while in step: a clock behind at
+ *    the stamp and corrected later cannot inflate the age). The instance
+ *    existed then, so its age is at least the time since, measured on its
+ *    own clock (which the checks of 3. watch). A client that is the first
+ *    to see an instance takes its own handshake as the start, and writes
+ *    the record once the clock is seen in step. Per instance the earliest
+ *    start any handshake gave is kept. A master whose record cannot be read
+ *    (ACL) counts as started at every handshake.
+ *
+ * 5. The window: the longest ttl of the deployment, not of this client.
+ *    - mode_ms > 0 (a fixed, deployment-wide setting): that value; the
+ *      client refuses longer ttls (lock.c), so the promise is kept;
+ *    - mode_ms == 0 (auto, the default): the longest ttl recorded on the
+ *      masters by any client of the deployment, and this client's own.
+ *    Every master holds "<prefix>__redlock__:maxttl", never expiring, only
+ *    raised (scripts.c). A client about to use a ttl L first raises the
+ *    record to L and waits until a quorum of masters hold a record >= L
+ *    (acquire.c, lock.c: a round before its first SET or extend with that
+ *    ttl, after its first connections; masters whose record it read >= L
+ *    count without a round trip). Every client records, whatever its own
+ *    guard setting: the record protects the OTHER clients' guards from its
+ *    locks. A client with the auto guard waits for the quorum; one with
+ *    the guard off or fixed sends the raise just ahead of its SET on the
+ *    same connections and goes on (best effort: it misses only a restart in
+ *    the same round trip as its first use of a new longest ttl; give every
+ *    client of a deployment the same setting). Whenever a master shows an
+ *    instance whose votes do not count yet, the client reads the record on
+ *    EVERY master; the instance's votes are judged with the largest value
+ *    read by a read that started after its handshake and that a quorum of
+ *    masters answered.
+ *    Why that is safe: let A hold a lock with ttl L on quorum Q. A raised
+ *    the record on a set R of >= quorum masters before sending any SET, so
+ *    before any master of Q could restart having A's key. At most
+ *    n - quorum masters are faulty (2.); a master that does not answer our
+ *    read, and one that restarted and lost A's record, are faulty. So
+ *    among our >= quorum answers at most (n - quorum) - (non-answering)
+ *    come from restarted members of R, and R has >= quorum members: some
+ *    answer comes from a member of R that kept the record, and we see a
+ *    value >= L. A stricter rule (all n answers) left a new client, i.e.
+ *    every CLI call, unable to acquire while one master was down. N = 1
+ *    cannot meet this (the only master lost its record): there the window
+ *    is this client's own ttls. A record raised by mistake (a ttl typo)
+ *    stays until an operator lowers it (redlock_client_set_ttl_record).
+ *
+ * 6. Durable masters. A master the operator declared durable (the URI's
+ *    ?durable=1, or the config's `durable`) whose handshake shows
+ *    aof_enabled:1 and appendfsync always loses no acknowledged write when
+ *    it restarts: its votes need no restart window. The declaration is the
+ *    operator's promise that this was so for the whole life of the data it
+ *    loads (no CONFIG SET of appendonly or appendfsync at run time, no AOF
+ *    replaced by an older one): nothing a new instance reports shows what
+ *    its predecessor did. The client checks what it can: at every
+ *    handshake, and every few seconds while connected (client.c); a
+ *    declared master that reports otherwise is guarded and warned about,
+ *    and its next instance is not trusted either. Undeclared masters are
+ *    guarded whatever they report. Durability does not protect against
+ *    clock steps (keys still expire by the wall clock): 3. applies to
+ *    durable masters too.
  *
  * Until a read covers an instance its YES votes are PENDING: the round
  * waits (bounded by the read's command deadlines), then asks again. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,9 +150,24 @@ static void clear(redlock__guard_node *gn) {
     memcpy(gn->cleared, gn->run_id, sizeof(gn->cleared));
 }
 
+static void warn(redlock__guard *g, unsigned idx, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void warn(redlock__guard *g, unsigned idx, const char *fmt, ...) {
+  char msg[300];
+  va_list ap;
+  if (g->warn == NULL)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  g->warn(g->warn_arg, idx, msg);
+}
+
 int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
                         unsigned quorum, int64_t mode_ms, const char *key,
                         size_t keylen) {
+  unsigned i;
   memset(g, 0, sizeof(*g));
   g->nodes = nodes;
   g->n = n;
@@ -83,10 +175,16 @@ int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
   g->mode_ms = mode_ms;
   g->key = key;
   g->keylen = keylen;
+  g->clock_on = 1;
+  g->drift_factor = 0.01;
   redlock__queue_init(&g->waiters);
   redlock__queue_init(&g->settle_waiters);
   g->gn = redlock__calloc(n, sizeof(*g->gn));
-  return g->gn == NULL ? REDLOCK_ENOMEM : 0;
+  if (g->gn == NULL)
+    return REDLOCK_ENOMEM;
+  for (i = 0; i < n; i++)
+    redlock__queue_init(&g->gn[i].clock_waiters);
+  return 0;
 }
 
 void redlock__guard_free(redlock__guard *g) {
@@ -141,33 +239,328 @@ static void check_settled(redlock__guard *g) {
     wake_list(&g->settle_waiters);
 }
 
+int64_t redlock__guard_window(const redlock__guard *g) {
+  return g->mode_ms > 0 ? g->mode_ms : g->window_ms;
+}
+
+/* ---- the masters' clocks ------------------------------------------------- */
+
+static int reading_ok(const redlock__node *n) {
+  return n->clock.wall_us >= 0;
+}
+
+int redlock__guard_skew(const redlock__guard *g, unsigned idx,
+                        int64_t *skew, int64_t *unc) {
+  int64_t v[REDLOCK_MAX_SERVERS];
+  int64_t med, umax = 0;
+  unsigned i, k = 0;
+  const redlock__guard_node *me = &g->gn[idx];
+  *skew = 0;
+  *unc = 0;
+  if (!me->have)
+    return -1;
+  for (i = 0; i < g->n; i++) {
+    const redlock__guard_node *gn = &g->gn[i];
+    if (!gn->have || !gn->up)
+      continue;
+    v[k++] = gn->off_us;
+    if (gn->unc_us > umax)
+      umax = gn->unc_us;
+  }
+  if (k < g->quorum)
+    return -1;   /* too few clocks to tell which are sound */
+  med = redlock__median_i64(v, k);
+  *skew = me->off_us - med;
+  /* The median master's uncertainty is at most the largest. */
+  *unc = me->unc_us + umax;
+  return 0;
+}
+
+static int64_t tolerance_us(const redlock__guard *g, int64_t ttl_ms) {
+  if (g->tolerance_us > 0)
+    return g->tolerance_us;
+  return (int64_t)(redlock__drift_ns(ttl_ms, g->drift_factor) / 1000);
+}
+
+static int64_t abs64(int64_t v) {
+  return v < 0 ? -v : v;
+}
+
+/* Fire and forget: the clock record of master idx (scripts.c, EVAL of the
+ * text: these are rare), offset `off` +- `unc`, note `how`. */
+static void note(redlock__guard *g, unsigned idx, int64_t off, int64_t unc,
+                 const char *how) {
+  const redlock__script *s = redlock__script_of(REDLOCK__CMD_CLOCK_NOTE);
+  redlock__node *node = &g->nodes[idx];
+  const char *argv[8];
+  size_t lens[8];
+  char offs[24], uncs[24];
+  redlock__req *req;
+  redlock__guard_node *gn = &g->gn[idx];
+  gn->base = 1;
+  gn->base_off_us = off;
+  gn->base_unc_us = unc;
+  if (g->clock_key == NULL || node->state != REDLOCK__NODE_UP ||
+      node->run_id[0] == '\0')
+    return;
+  req = redlock__node_req(node);
+  if (req == NULL)
+    return;   /* a note that is lost only makes others see less */
+  argv[0] = "EVAL";
+  lens[0] = 4;
+  argv[1] = s->text;
+  lens[1] = s->len;
+  argv[2] = "1";
+  lens[2] = 1;
+  argv[3] = g->clock_key;
+  lens[3] = g->clock_keylen;
+  argv[4] = node->run_id;
+  lens[4] = strlen(node->run_id);
+  argv[5] = offs;
+  lens[5] = redlock__fmt_i64(offs, off);
+  argv[6] = uncs;
+  lens[6] = redlock__fmt_i64(uncs, unc);
+  argv[7] = how;
+  lens[7] = 1;
+  req->flags = REDLOCK__REQ_INTERNAL;
+  (void)redlock__node_submit(node, req, 8, argv, lens);
+}
+
+/* Master idx's clock stepped by `size` us (seen `how`) at `at`. */
+static void mark_step(redlock__guard *g, unsigned idx, int64_t size,
+                      int how, redlock__ns at) {
+  redlock__guard_node *gn = &g->gn[idx];
+  gn->step_ns = at;
+  gn->step_us = size;
+  gn->step_how = how;
+  gn->step_note = 1;
+  warn(g, idx, "%s: wall clock %s %.1f s %s%s: its votes count again in "
+       "%.1f s (the longest ttl)", g->nodes[idx].uri.display,
+       how == GUARD_STEP_FIRST ? "is" : "stepped",
+       (double)abs64(size) / 1e6,
+       how == GUARD_STEP_FIRST ? (size > 0 ? "ahead of" : "behind")
+                               : (size > 0 ? "forward" : "back"),
+       how == GUARD_STEP_FIRST ? " the others' at first sight (it may "
+                                 "have stepped)"
+       : how == GUARD_STEP_MOVED ? " against the others' since the last "
+                                   "look"
+                                 : "",
+       (double)redlock__guard_window(g) / 1000.0);
+}
+
+/* Master idx's clock against the others' once they are known (3. ii):
+ * the first sight of an instance is noted on the master; an offset that
+ * moved since the record's is a step, unless this client followed the
+ * clock continuously (then it is drift: noted as the new offset). */
+static void settle(redlock__guard *g, unsigned idx) {
+  redlock__guard_node *gn = &g->gn[idx];
+  int64_t tol = tolerance_us(g, redlock__guard_window(g));
+  int64_t skew, unc;
+  if (!gn->up || redlock__guard_skew(g, idx, &skew, &unc) != 0)
+    return;
+  if (!gn->base) {
+    /* The first client to see this instance: nobody knows its clock's
+     * past. Out of step: it may have stepped just now. */
+    if (abs64(skew) > tol + unc) {
+      mark_step(g, idx, skew, GUARD_STEP_FIRST, gn->last.reply_ns);
+      gn->step_note = 0;
+      note(g, idx, skew, unc, "x");
+    } else {
+      note(g, idx, skew, unc, "s");
+    }
+    gn->base_check = 0;
+    return;
+  }
+  if (gn->step_note) {
+    gn->step_note = 0;
+    gn->base_check = 0;
+    note(g, idx, skew, unc, "x");
+    return;
+  }
+  if (abs64(skew - gn->base_off_us) > tol + unc + gn->base_unc_us) {
+    if (gn->continuity) {
+      /* This client followed the clock (tracking saw no step): drift, or
+       * the others' median moved. */
+      note(g, idx, skew, unc, "b");
+    } else {
+      mark_step(g, idx, skew - gn->base_off_us, GUARD_STEP_MOVED,
+                gn->last.reply_ns);
+      gn->step_note = 0;
+      note(g, idx, skew, unc, "x");
+    }
+  }
+  gn->base_check = 0;
+}
+
+/* A new reading of master idx (`same`: of the instance read before):
+ * tracking (3. i), then its offset against the others'. */
+static void clock_reading(redlock__guard *g, unsigned idx, int same) {
+  redlock__guard_node *gn = &g->gn[idx];
+  const redlock__node *node = &g->nodes[idx];
+  const redlock__clock_reading *rd = &node->clock;
+  int64_t step = 0;
+  unsigned i;
+  if (!reading_ok(node)) {
+    gn->have = 0;
+    gn->continuity = 0;
+    return;
+  }
+  gn->continuity = same && gn->have;
+  if (gn->continuity)
+    step = redlock__clock_step_us(&gn->last, rd);
+  gn->last = *rd;
+  gn->off_us = redlock__clock_offset_us(rd);
+  gn->unc_us = redlock__clock_unc_us(rd);
+  gn->have = 1;
+  if (step != 0)
+    mark_step(g, idx, step, GUARD_STEP_TRACKED, rd->reply_ns);
+  settle(g, idx);
+  /* Masters that waited for the others' clocks (first connections). */
+  for (i = 0; i < g->n; i++)
+    if (i != idx && g->gn[i].have && (!g->gn[i].base || g->gn[i].base_check))
+      settle(g, i);
+}
+
+void redlock__guard_clock(redlock__guard *g, unsigned idx) {
+  clock_reading(g, idx, 1);
+  wake_list(&g->gn[idx].clock_waiters);
+}
+
+int redlock__guard_clock_ready(const redlock__guard *g, unsigned idx,
+                               uint32_t seq, uint64_t teardowns) {
+  const redlock__node *n = &g->nodes[idx];
+  if (n->teardowns != teardowns || n->state != REDLOCK__NODE_UP)
+    return -1;
+  return (int32_t)(n->clock_done - seq) >= 0 ? 1 : 0;
+}
+
+void redlock__guard_wait_clock(redlock__guard *g, unsigned idx,
+                               redlock__guard_waiter *w) {
+  redlock__queue_insert_tail(&g->gn[idx].clock_waiters, &w->link);
+}
+
+/* ---- configuration warnings (item: masters that are not independent) ----- */
+
+static void config_warnings(redlock__guard *g, unsigned idx) {
+  const redlock__node *me = &g->nodes[idx];
+  unsigned i;
+  if (strcmp(me->role, "slave") == 0)
+    warn(g, idx, "%s is a replica (role:slave), not a master: it cannot "
+         "take a lock; give the masters themselves", me->uri.display);
+  for (i = 0; i < g->n; i++) {
+    const redlock__node *o = &g->nodes[i];
+    if (i == idx || o->connects == 0)
+      continue;
+    if (me->run_id[0] != '\0' && strcmp(me->run_id, o->run_id) == 0) {
+      warn(g, idx, "%s and %s are the same Redis instance (run_id %.8s): "
+           "one master counted twice, the quorum means less than it says",
+           o->uri.display, me->uri.display, me->run_id);
+      continue;
+    }
+    if (me->replid[0] != '\0' && strcmp(me->replid, o->replid) == 0)
+      warn(g, idx, "%s and %s share a replication id: one replicates from "
+           "the other, so they are not independent masters",
+           o->uri.display, me->uri.display);
+  }
+}
+
+/* ---- node events ----------------------------------------------------------- */
+
+/* The start the clock record gives this instance (when a client first
+ * saw it, in the master's time, as a validity-clock time), or 0 when the
+ * record is not this instance's. */
+static redlock__ns record_start(const redlock__node *node) {
+  int64_t ago_ms;
+  if (node->run_id[0] == '\0' || node->rec_seen_ms < 0 ||
+      strcmp(node->rec_run, node->run_id) != 0 || !reading_ok(node))
+    return 0;
+  ago_ms = node->clock.wall_us / 1000 - node->rec_seen_ms;
+  if (ago_ms <= 0)
+    return node->clock.reply_ns;
+  if ((redlock__ns)ago_ms * REDLOCK__NS_PER_MS >= node->clock.reply_ns)
+    return 1;
+  return node->clock.reply_ns - (redlock__ns)ago_ms * REDLOCK__NS_PER_MS;
+}
+
+/* The record's clock part: its offset (for this instance), and a step
+ * mark that another client left. */
+static void read_record(redlock__guard *g, unsigned idx) {
+  redlock__guard_node *gn = &g->gn[idx];
+  const redlock__node *node = &g->nodes[idx];
+  int64_t ago_ms;
+  redlock__ns at;
+  if (node->run_id[0] != '\0' && strcmp(node->rec_run, node->run_id) == 0 &&
+      node->rec_off_us != INT64_MIN) {
+    gn->base = 1;
+    gn->base_check = 1;
+    gn->base_off_us = node->rec_off_us;
+    gn->base_unc_us = node->rec_unc_us;
+  }
+  if (node->rec_step_ms < 0 || !reading_ok(node))
+    return;
+  ago_ms = node->clock.wall_us / 1000 - node->rec_step_ms;
+  if (ago_ms <= 0)
+    at = node->clock.reply_ns;   /* its clock went back since: now */
+  else if ((redlock__ns)ago_ms * REDLOCK__NS_PER_MS >= node->clock.reply_ns)
+    return;                      /* longer ago than this machine's boot */
+  else
+    at = node->clock.reply_ns - (redlock__ns)ago_ms * REDLOCK__NS_PER_MS;
+  if (at > gn->step_ns) {
+    gn->step_ns = at;
+    gn->step_us = 0;
+    gn->step_how = GUARD_STEP_MARK;
+  }
+}
+
 void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
   redlock__guard_node *gn = &g->gn[idx];
   const redlock__node *node = &g->nodes[idx];
   redlock__ns now = node->up_ns;
+  redlock__ns rec = record_start(node);
+  int same = node->run_id[0] != '\0' && strcmp(node->run_id, gn->run_id) == 0;
   gn->up = 1;
   gn->up_ns = now;
   gn->known_ms = node->maxttl_ms;
   if (node->maxttl_ms > g->window_ms)
     g->window_ms = node->maxttl_ms;
-  if (node->run_id[0] != '\0' && strcmp(node->run_id, gn->run_id) == 0) {
+  if (same) {
     /* The same instance again: one more bound on its start. */
-    redlock__ns s = redlock__start_bound(now, node->uptime_s);
-    if (s < gn->start)
-      gn->start = s;
+    if (rec != 0 && rec < gn->start)
+      gn->start = rec;
   } else {
-    /* A new instance (or one we cannot identify): it may have started
-     * just now if its uptime says so, or if we cannot read it. */
-    gn->start = node->uptime_s >= 0
-                    ? redlock__start_bound(now, node->uptime_s) : now;
+    /* A new instance (or one we cannot identify): it started at the
+     * latest when some client first saw it in step, or now (4.). */
+    gn->start = rec != 0 ? rec : now;
+    gn->warned[0] = '\0';
+    gn->have = 0;   /* tracking starts over */
+    gn->base = 0;   /* unless the record knows this instance */
+    if (gn->broke[0] != '\0' && strcmp(gn->broke, node->run_id) != 0) {
+      /* Its predecessor broke the durability declaration: what this one
+       * loaded may lack writes (6.). */
+      memcpy(gn->distrust, node->run_id, sizeof(gn->distrust));
+      gn->broke[0] = '\0';
+      warn(g, idx, "%s restarted after it broke its durability "
+           "declaration: guarded for the longest ttl", node->uri.display);
+    }
     memcpy(gn->run_id, node->run_id, sizeof(gn->run_id));
   }
-  if (node->durable && node->run_id[0] != '\0') {
-    /* appendonly + appendfsync always: this instance loaded every key its
-     * predecessor acknowledged, so it lost no lock: its votes count at
-     * once. */
-    clear(gn);
+  if (node->declared && node->run_id[0] != '\0') {
+    if (node->durable && strcmp(gn->distrust, node->run_id) != 0) {
+      /* Declared, and it shows appendonly + appendfsync always: this
+       * instance loaded every key its predecessor acknowledged (6.). */
+      clear(gn);
+    } else if (!node->durable && strcmp(gn->warned, node->run_id) != 0) {
+      memcpy(gn->warned, node->run_id, sizeof(gn->warned));
+      warn(g, idx, "%s is declared durable but reports %s: guarded like "
+           "an undeclared master", node->uri.display,
+           node->aof_enabled != 1 ? "appendonly no"
+                                  : "appendfsync not always");
+    }
   }
+  read_record(g, idx);
+  clock_reading(g, idx, same);
+  if (!same)
+    config_warnings(g, idx);
   if (g->mode_ms >= 0 && !is_cleared(gn)) {
     gn->cleared[0] = '\0';
     gn->read = GUARD_READ_NONE;
@@ -181,6 +574,29 @@ void redlock__guard_node_down(redlock__guard *g, unsigned idx) {
   gn->up = 0;
   gn->known_ms = 0;   /* read again at the next handshake */
   check_settled(g);
+  wake_list(&gn->clock_waiters);
+}
+
+void redlock__guard_durable(redlock__guard *g, unsigned idx) {
+  redlock__guard_node *gn = &g->gn[idx];
+  const redlock__node *node = &g->nodes[idx];
+  if (!node->declared || node->durable || node->run_id[0] == '\0' ||
+      strcmp(gn->broke, node->run_id) == 0)
+    return;
+  /* The declaration broke while connected (CONFIG SET at run time): this
+   * instance keeps its keys in memory, but what a restart loads now lacks
+   * writes. Guarded as undeclared, and its next instance too. */
+  memcpy(gn->broke, node->run_id, sizeof(gn->broke));
+  if (is_cleared(gn))
+    gn->cleared[0] = '\0';
+  warn(g, idx, "%s is declared durable but now reports %s (changed at run "
+       "time?): guarded like an undeclared master, and after its next "
+       "restart", node->uri.display,
+       node->aof_enabled != 1 ? "appendonly no" : "appendfsync not always");
+  if (g->mode_ms >= 0) {
+    gn->read = GUARD_READ_NONE;
+    request_read(g);
+  }
 }
 
 /* ---- reading the record on every master --------------------------------- */
@@ -267,9 +683,12 @@ static void guard_start_read(redlock__guard *g) {
 }
 
 void redlock__guard_close(redlock__guard *g) {
+  unsigned i;
   g->closing = 1;
   g->again = 0;
   wake_list(&g->settle_waiters);
+  for (i = 0; i < g->n; i++)
+    wake_list(&g->gn[i].clock_waiters);
   while (!redlock__queue_empty(&g->waiters)) {
     redlock__guard_waiter *w =
         REDLOCK__CONTAINER_OF(g->waiters.next, redlock__guard_waiter, link);
@@ -280,45 +699,117 @@ void redlock__guard_close(redlock__guard *g) {
 
 /* ---- verdicts ------------------------------------------------------------ */
 
-redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
+/* The clock's part of a verdict (3.): COUNT, or REFUSE with why. */
+static redlock__guard_verdict clock_verdict(const redlock__guard *g,
+                                            unsigned idx, int64_t ttl_ms,
                                             redlock__ns now, char *why,
                                             size_t whylen, int64_t *wait_ms,
-                                            int64_t *window_ms) {
+                                            int64_t *window_ms, int *cause) {
+  const redlock__guard_node *gn = &g->gn[idx];
+  const redlock__node *node = &g->nodes[idx];
+  int64_t window = redlock__guard_window(g);
+  int64_t skew, unc;
+  if (!g->clock_on)
+    return REDLOCK__GUARD_COUNT;
+  if (!gn->have) {
+    *cause = REDLOCK_GUARD_CLOCK_UNKNOWN;
+    snprintf(why, whylen, node->clock_refused
+                              ? "TIME refused (ACL?): its clock cannot be "
+                                "checked; allow TIME or turn the clock "
+                                "check off (clock_tolerance_ms < 0)"
+                              : "its clock could not be read (TIME)");
+    return REDLOCK__GUARD_REFUSE;
+  }
+  if (gn->step_ns != 0 && window > 0 &&
+      now < gn->step_ns + (redlock__ns)window * REDLOCK__NS_PER_MS) {
+    int64_t ago = (int64_t)((now - gn->step_ns) / REDLOCK__NS_PER_MS);
+    *cause = REDLOCK_GUARD_CLOCK_STEP;
+    *wait_ms = window - ago;
+    *window_ms = window;
+    switch (gn->step_how) {
+      case GUARD_STEP_MARK:
+        snprintf(why, whylen, "another client saw its clock step %.1f s "
+                 "ago: its votes count again in %.1f s",
+                 (double)ago / 1000.0, (double)*wait_ms / 1000.0);
+        break;
+      case GUARD_STEP_FIRST:
+        snprintf(why, whylen, "clock %.1f s %s the others' when first seen "
+                 "%.1f s ago (it may have stepped): its votes count again "
+                 "in %.1f s", (double)abs64(gn->step_us) / 1e6,
+                 gn->step_us > 0 ? "ahead of" : "behind",
+                 (double)ago / 1000.0, (double)*wait_ms / 1000.0);
+        break;
+      default:
+        snprintf(why, whylen, "clock stepped %.1f s %s %.1f s ago: its "
+                 "votes count again in %.1f s",
+                 (double)abs64(gn->step_us) / 1e6,
+                 gn->step_us > 0 ? "forward" : "back", (double)ago / 1000.0,
+                 (double)*wait_ms / 1000.0);
+        break;
+    }
+    return REDLOCK__GUARD_REFUSE;
+  }
+  if (redlock__guard_skew(g, idx, &skew, &unc) != 0 || !gn->base) {
+    *cause = REDLOCK_GUARD_CLOCK_UNKNOWN;
+    snprintf(why, whylen, "too few masters' clocks known to compare its "
+             "clock with");
+    return REDLOCK__GUARD_REFUSE;
+  }
+  if (abs64(skew - gn->base_off_us) >
+      tolerance_us(g, ttl_ms) + unc + gn->base_unc_us) {
+    /* Moved against the others since its offset was noted, by less than
+     * the longest ttl's tolerance (else settle() saw a step) but more
+     * than this lock's. */
+    *cause = REDLOCK_GUARD_CLOCK_SKEW;
+    snprintf(why, whylen, "clock moved %.3f s against the others' since "
+             "it was last seen (tolerance %.3f s for this ttl)",
+             (double)abs64(skew - gn->base_off_us) / 1e6,
+             (double)tolerance_us(g, ttl_ms) / 1e6);
+    return REDLOCK__GUARD_REFUSE;
+  }
+  return REDLOCK__GUARD_COUNT;
+}
+
+/* The restart's part (4.-6.), given the read state. */
+static redlock__guard_verdict restart_verdict(redlock__guard *g,
+                                              unsigned idx, redlock__ns now,
+                                              int start_reads, char *why,
+                                              size_t whylen,
+                                              int64_t *wait_ms,
+                                              int64_t *window_ms,
+                                              int *cause) {
   redlock__guard_node *gn = &g->gn[idx];
   int64_t age;
   int64_t window;
-  *wait_ms = -1;
-  *window_ms = -1;
-  if (g->mode_ms < 0)
-    return REDLOCK__GUARD_COUNT;
-  if (!gn->up) {
-    snprintf(why, whylen, "restart guard: connection lost");
-    return REDLOCK__GUARD_REFUSE;
-  }
-  if (is_cleared(gn))
+  if (g->mode_ms < 0 || is_cleared(gn))
     return REDLOCK__GUARD_COUNT;
   age = redlock__age_ms(gn->start, now);
   if (g->mode_ms > 0) {
     window = g->mode_ms;
   } else {
     if (g->closing) {
+      *cause = REDLOCK_GUARD_RECORD;
       snprintf(why, whylen, "restart guard: client closing");
       return REDLOCK__GUARD_REFUSE;
     }
-    if (gn->read == GUARD_READ_NONE) {
+    if (gn->read == GUARD_READ_NONE && start_reads)
       request_read(g);   /* may end at once when no master can answer */
-      if (gn->read == GUARD_READ_NONE)
-        return REDLOCK__GUARD_PENDING;
-    }
     switch (gn->read) {
       case GUARD_READ_NONE:
+        if (!start_reads) {
+          *cause = REDLOCK_GUARD_RECORD;
+          snprintf(why, whylen, "restart guard: longest ttl not read yet");
+          return REDLOCK__GUARD_REFUSE;
+        }
         return REDLOCK__GUARD_PENDING;
       case GUARD_READ_FAILED:
+        *cause = REDLOCK_GUARD_RECORD;
         snprintf(why, whylen,
                  "restart guard: longest ttl unreadable (too few masters "
                  "answered)");
         /* The next attempt reads again. */
-        gn->read = GUARD_READ_NONE;
+        if (start_reads)
+          gn->read = GUARD_READ_NONE;
         return REDLOCK__GUARD_REFUSE;
       case GUARD_READ_OK:
         break;
@@ -326,17 +817,60 @@ redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
     window = g->window_ms;
   }
   if (age >= window) {
-    clear(gn);
+    if (start_reads)
+      clear(gn);
     return REDLOCK__GUARD_COUNT;
   }
+  *cause = REDLOCK_GUARD_RESTART;
   *wait_ms = window - age;
   *window_ms = window;
   snprintf(why, whylen,
-           "restart guard: %s %lld ms ago, counts in %lld ms (window %lld "
-           "ms)",
-           gn->run_id[0] != '\0' ? "started" : "age unknown, seen",
-           (long long)age, (long long)(window - age), (long long)window);
+           "restart guard: instance %s %.1f s ago, counts in %.1f s "
+           "(window %.1f s)",
+           gn->run_id[0] != '\0' ? "first seen" : "of unknown age, seen",
+           (double)age / 1000.0, (double)(window - age) / 1000.0,
+           (double)window / 1000.0);
   return REDLOCK__GUARD_REFUSE;
+}
+
+static redlock__guard_verdict verdict(redlock__guard *g, unsigned idx,
+                                      int64_t ttl_ms, redlock__ns now,
+                                      int start_reads, char *why,
+                                      size_t whylen, int64_t *wait_ms,
+                                      int64_t *window_ms, int *cause) {
+  redlock__guard_verdict v;
+  *wait_ms = -1;
+  *window_ms = -1;
+  *cause = REDLOCK_GUARD_NONE;
+  if (!g->gn[idx].up) {
+    *cause = REDLOCK_GUARD_RECORD;
+    snprintf(why, whylen, "restart guard: connection lost");
+    return REDLOCK__GUARD_REFUSE;
+  }
+  v = clock_verdict(g, idx, ttl_ms, now, why, whylen, wait_ms, window_ms,
+                    cause);
+  if (v != REDLOCK__GUARD_COUNT)
+    return v;
+  return restart_verdict(g, idx, now, start_reads, why, whylen, wait_ms,
+                         window_ms, cause);
+}
+
+redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
+                                            int64_t ttl_ms, redlock__ns now,
+                                            char *why, size_t whylen,
+                                            int64_t *wait_ms,
+                                            int64_t *window_ms, int *cause) {
+  return verdict(g, idx, ttl_ms, now, 1, why, whylen, wait_ms, window_ms,
+                 cause);
+}
+
+redlock__guard_verdict redlock__guard_peek(redlock__guard *g, unsigned idx,
+                                           int64_t ttl_ms, redlock__ns now,
+                                           char *why, size_t whylen,
+                                           int64_t *wait_ms, int *cause) {
+  int64_t window;
+  return verdict(g, idx, ttl_ms, now, 0, why, whylen, wait_ms, &window,
+                 cause);
 }
 
 void redlock__guard_wait(redlock__guard *g, redlock__guard_waiter *w) {
@@ -361,11 +895,11 @@ int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms) {
     else
       lack++;
   }
-  /* Auto: raise where a master that is up lacks it, and wait (its YES
-   * counts only where the record is confirmed); a quorum must answer.
-   * Otherwise: best effort, the same masters. */
-  (void)have;
-  return lack > 0;
+  /* Raise where a master that is up lacks it; and when fewer than a
+   * quorum are known to hold it (masters still connecting: the raise
+   * waits behind their handshakes), so that no ttl reaches any master
+   * before a quorum holds its record (5.). */
+  return lack > 0 || have < g->quorum;
 }
 
 int redlock__guard_has_record(const redlock__guard *g, unsigned idx,

@@ -1,10 +1,12 @@
-/* guard.h: the restart guard (see guard.c for the design and its proof).
+/* guard.h: the guard of YES votes (see guard.c for the design and its
+ * proof).
  *
- * A master that restarted without persistence lost its keys: locks it
- * helped grant may now rest on fewer masters than a quorum, and its YES
- * vote for a new acquisition could complete a second grant. Its votes for
- * acquisitions count only once it is older than the longest ttl any client
- * of the deployment may hold a lock with. */
+ * A master that may have lost keys - it restarted without persistence, or
+ * its wall clock stepped and expired keys early - can grant a lock that
+ * another client still holds on the other masters. Its YES votes for
+ * acquisitions count only once every lock it may have lost has run out:
+ * the longest ttl any client of the deployment may hold a lock with, since
+ * the restart or the step. */
 #ifndef REDLOCK_GUARD_H
 #define REDLOCK_GUARD_H
 
@@ -14,6 +16,8 @@
 typedef struct redlock__guard_waiter {
   redlock__queue link;
   void (*cb)(struct redlock__guard_waiter *w);
+  void *owner;                /* the waiter's, for clock waits */
+  unsigned idx;
 } redlock__guard_waiter;
 
 typedef enum {
@@ -28,23 +32,62 @@ typedef enum {
   GUARD_READ_FAILED      /* the last such read had too few answers */
 } redlock__guard_read;
 
+/* How a step was seen (guard.c, 3.). */
+enum {
+  GUARD_STEP_TRACKED = 1,     /* between two readings of this client */
+  GUARD_STEP_MOVED,           /* its offset against the others' moved
+                                 since the record's */
+  GUARD_STEP_FIRST,           /* off the others' at the first sight */
+  GUARD_STEP_MARK             /* another client's mark */
+};
+
 typedef struct redlock__guard_node {
   char run_id[41];            /* instance seen at the last handshake */
   char cleared[41];           /* instance whose votes count; "" none */
+  char broke[41];             /* a declared instance seen non-durable */
+  char distrust[41];          /* its successor: not cleared by the
+                                 declaration */
+  char warned[41];            /* instance warned about (declaration) */
   redlock__ns start;          /* latest possible start of that instance */
   redlock__ns up_ns;          /* its last handshake */
   int64_t known_ms;           /* record of the longest ttl seen there */
   redlock__guard_read read;
   int up;
+  /* Its clock (guard.c, 3.): */
+  int have;                   /* `last` is a reading of this instance */
+  int continuity;             /* ... that follows an earlier one */
+  redlock__clock_reading last;
+  int64_t off_us;             /* offset of the latest reading */
+  int64_t unc_us;             /* and its uncertainty */
+  redlock__ns step_ns;        /* the latest step seen (0: none) */
+  int64_t step_us;            /* its size (+ forward, - back) */
+  int step_how;               /* GUARD_STEP_* */
+  int base;                   /* its offset against the others' is known
+                                 (the record's, or our note) */
+  int base_check;             /* compare the record's with ours once the
+                                 others' clocks are known */
+  int step_note;              /* a step to note on the master */
+  int64_t base_off_us;        /* that offset, and its uncertainty */
+  int64_t base_unc_us;
+  redlock__queue clock_waiters;   /* votes waiting for a reading */
 } redlock__guard_node;
+
+/* What the guard tells the client (warnings, client.c). */
+typedef void (*redlock__guard_warn_fn)(void *arg, unsigned idx,
+                                       const char *msg);
 
 typedef struct redlock__guard {
   redlock__node *nodes;
   unsigned n;
   unsigned quorum;
   int64_t mode_ms;            /* -1 off, 0 auto, > 0 fixed window */
-  const char *key;            /* the record's key */
+  int clock_on;               /* clock checks (clock_tolerance_ms >= 0) */
+  int64_t tolerance_us;       /* > 0 fixed skew tolerance; 0: per ttl */
+  double drift_factor;
+  const char *key;            /* the ttl record's key */
   size_t keylen;
+  const char *clock_key;      /* the clock record's key */
+  size_t clock_keylen;
   int64_t window_ms;          /* auto: the longest ttl known */
   redlock__guard_node *gn;    /* n entries */
   /* The read of the record on every master (auto mode): */
@@ -59,6 +102,8 @@ typedef struct redlock__guard {
   redlock__queue settle_waiters;  /* acquisitions waiting for first
                                      connections (redlock__guard_settled) */
   int closing;
+  redlock__guard_warn_fn warn;
+  void *warn_arg;
 } redlock__guard;
 
 /* 0 or ENOMEM. key may be NULL unless mode_ms == 0. */
@@ -69,17 +114,47 @@ void redlock__guard_free(redlock__guard *g);
 /* From the client's node events. */
 void redlock__guard_node_up(redlock__guard *g, unsigned idx);
 void redlock__guard_node_down(redlock__guard *g, unsigned idx);
+/* A clock reading of master idx came (node->clock, EV_CLOCK). */
+void redlock__guard_clock(redlock__guard *g, unsigned idx);
+/* A re-check of a declared master answered (node->durable). */
+void redlock__guard_durable(redlock__guard *g, unsigned idx);
 /* Stop reading; wake every waiter (client close). */
 void redlock__guard_close(redlock__guard *g);
 
-/* The verdict on a YES vote of master idx for an acquisition, at `now`.
- * REFUSE writes the reason (for the per-master result) into why, and when
- * it is a matter of time, the ms until the vote counts and the window
- * (else -1 in both). */
+/* The causes of a refusal (redlock_guard_cause, redlock.h). */
+/* The verdict on a YES vote of master idx for an acquisition of ttl_ms, at
+ * `now`, once the clock reading that followed the vote came (see
+ * redlock__guard_clock_ready). REFUSE writes the reason (for the
+ * per-master result) into why, its cause, and when it is a matter of time
+ * the ms until the vote counts and the window (else -1 in both). */
 redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
-                                            redlock__ns now, char *why,
-                                            size_t whylen, int64_t *wait_ms,
-                                            int64_t *window_ms);
+                                            int64_t ttl_ms, redlock__ns now,
+                                            char *why, size_t whylen,
+                                            int64_t *wait_ms,
+                                            int64_t *window_ms, int *cause);
+/* The same without side effects (no read is started; PENDING reads as a
+ * refusal "not read yet"): for redlock_client_master_info. */
+redlock__guard_verdict redlock__guard_peek(redlock__guard *g, unsigned idx,
+                                           int64_t ttl_ms, redlock__ns now,
+                                           char *why, size_t whylen,
+                                           int64_t *wait_ms, int *cause);
+/* Clock checks: 1 once master idx answered the clock reading `seq` on the
+ * connection that had torn down `teardowns` times (the vote's); 0 while
+ * it is on its way; -1 when that connection was lost (the vote cannot be
+ * judged). */
+int redlock__guard_clock_ready(const redlock__guard *g, unsigned idx,
+                               uint32_t seq, uint64_t teardowns);
+/* w->cb runs once the next reading of master idx came, or its connection
+ * went down (or the guard closed). */
+void redlock__guard_wait_clock(redlock__guard *g, unsigned idx,
+                               redlock__guard_waiter *w);
+/* The master's clock against the others': its skew in us (*skew) and
+ * how uncertain that is (*unc). 0 when known, -1 when it has no reading. */
+int redlock__guard_skew(const redlock__guard *g, unsigned idx,
+                        int64_t *skew, int64_t *unc);
+/* The window of a step or a restart (the longest ttl known). */
+int64_t redlock__guard_window(const redlock__guard *g);
+
 /* Auto guard: 1 once every master made its first connection (up at least
  * once, or down). Until then an acquisition cannot know which masters hold
  * the ttl record, so it waits (bounded by the connect deadline). */
@@ -91,8 +166,8 @@ void redlock__guard_unwait(redlock__guard_waiter *w);
 
 /* This client is about to hold a lock for ttl_ms. 1 when the deployment's
  * record must first be raised to ttl_ms: a master that is up is not known
- * to hold a record >= ttl_ms on its current connection. Every mode
- * records. */
+ * to hold a record >= ttl_ms on its current connection, or fewer than a
+ * quorum of masters are known to hold one. Every mode records. */
 int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms);
 /* Not the auto guard: raise the record where it is lacking, without
  * waiting (the commands go ahead of the caller's next ones). */

@@ -149,7 +149,9 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
   r->decide = fn;
   r->cmd = cmd;
   r->ttl_ms = ttl_ms;
-  r->guarded = is_acquisition(cmd) && c->restart_guard_ms >= 0;
+  r->guarded = is_acquisition(cmd) &&
+               (c->restart_guard_ms >= 0 || c->guard.clock_on);
+  r->clocked = is_acquisition(cmd) && c->guard.clock_on;
   /* Auto guard: a master counts for holding a lock of this ttl only where
    * it holds the ttl record (guard.c). */
   r->needs_record = c->restart_guard_ms == 0 &&
@@ -619,6 +621,14 @@ int redlock__check_ttl(const redlock_lock_t *l, int64_t ttl_ms,
                          "%lld (the deployment's longest ttl)",
                          fn, (long long)ttl_ms,
                          (long long)c->restart_guard_ms);
+  if (ttl_ms > c->max_ttl_ms)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "%s: ttl %lld ms is above the deployment's cap "
+                         "max_ttl_ms %lld (a ttl raises every master's "
+                         "restart window for good; for longer holds use "
+                         "auto-extension, or raise max_ttl_ms on every "
+                         "client)", fn, (long long)ttl_ms,
+                         (long long)c->max_ttl_ms);
   return 0;
 }
 

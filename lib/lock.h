@@ -36,7 +36,8 @@ struct redlock__round {
   uint8_t progress;             /* all: also call decide(PENDING) once,
                                    when a quorum has answered */
   uint8_t quorum_seen;
-  uint8_t guarded;              /* YES votes pass the restart guard */
+  uint8_t guarded;              /* YES votes pass the guard */
+  uint8_t clocked;              /* ... with the clock reading after them */
   uint8_t needs_record;         /* a YES needs the ttl record there */
   uint8_t decided;
   uint8_t waiting_guard;
@@ -50,7 +51,9 @@ struct redlock__round {
   redlock_node_result *res;     /* n entries */
   char *buf;                    /* n * REDLOCK__ERRSTR_LEN */
   uint8_t *pend;                /* n: a YES waiting for the guard */
-  uint64_t *pend_conn;          /* n: the node's connection of that YES */
+  uint64_t *pend_conn;          /* n: the node's teardowns at that YES */
+  uint32_t *pend_seq;           /* n: the clock reading it waits for */
+  redlock__guard_waiter *cw;    /* n: waiting for that reading */
 };
 
 typedef enum {

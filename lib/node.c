@@ -71,11 +71,17 @@ enum {
   HS_INFO,
   HS_PERSIST,
   HS_FSYNC,
-  HS_MAXTTL
+  HS_MAXTTL,
+  HS_REPL,
+  HS_TIME,
+  HS_CLOCKREC
 };
 
 static void node_connect(redlock__node *n);
 static void node_schedule_reconnect(redlock__node *n);
+static int node_write(redlock__node *n, redlock__req *req, int argc,
+                      const char *const *argv, const size_t *lens,
+                      redlock__ns deadline);
 static void node_finish_close(redlock__node *n);
 static void on_deadline(uv_timer_t *t);
 
@@ -126,6 +132,7 @@ redlock__req *redlock__node_req(redlock__node *n) {
   req->sent_ns = 0;
   req->reply_ns = 0;
   req->deadline_ns = 0;
+  req->clock_seq = 0;
   req->cmd = NULL;
   req->cmd_len = 0;
   redlock__queue_init(&req->q);
@@ -236,6 +243,9 @@ static void node_teardown(redlock__node *n, int error, const char *why,
   node_set_errstr(n, why);
   if (count_failure)
     n->failures++;
+  n->teardowns++;
+  n->clock_due = 0;
+  n->rechecking = 0;
   /* Detach both lists first: callbacks may submit to this node again. */
   while (!redlock__queue_empty(&n->pending)) {
     redlock__queue *q = n->pending.next;
@@ -262,6 +272,92 @@ static void node_teardown(redlock__node *n, int error, const char *why,
     node_finish_close(n);
   else
     node_schedule_reconnect(n);
+}
+
+/* ---- the master's clock (TIME) ------------------------------------------- */
+
+/* TIME's reply: ["<seconds>", "<microseconds>"]. The wall clock in us, or
+ * -1 when the reply is not that (a hostile or broken server). */
+static int64_t parse_time(const redlock__reply *r) {
+  int64_t v[2];
+  unsigned k;
+  if (r->type != REDLOCK__R_ARRAY || r->elements != 2)
+    return -1;
+  for (k = 0; k < 2; k++) {
+    const redlock__reply *e = r->element[k];
+    size_t i;
+    if (e == NULL || e->type != REDLOCK__R_STRING || e->len == 0 ||
+        e->len > 12)
+      return -1;
+    v[k] = 0;
+    for (i = 0; i < e->len; i++) {
+      if (e->str[i] < '0' || e->str[i] > '9')
+        return -1;
+      v[k] = v[k] * 10 + (e->str[i] - '0');
+    }
+  }
+  if (v[1] >= 1000000)
+    return -1;
+  return v[0] * 1000000 + v[1];
+}
+
+static void on_time_reply(redlock__req *req, const redlock__reply *r,
+                          int error, const char *errstr) {
+  redlock__node *n = req->owner;
+  (void)error;
+  (void)errstr;
+  if (r == NULL)
+    return;   /* torn down: the node tells its owner (EV_DOWN) */
+  n->clock.wall_us = r->type == REDLOCK__R_ERROR ? -1 : parse_time(r);
+  n->clock.send_ns = req->sent_ns;
+  n->clock.reply_ns = req->reply_ns;
+  n->clock_done = req->clock_seq;
+  if (n->env->on_state != NULL)
+    n->env->on_state(n, REDLOCK__NODE_EV_CLOCK, n->env->arg);
+}
+
+/* Writes TIME now (behind everything written so far). */
+static int node_send_time(redlock__node *n) {
+  static const char *const argv[1] = {"TIME"};
+  static const size_t lens[1] = {4};
+  redlock__req *req = redlock__node_req(n);
+  if (req == NULL)
+    return REDLOCK_ENOMEM;
+  req->cb = on_time_reply;
+  req->owner = n;
+  req->flags = REDLOCK__REQ_INTERNAL;
+  req->sent_ns = redlock__now_ns();
+  req->clock_seq = ++n->clock_next;
+  if (node_write(n, req, 1, argv, lens,
+                 req->sent_ns + timeout_ns(n->env->command_timeout_ms)) !=
+      0) {
+    n->clock_next--;
+    req_put(n->env, req);
+    return REDLOCK_ENOMEM;
+  }
+  return 0;
+}
+
+/* An acquisition went out: the clock is read right behind it, once per
+ * flush for all acquisitions written in this loop turn (the flush
+ * callback below), so that a step between the last reading and the SET
+ * shows in the reading that follows it (guard.c). A connection waiting
+ * for the socket to drain is not flushed by the flusher: TIME goes now. */
+static void node_want_clock(redlock__node *n, redlock__req *req) {
+  req->clock_seq = n->clock_next + 1;
+  if (n->clock_due)
+    return;
+  n->clock_due = 1;
+  if (n->conn.want_write && node_send_time(n) == 0)
+    n->clock_due = 0;
+}
+
+static void on_conn_flush(redlock__conn *c) {
+  redlock__node *n = c->data;
+  if (!n->clock_due || n->state != REDLOCK__NODE_UP)
+    return;
+  if (node_send_time(n) == 0)
+    n->clock_due = 0;   /* else the command deadline ends the wait */
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -324,6 +420,8 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
     case REDLOCK__NODE_UP:
       rc = node_write(n, req, argc, argv, lens,
                       req->sent_ns + timeout_ns(env->command_timeout_ms));
+      if (rc == 0 && (req->flags & REDLOCK__REQ_CLOCK))
+        node_want_clock(n, req);
       break;
     case REDLOCK__NODE_RESOLVING:
     case REDLOCK__NODE_CONNECTING:
@@ -365,7 +463,8 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
     req_put(env, req);
     return rc;
   }
-  n->st.commands++;
+  if (!(req->flags & REDLOCK__REQ_INTERNAL))
+    n->st.commands++;
   return 0;
 }
 
@@ -383,6 +482,22 @@ static void on_deadline(uv_timer_t *t) {
   if (head->deadline_ns > now) {
     node_arm_deadline(n);
     return;
+  }
+  /* Timers run before the loop polls: after a loop that was blocked (the
+   * application, a debugger) the reply may be waiting in the socket. Only
+   * a reply that has not come is late. */
+  if (n->state == REDLOCK__NODE_UP && !n->reading_now) {
+    uint64_t td = n->teardowns;
+    uint64_t answered = n->answered;
+    n->reading_now = 1;
+    (void)redlock__conn_read_now(&n->conn);
+    n->reading_now = 0;
+    if (n->teardowns != td || n->state != REDLOCK__NODE_UP)
+      return;   /* it failed, or a callback tore it down */
+    if (n->answered != answered) {
+      node_arm_deadline(n);   /* the head was answered: the next one's */
+      return;
+    }
   }
   snprintf(why, sizeof(why), "no reply within %lld ms",
            (long long)n->env->command_timeout_ms);
@@ -409,6 +524,98 @@ static void parse_info(redlock__node *n, const char *s) {
   p = strstr(s, "uptime_in_seconds:");
   if (p != NULL)
     n->uptime_s = strtoll(p + 18, NULL, 10);
+}
+
+/* A field "name:value" of an INFO text into out (cut to len - 1); ""
+ * when absent. */
+static void info_field(const char *s, const char *name, char *out,
+                       size_t len) {
+  size_t nl = strlen(name);
+  const char *p = s;
+  size_t i = 0;
+  out[0] = '\0';
+  while ((p = strstr(p, name)) != NULL) {
+    if ((p == s || p[-1] == '\n') && p[nl] == ':')
+      break;
+    p += nl;
+  }
+  if (p == NULL)
+    return;
+  p += nl + 1;
+  while (i + 1 < len && p[i] != '\r' && p[i] != '\n' && p[i] != '\0') {
+    out[i] = p[i];
+    i++;
+  }
+  out[i] = '\0';
+}
+
+/* role, master_replid, master_host/port from INFO replication. */
+static void parse_replication(redlock__node *n, const char *s) {
+  char port[16];
+  info_field(s, "role", n->role, sizeof(n->role));
+  info_field(s, "master_replid", n->replid, sizeof(n->replid));
+  info_field(s, "master_host", n->master_host, sizeof(n->master_host));
+  info_field(s, "master_port", port, sizeof(port));
+  n->master_port = (int)strtol(port, NULL, 10);
+}
+
+/* ["appendfsync", "<policy>"]; the node is durable when the INFO
+ * persistence before it (same FIFO) said aof_enabled:1 and this says
+ * always. */
+static void parse_fsync(redlock__node *n, const redlock__reply *r) {
+  n->fsync[0] = '\0';
+  if (r->type == REDLOCK__R_ARRAY && r->elements == 2 &&
+      r->element[1] != NULL && r->element[1]->type == REDLOCK__R_STRING)
+    redlock__strlcpy(n->fsync, r->element[1]->str, sizeof(n->fsync));
+  n->durable = n->aof_enabled == 1 && strcmp(n->fsync, "always") == 0;
+}
+
+/* A decimal field of the clock record (HMGET), optionally negative;
+ * `absent` when missing or not a plain number. */
+static int64_t record_num(const redlock__reply *e, int64_t absent) {
+  int64_t v = 0;
+  size_t i = 0;
+  int neg = 0;
+  if (e == NULL || e->type != REDLOCK__R_STRING || e->len == 0 ||
+      e->len > 18)
+    return absent;
+  if (e->str[0] == '-') {
+    neg = 1;
+    i = 1;
+    if (e->len == 1)
+      return absent;
+  }
+  for (; i < e->len; i++) {
+    if (e->str[i] < '0' || e->str[i] > '9')
+      return absent;
+    v = v * 10 + (e->str[i] - '0');
+  }
+  return neg ? -v : v;
+}
+
+/* HMGET <clock key> run seen off unc step. */
+static void parse_clock_record(redlock__node *n, const redlock__reply *r) {
+  const redlock__reply *run;
+  n->rec_run[0] = '\0';
+  n->rec_seen_ms = -1;
+  n->rec_off_us = INT64_MIN;
+  n->rec_unc_us = 0;
+  n->rec_step_ms = -1;
+  if (r->type != REDLOCK__R_ARRAY || r->elements != 5)
+    return;
+  run = r->element[0];
+  if (run != NULL && run->type == REDLOCK__R_STRING && run->len <= 40)
+    memcpy(n->rec_run, run->str, run->len + 1);
+  n->rec_seen_ms = record_num(r->element[1], -1);
+  n->rec_off_us = record_num(r->element[2], INT64_MIN);
+  n->rec_unc_us = record_num(r->element[3], 0);
+  n->rec_step_ms = record_num(r->element[4], -1);
+  if (n->rec_seen_ms < 0)
+    n->rec_seen_ms = -1;
+  if (n->rec_unc_us < 0)
+    n->rec_unc_us = 0;
+  if (n->rec_step_ms < 0)
+    n->rec_step_ms = -1;
 }
 
 /* The handshake ended well: invariant 1, then tell the owner. */
@@ -460,6 +667,8 @@ static void node_up(redlock__node *n) {
     req->deadline_ns = deadline;
     redlock__queue_insert_tail(&n->pending, q);
     n->n_pending++;
+    if (req->flags & REDLOCK__REQ_CLOCK)
+      node_want_clock(n, req);
   }
   node_arm_deadline(n);
   if (n->closing) {
@@ -487,6 +696,12 @@ static const char *hs_step_name(int kind) {
       return "CONFIG GET appendfsync";
     case HS_MAXTTL:
       return "GET";
+    case HS_REPL:
+      return "INFO replication";
+    case HS_TIME:
+      return "TIME";
+    case HS_CLOCKREC:
+      return "HMGET";
   }
   return "handshake";
 }
@@ -526,6 +741,18 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
       n->maxttl_ms = 0;
       goto next;
     }
+    if (req->kind == HS_REPL || req->kind == HS_CLOCKREC)
+      goto next;   /* refused (ACL): unknown */
+    if (req->kind == HS_TIME) {
+      /* TIME refused (ACL): the clock cannot be checked (guard.c says
+       * so in every refused vote). */
+      n->clock_refused = 1;
+      n->clock.wall_us = -1;
+      n->clock.send_ns = req->sent_ns;
+      n->clock.reply_ns = req->reply_ns;
+      n->clock_done = req->clock_seq;
+      goto next;
+    }
     if (req->kind == HS_SELECT)
       snprintf(why, sizeof(why), "SELECT %d: %s", n->uri.db, r->str);
     else
@@ -548,17 +775,26 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
                        strstr(r->str, "aof_enabled:1") != NULL;
       break;
     case HS_FSYNC:
-      /* ["appendfsync", "always"]; sent after HS_PERSIST, same FIFO. */
-      n->durable = n->aof_enabled == 1 && r->type == REDLOCK__R_ARRAY &&
-                   r->elements == 2 &&
-                   r->element[1]->type == REDLOCK__R_STRING &&
-                   strcmp(r->element[1]->str, "always") == 0;
+      parse_fsync(n, r);
       break;
     case HS_MAXTTL:
       n->maxttl_ms = r->type == REDLOCK__R_STRING
                          ? strtoll(r->str, NULL, 10) : 0;
       if (n->maxttl_ms < 0)
         n->maxttl_ms = 0;
+      break;
+    case HS_REPL:
+      if (r->type == REDLOCK__R_STRING)
+        parse_replication(n, r->str);
+      break;
+    case HS_TIME:
+      n->clock.wall_us = parse_time(r);
+      n->clock.send_ns = req->sent_ns;
+      n->clock.reply_ns = req->reply_ns;
+      n->clock_done = req->clock_seq;
+      break;
+    case HS_CLOCKREC:
+      parse_clock_record(n, r);
       break;
     default:
       break;
@@ -588,6 +824,8 @@ static int hs_send(redlock__node *n, int kind, int argc,
   req->owner = n;
   req->kind = (uint8_t)kind;
   req->deadline_ns = 0;   /* bounded by the connect deadline */
+  if (kind == HS_TIME)
+    req->clock_seq = ++n->clock_next;
   redlock__queue_insert_tail(&n->pending, &req->q);
   n->n_pending++;
   n->hs_left++;
@@ -599,8 +837,8 @@ static int node_send_handshake(redlock__node *n) {
   redlock__node_env *env = n->env;
   const char *user = n->uri.username ? n->uri.username : env->username;
   const char *pass = n->uri.password ? n->uri.password : env->password;
-  const char *argv[3];
-  size_t lens[3];
+  const char *argv[7];
+  size_t lens[7];
   char db[24];
   unsigned i;
   n->hs_left = 0;
@@ -608,7 +846,19 @@ static int node_send_handshake(redlock__node *n) {
   n->uptime_s = -1;
   n->maxttl_ms = 0;
   n->aof_enabled = -1;
+  n->fsync[0] = '\0';
   n->durable = 0;
+  n->clock.wall_us = -1;
+  n->clock_refused = 0;
+  n->rec_run[0] = '\0';
+  n->rec_seen_ms = -1;
+  n->rec_off_us = INT64_MIN;
+  n->rec_unc_us = 0;
+  n->rec_step_ms = -1;
+  n->role[0] = '\0';
+  n->replid[0] = '\0';
+  n->master_host[0] = '\0';
+  n->master_port = 0;
   if (pass != NULL) {
     int argc = 0;
     argv[argc] = "AUTH";
@@ -646,8 +896,14 @@ static int node_send_handshake(redlock__node *n) {
   lens[1] = 6;
   if (hs_send(n, HS_INFO, 2, argv, lens) != 0)
     return REDLOCK_ENOMEM;
-  if (env->guarded) {
+  argv[1] = "replication";
+  lens[1] = 11;
+  if (hs_send(n, HS_REPL, 2, argv, lens) != 0)
+    return REDLOCK_ENOMEM;
+  if (env->guarded || n->declared) {
     /* Durable masters need no restart delay (guard.c). */
+    argv[0] = "INFO";
+    lens[0] = 4;
     argv[1] = "persistence";
     lens[1] = 11;
     if (hs_send(n, HS_PERSIST, 2, argv, lens) != 0)
@@ -669,14 +925,94 @@ static int node_send_handshake(redlock__node *n) {
     if (hs_send(n, HS_MAXTTL, 2, argv, lens) != 0)
       return REDLOCK_ENOMEM;
   }
-  return 0;
+  if (env->clock_key != NULL) {
+    argv[0] = "HMGET";
+    lens[0] = 5;
+    argv[1] = env->clock_key;
+    lens[1] = env->clock_keylen;
+    argv[2] = "run";
+    lens[2] = 3;
+    argv[3] = "seen";
+    lens[3] = 4;
+    argv[4] = "off";
+    lens[4] = 3;
+    argv[5] = "unc";
+    lens[5] = 3;
+    argv[6] = "step";
+    lens[6] = 4;
+    if (hs_send(n, HS_CLOCKREC, 7, argv, lens) != 0)
+      return REDLOCK_ENOMEM;
+  }
+  /* Last: the reading closest to the end of the handshake. */
+  argv[0] = "TIME";
+  lens[0] = 4;
+  return hs_send(n, HS_TIME, 1, argv, lens);
+}
+
+/* ---- re-checking a declared master's persistence ------------------------- */
+
+static void on_recheck_reply(redlock__req *req, const redlock__reply *r,
+                             int error, const char *errstr) {
+  redlock__node *n = req->owner;
+  (void)error;
+  (void)errstr;
+  if (r == NULL)
+    return;   /* torn down: the next handshake reads it again */
+  if (req->kind == HS_PERSIST) {
+    n->aof_enabled = r->type == REDLOCK__R_STRING &&
+                     strstr(r->str, "aof_enabled:1") != NULL;
+    return;
+  }
+  if (r->type == REDLOCK__R_ERROR) {
+    n->fsync[0] = '\0';
+    n->durable = 0;
+  } else {
+    parse_fsync(n, r);
+  }
+  n->rechecking = 0;
+  if (n->env->on_state != NULL)
+    n->env->on_state(n, REDLOCK__NODE_EV_DURABLE, n->env->arg);
+}
+
+static int recheck_send(redlock__node *n, int kind, int argc,
+                        const char *const *argv, const size_t *lens) {
+  redlock__req *req = redlock__node_req(n);
+  if (req == NULL)
+    return REDLOCK_ENOMEM;
+  req->cb = on_recheck_reply;
+  req->owner = n;
+  req->kind = (uint8_t)kind;
+  req->flags = REDLOCK__REQ_INTERNAL;
+  /* Not lock work: a slow answer must not count against the master's
+   * backoff any differently from the rest (same deadline). */
+  return redlock__node_submit(n, req, argc, argv, lens);
+}
+
+void redlock__node_recheck(redlock__node *n) {
+  static const char *const info[2] = {"INFO", "persistence"};
+  static const size_t info_lens[2] = {4, 11};
+  static const char *const cfg[3] = {"CONFIG", "GET", "appendfsync"};
+  static const size_t cfg_lens[3] = {6, 3, 11};
+  if (n->state != REDLOCK__NODE_UP || n->rechecking || n->closing)
+    return;
+  if (recheck_send(n, HS_PERSIST, 2, info, info_lens) != 0)
+    return;
+  if (recheck_send(n, HS_FSYNC, 3, cfg, cfg_lens) != 0)
+    return;
+  n->rechecking = 1;
 }
 
 /* ---- connection events --------------------------------------------------- */
 
 static void on_conn_connected(redlock__conn *c) {
   redlock__node *n = c->data;
+  redlock__ns now = redlock__now_ns();
+  redlock__queue *q;
   n->state = REDLOCK__NODE_HANDSHAKE;
+  /* The handshake goes out now: its TIME's reading starts here, not when
+   * it was queued before the connect. */
+  for (q = n->pending.next; q != &n->pending; q = q->next)
+    REDLOCK__CONTAINER_OF(q, redlock__req, q)->sent_ns = now;
 }
 
 static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
@@ -689,8 +1025,9 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   req = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
   redlock__queue_remove(&req->q);
   n->n_pending--;
+  n->answered++;
   req->reply_ns = redlock__now_ns();
-  if (req->cb != on_hs_reply) {
+  if (req->cb != on_hs_reply && !(req->flags & REDLOCK__REQ_INTERNAL)) {
     uint64_t us = (req->reply_ns - req->sent_ns) / REDLOCK__NS_PER_US;
     n->st.replies++;
     n->st.latency_sum_us += us;
@@ -725,7 +1062,7 @@ static void on_conn_failed(redlock__conn *c, int err, const char *msg) {
 }
 
 static const redlock__conn_cbs node_conn_cbs = {
-    on_conn_connected, on_conn_reply, on_conn_failed};
+    on_conn_connected, on_conn_reply, on_conn_failed, on_conn_flush};
 
 /* ---- connect, reconnect -------------------------------------------------- */
 

@@ -24,6 +24,12 @@ typedef void (*redlock__req_cb)(redlock__req *req, const redlock__reply *r,
 #define REDLOCK__REQ_REDELIVER 1   /* a release: if this attempt fails by a
                                       connection error or deadline, send it
                                       again after the next handshake */
+#define REDLOCK__REQ_INTERNAL 4    /* the node's own (TIME, re-checks): not
+                                      counted in the master's statistics */
+#define REDLOCK__REQ_CLOCK 2       /* an acquisition: the master's clock is
+                                      read (TIME) right after it, in the
+                                      same flush; req->clock_seq names that
+                                      reading */
 
 #define REDLOCK__REQ_INLINE 256    /* bytes of command kept inline */
 
@@ -35,6 +41,8 @@ struct redlock__req {
   uint16_t idx;             /* the node's index */
   uint8_t flags;
   uint8_t kind;             /* the caller's */
+  uint32_t clock_seq;       /* REQ_CLOCK: the reading that follows it
+                               (redlock__node.clock_done reaches it) */
   redlock__ns sent_ns;      /* submitted */
   redlock__ns reply_ns;     /* its reply came (0 for a failure) */
   redlock__ns deadline_ns;  /* 0: bounded by the connect deadline */
@@ -47,8 +55,13 @@ struct redlock__req {
 typedef enum {
   REDLOCK__NODE_EV_UP = 0,   /* handshake done: commands flow */
   REDLOCK__NODE_EV_DOWN,     /* connection lost or failed */
-  REDLOCK__NODE_EV_CLOSED    /* closed for good (client close) */
+  REDLOCK__NODE_EV_CLOSED,   /* closed for good (client close) */
+  REDLOCK__NODE_EV_CLOCK,    /* a clock reading came (node->clock), after
+                                the handshake's */
+  REDLOCK__NODE_EV_DURABLE   /* a re-check of a declared master's
+                                persistence answered (node->durable) */
 } redlock__node_event;
+
 
 /* What every node of a client shares (owned by the client). */
 typedef struct redlock__node_env {
@@ -67,6 +80,9 @@ typedef struct redlock__node_env {
   const char *maxttl_key;         /* GET at every handshake, or NULL */
   int guarded;                    /* restart guard on: ask for durability */
   size_t maxttl_keylen;
+  const char *clock_key;          /* HMGET run seen step at every
+                                     handshake (guard.c), or NULL */
+  size_t clock_keylen;
   uint64_t *prng;                 /* backoff jitter */
   redlock__queue free_reqs;       /* request pool */
   void (*on_state)(redlock__node *n, redlock__node_event ev, void *arg);
@@ -127,9 +143,38 @@ struct redlock__node {
   int64_t maxttl_ms;           /* the recorded longest ttl; 0 none */
   /* Keys survive a restart of this instance: INFO persistence says
    * aof_enabled:1 and CONFIG GET appendfsync says always (0 when either
-   * is off or cannot be read). */
+   * is off or cannot be read). Read at the handshake of a guarded client
+   * or a declared master, and again (redlock__node_recheck) while
+   * connected. */
   int durable;
-  int aof_enabled;             /* handshake: -1 unknown */
+  int aof_enabled;             /* the last INFO persistence: -1 unknown */
+  char fsync[16];              /* the last CONFIG GET appendfsync, or "" */
+  int declared;                /* the operator declared it durable */
+  int rechecking;              /* a re-check is on the wire */
+  int reading_now;             /* a deadline reads the socket first */
+  uint64_t answered;           /* replies so far (every request) */
+  /* The master's clock (guard.c reads it): the latest reading, from the
+   * handshake or from the TIME that follows acquisitions. */
+  redlock__clock_reading clock;
+  uint32_t clock_next;         /* seq of the last TIME written */
+  uint32_t clock_done;         /* seq of the last TIME answered */
+  int clock_due;               /* an acquisition went out this turn */
+  int clock_refused;           /* TIME answered with an error (ACL) */
+  uint64_t teardowns;          /* connections torn down so far */
+  /* The clock record (guard.c) as the handshake read it: the instance
+   * first seen, when (master ms), its clock's offset against the others'
+   * then (us, with its uncertainty), and the latest step seen by any
+   * client (master ms). Absent: "" and -1 (INT64_MIN for the offset). */
+  char rec_run[41];
+  int64_t rec_seen_ms;
+  int64_t rec_off_us;
+  int64_t rec_unc_us;
+  int64_t rec_step_ms;
+  /* INFO replication at the handshake (configuration warnings). */
+  char role[16];               /* "master", "slave", "" unknown */
+  char replid[41];             /* master_replid */
+  char master_host[64];        /* a replica's master, or "" */
+  int master_port;
   redlock__ns up_ns;           /* when the handshake ended */
   uint64_t connects;           /* handshakes completed */
   redlock__ns last_try_ns;     /* when the last connection attempt began */
@@ -158,6 +203,10 @@ redlock__req *redlock__node_req(redlock__node *n);
  * (a REDELIVER command is kept for the next handshake). */
 int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
                          const char *const *argv, const size_t *lens);
+/* A declared master: reads its persistence again (INFO persistence,
+ * CONFIG GET appendfsync) when UP and no re-check is in flight; EV_DURABLE
+ * follows the answers. */
+void redlock__node_recheck(redlock__node *n);
 /* Begins closing: what is in flight drains (bounded by the deadlines),
  * then the connection and the timers close; EV_CLOSED follows. */
 void redlock__node_close(redlock__node *n);

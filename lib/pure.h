@@ -96,4 +96,29 @@ int64_t redlock__age_ms(redlock__ns start, redlock__ns now);
 int redlock__guard_read_valid(unsigned n, unsigned quorum,
                               unsigned answered);
 
+/* ---- skew.c: the masters' wall clocks (guard.c) ---------------------------
+ * One reading of a master's wall clock (TIME): what it said, and when (on
+ * the validity clock) we asked and heard. wall_us < 0: unreadable. */
+typedef struct redlock__clock_reading {
+  int64_t wall_us;
+  redlock__ns send_ns;
+  redlock__ns reply_ns;
+} redlock__clock_reading;
+
+/* Between two readings of the same master, the elapsed time lies in
+ * [b.send - a.reply, b.reply - a.send]. Its clock stepped when its wall
+ * clock moved outside that interval by more than the slack: 2 ms (TIME's
+ * precision and scheduling) plus 1000 ppm of the interval (twice what NTP
+ * may slew). Returns the step in us (> 0 forward, < 0 backward; the part
+ * beyond the interval, a lower bound of its size) or 0. a before b. */
+int64_t redlock__clock_step_us(const redlock__clock_reading *a,
+                               const redlock__clock_reading *b);
+/* The master's offset: its wall clock minus the middle of the reading on
+ * the validity clock, in us; and the half round trip it is uncertain by. */
+int64_t redlock__clock_offset_us(const redlock__clock_reading *r);
+int64_t redlock__clock_unc_us(const redlock__clock_reading *r);
+/* Median of v[0..n) (sorts v); the mean of the two middle values when n is
+ * even. n > 0. */
+int64_t redlock__median_i64(int64_t *v, unsigned n);
+
 #endif

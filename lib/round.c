@@ -24,6 +24,7 @@
 #include "lock.h"
 
 static void on_guard_read(redlock__guard_waiter *w);
+static void on_clock_read(redlock__guard_waiter *w);
 
 static char *errbuf(const redlock__round *r, unsigned i) {
   return r->buf + (size_t)i * REDLOCK__ERRSTR_LEN;
@@ -38,8 +39,9 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     r = (redlock__round *)q;   /* link is the first member */
   } else {
     size_t size = sizeof(*r) + c->n * sizeof(redlock_node_result) +
-                  c->n * sizeof(uint64_t) + c->n * REDLOCK__ERRSTR_LEN +
-                  c->n;
+                  c->n * sizeof(redlock__guard_waiter) +
+                  c->n * sizeof(uint64_t) + c->n * sizeof(uint32_t) +
+                  c->n * REDLOCK__ERRSTR_LEN + c->n;
     char *p = redlock__malloc(size);
     if (p == NULL)
       return NULL;
@@ -47,11 +49,21 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     p += sizeof(*r);
     r->res = (redlock_node_result *)p;
     p += c->n * sizeof(redlock_node_result);
+    r->cw = (redlock__guard_waiter *)p;
+    p += c->n * sizeof(redlock__guard_waiter);
     r->pend_conn = (uint64_t *)p;
     p += c->n * sizeof(uint64_t);
+    r->pend_seq = (uint32_t *)p;
+    p += c->n * sizeof(uint32_t);
     r->buf = p;
     p += c->n * REDLOCK__ERRSTR_LEN;
     r->pend = (uint8_t *)p;
+    for (i = 0; i < c->n; i++) {
+      redlock__queue_init(&r->cw[i].link);
+      r->cw[i].cb = on_clock_read;
+      r->cw[i].owner = r;
+      r->cw[i].idx = i;
+    }
   }
   redlock__queue_init(&r->link);
   redlock__queue_init(&r->gw.link);
@@ -64,6 +76,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   r->progress = 0;
   r->quorum_seen = 0;
   r->guarded = 0;
+  r->clocked = 0;
   r->needs_record = 0;
   r->decided = 0;
   r->waiting_guard = 0;
@@ -87,26 +100,34 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     res->pttl_ms = -2;
     res->guard_wait_ms = -1;
     res->guard_window_ms = -1;
+    res->guard_cause = REDLOCK_GUARD_NONE;
     errbuf(r, i)[0] = '\0';
     r->pend[i] = 0;
   }
   return r;
 }
 
-static void round_put(redlock__round *r) {
+/* Stops every wait of the round on the guard (reads, clock readings). */
+static void round_unwait(redlock__round *r) {
+  unsigned i;
   if (r->waiting_guard) {
     redlock__guard_unwait(&r->gw);
     r->waiting_guard = 0;
   }
+  if (r->clocked)
+    for (i = 0; i < r->client->n; i++)
+      if (!redlock__queue_empty(&r->cw[i].link))
+        redlock__guard_unwait(&r->cw[i]);
+}
+
+static void round_put(redlock__round *r) {
+  round_unwait(r);
   redlock__queue_insert_tail(&r->client->free_rounds, &r->link);
 }
 
 void redlock__round_detach(redlock__round *r) {
   redlock_lock_t *l = r->lock;
-  if (r->waiting_guard) {
-    redlock__guard_unwait(&r->gw);
-    r->waiting_guard = 0;
-  }
+  round_unwait(r);
   r->lock = NULL;
   if (r->refs == 0)
     round_put(r);
@@ -117,10 +138,7 @@ void redlock__round_detach(redlock__round *r) {
 void redlock__round_stop(redlock__round *r) {
   r->decided = 1;
   r->all = 0;
-  if (r->waiting_guard) {
-    redlock__guard_unwait(&r->gw);
-    r->waiting_guard = 0;
-  }
+  round_unwait(r);
 }
 
 /* ---- votes --------------------------------------------------------------- */
@@ -174,10 +192,7 @@ static void round_check(redlock__round *r, redlock__ns now) {
   }
   r->decided = 1;
   r->decided_ns = now;
-  if (r->waiting_guard) {
-    redlock__guard_unwait(&r->gw);
-    r->waiting_guard = 0;
-  }
+  round_unwait(r);
   r->decide(r, st, now);
 }
 
@@ -189,28 +204,50 @@ static int has_record(redlock__round *r, unsigned i) {
          redlock__guard_has_record(&r->client->guard, i, r->ttl_ms);
 }
 
-/* A YES of an acquisition: does this master's vote count? */
+/* A YES of an acquisition: does this master's vote count? With the clock
+ * check, only once the reading that followed it came (guard.c, 3.). */
 static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
                        redlock__ns sent) {
   redlock_client_t *c = r->client;
   char why[REDLOCK__ERRSTR_LEN + 80];
   int64_t wait_ms, window_ms;
-  if (r->pend[i] && c->nodes[i].connects != r->pend_conn[i]) {
+  int cause;
+  if (r->pend[i] && c->nodes[i].teardowns != r->pend_conn[i]) {
     /* Its connection was lost while the vote waited. */
     r->pend[i] = 0;
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_EIO,
                "connection lost before the vote counted", now, sent);
     return;
   }
+  if (r->clocked) {
+    switch (redlock__guard_clock_ready(&c->guard, i, r->pend_seq[i],
+                                       r->pend_conn[i])) {
+      case 1:
+        break;
+      case 0:
+        /* The TIME behind the SET is on its way (same flush). */
+        r->pend[i] = 2;
+        r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
+        if (redlock__queue_empty(&r->cw[i].link))
+          redlock__guard_wait_clock(&c->guard, i, &r->cw[i]);
+        return;
+      default:
+        r->pend[i] = 0;
+        set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_EIO,
+                   "connection lost before the vote counted", now, sent);
+        return;
+    }
+  }
   if (!has_record(r, i)) {
     r->pend[i] = 0;
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
                "restart guard: ttl record not confirmed on this master", now,
                sent);
+    r->res[i].guard_cause = REDLOCK_GUARD_RECORD;
     return;
   }
-  switch (redlock__guard_check(&c->guard, i, now, why, sizeof(why),
-                               &wait_ms, &window_ms)) {
+  switch (redlock__guard_check(&c->guard, i, r->ttl_ms, now, why,
+                               sizeof(why), &wait_ms, &window_ms, &cause)) {
     case REDLOCK__GUARD_COUNT:
       r->pend[i] = 0;
       set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
@@ -221,10 +258,9 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
       c->nodes[i].st.guard_refusals++;
       r->res[i].guard_wait_ms = wait_ms;
       r->res[i].guard_window_ms = window_ms;
+      r->res[i].guard_cause = cause;
       return;
     case REDLOCK__GUARD_PENDING:
-      if (!r->pend[i])
-        r->pend_conn[i] = c->nodes[i].connects;
       r->pend[i] = 1;
       r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
       if (!r->waiting_guard) {
@@ -235,6 +271,12 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
   }
 }
 
+/* Votes waiting on the guard are judged again. */
+static void rejudge(redlock__round *r, unsigned i, redlock__ns now) {
+  guard_vote(r, i, now,
+             now - (redlock__ns)r->res[i].latency_us * REDLOCK__NS_PER_US);
+}
+
 static void on_guard_read(redlock__guard_waiter *w) {
   redlock__round *r = REDLOCK__CONTAINER_OF(w, redlock__round, gw);
   redlock_client_t *c = r->client;
@@ -243,12 +285,18 @@ static void on_guard_read(redlock__guard_waiter *w) {
   r->waiting_guard = 0;
   if (r->lock == NULL || r->decided)
     return;
-  for (i = 0; i < c->n; i++) {
-    if (!r->pend[i])
-      continue;
-    guard_vote(r, i, now,
-               now - (redlock__ns)r->res[i].latency_us * REDLOCK__NS_PER_US);
-  }
+  for (i = 0; i < c->n; i++)
+    if (r->pend[i] == 1)
+      rejudge(r, i, now);
+  round_check(r, now);
+}
+
+static void on_clock_read(redlock__guard_waiter *w) {
+  redlock__round *r = w->owner;
+  redlock__ns now = redlock__now_ns();
+  if (r->lock == NULL || r->decided || r->pend[w->idx] != 2)
+    return;
+  rejudge(r, w->idx, now);
   round_check(r, now);
 }
 
@@ -262,7 +310,8 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
   redlock__ns now = reply != NULL ? req->reply_ns : redlock__now_ns();
   redlock__vote v;
   r->refs--;
-  if (reply != NULL && r->cmd == REDLOCK__CMD_MAXTTL_RAISE) {
+  if (reply != NULL && (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
+                        r->cmd == REDLOCK__CMD_MAXTTL_SET)) {
     /* Every answer updates what we know, even a late one. */
     redlock__classify(r->cmd, reply, &v);
     if (v.vote == REDLOCK_VOTE_YES)
@@ -292,6 +341,8 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
   }
   if (v.vote == REDLOCK_VOTE_YES && r->guarded) {
     r->pend[i] = 0;
+    r->pend_conn[i] = r->client->nodes[i].teardowns;
+    r->pend_seq[i] = req->clock_seq;
     guard_vote(r, i, now, req->sent_ns);
   } else if (v.vote == REDLOCK_VOTE_YES && !has_record(r, i)) {
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
@@ -335,7 +386,9 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
     req->owner = r;
     req->kind = (uint8_t)r->cmd;
     req->tag = eval ? 1 : 0;
-    req->flags = r->redeliver ? REDLOCK__REQ_REDELIVER : 0;
+    req->flags = r->redeliver ? REDLOCK__REQ_REDELIVER
+                 : r->clocked   ? REDLOCK__REQ_CLOCK
+                                : 0;
     rc = redlock__node_submit(n, req, argc, argv, lens);
   }
   if (rc == 0) {
@@ -476,6 +529,7 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
           1);
       break;
     case REDLOCK__CMD_MAXTTL_RAISE:
+    case REDLOCK__CMD_MAXTTL_SET:
       ARG("1", 1);
       ARG(c->maxttl_key, c->maxttl_keylen);
       NUM(0, ttl_ms);
@@ -485,6 +539,7 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
     case REDLOCK__CMD_MAXTTL_GET:
     case REDLOCK__CMD_BATCH_EXTEND:   /* batch.c encodes its own */
     case REDLOCK__CMD_TAKEOVER:
+    case REDLOCK__CMD_CLOCK_NOTE:   /* guard.c encodes its own */
     case REDLOCK__N_CMDS:
       break;
   }

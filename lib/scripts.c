@@ -43,17 +43,21 @@ static const char inspect_script[] =
 
 /* Fencing (DESIGN 5): the acquire also increments the resource's counter;
  * the second round raises the counter to T on the masters where we hold
- * the lock, so any later holder's majority meets a counter >= T. A
- * missing counter (a master that restarted without persistence) starts
- * from the master's clock in microseconds: above every number handed out
- * before the restart (at most one per script call, one per microsecond),
- * as long as the clocks move forward together (redlock.h, opts.fence). */
+ * the lock, so any later holder's majority meets a counter >= T. Before
+ * every increment the counter is raised to the master's clock in
+ * microseconds (TIME): a counter that a restart lost (no persistence) or
+ * rolled back (an RDB snapshot, an AOF cut short) starts again above every
+ * number handed out before, as long as the clocks move forward together
+ * (redlock.h, opts.fence); at most one number per script call, i.e. per
+ * microsecond. Redis cannot add 1 to more than 2^53 exactly in Lua:
+ * string.format keeps the integer. */
 static const char fenced_acquire_script[] =
     "if redis.call('set',KEYS[1],ARGV[1],'NX','PX',ARGV[2]) then "
-    "if redis.call('exists',KEYS[2]) == 0 then "
     "local t = redis.call('time') "
-    "redis.call('set',KEYS[2],string.format('%d',"
-    "tonumber(t[1]) * 1000000 + tonumber(t[2]))) end "
+    "local floor = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+    "local c = tonumber(redis.call('get',KEYS[2]) or '0') "
+    "if c == nil or c < floor then "
+    "redis.call('set',KEYS[2],string.format('%d',floor)) end "
     "return redis.call('incr',KEYS[2]) end return false";
 static const char fence_script[] =
     "if redis.call('get',KEYS[1]) == ARGV[1] then "
@@ -229,6 +233,30 @@ static const char takeover_script[] =
     "redis.call('set',KEYS[1],ARGV[1],'PX',ARGV[2]) "
     "if v then return 2 end return 1";
 
+/* The clock record of a master (guard.c), a hash "<prefix>__redlock__:
+ * clock": "run" the instance (run_id) it describes; "seen" when a client
+ * first saw it (the master's ms); "off"/"unc" its clock's offset against
+ * the masters' median then, and the measurement's uncertainty (us);
+ * "step" when a client last saw its clock step (the master's ms). Times
+ * are stamped with the master's own clock, in the script. ARGV: run_id,
+ * off, unc, and the note: "s" first sight (nothing if the record is this
+ * instance's already), "b" a new offset (slow drift), "x" a step. */
+static const char clock_note_script[] =
+    "local t = redis.call('time') "
+    "local now = string.format('%d',"
+    "tonumber(t[1]) * 1000 + math.floor(t[2] / 1000)) "
+    "if redis.call('hget',KEYS[1],'run') ~= ARGV[1] then "
+    "redis.call('hset',KEYS[1],'run',ARGV[1],'seen',now,'off',ARGV[2],"
+    "'unc',ARGV[3]) "
+    "elseif ARGV[4] ~= 's' then "
+    "redis.call('hset',KEYS[1],'off',ARGV[2],'unc',ARGV[3]) end "
+    "if ARGV[4] == 'x' then redis.call('hset',KEYS[1],'step',now) end "
+    "return 1";
+
+/* An operator sets the ttl record (lowering it: redlock.h). */
+static const char maxttl_set_script[] =
+    "redis.call('set',KEYS[1],ARGV[1]) return tonumber(ARGV[1])";
+
 /* The restart guard's record of the deployment's longest ttl: only ever
  * raised, never expires. Returns the record after the call. */
 static const char maxttl_raise_script[] =
@@ -256,6 +284,8 @@ static redlock__script table[REDLOCK__N_CMDS] = {
     [REDLOCK__CMD_MULTI_PTTL] = S(multi_pttl_script),
     [REDLOCK__CMD_BATCH_EXTEND] = S(batch_extend_script),
     [REDLOCK__CMD_TAKEOVER] = S(takeover_script),
+    [REDLOCK__CMD_CLOCK_NOTE] = S(clock_note_script),
+    [REDLOCK__CMD_MAXTTL_SET] = S(maxttl_set_script),
 };
 
 static const char *texts[REDLOCK__N_CMDS];
@@ -349,6 +379,8 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
     case REDLOCK__CMD_PTTL:
     case REDLOCK__CMD_MULTI_PTTL:
     case REDLOCK__CMD_MAXTTL_RAISE:
+    case REDLOCK__CMD_MAXTTL_SET:
+    case REDLOCK__CMD_CLOCK_NOTE:
     case REDLOCK__CMD_RW_GIVEUP:
       if (r->type == REDLOCK__R_INTEGER)
         vote(out, REDLOCK_VOTE_YES, r->integer);

@@ -31,6 +31,8 @@ typedef enum {
   REDLOCK__CMD_BATCH_EXTEND,   /* many plain extends, one result each */
   REDLOCK__CMD_TAKEOVER,       /* SET NX, or over one of our own given-up
                                   tokens (stale keys of this client) */
+  REDLOCK__CMD_CLOCK_NOTE,     /* the clock record of a master (guard.c) */
+  REDLOCK__CMD_MAXTTL_SET,     /* an operator sets the ttl record */
   REDLOCK__N_CMDS
 } redlock__cmd;
 

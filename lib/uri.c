@@ -5,6 +5,8 @@
  *   rediss://... (the same, over TLS)
  *   unix:///absolute/path[?db=N]
  *   host:port, host, [v6]:port, [v6]
+ * Options after '?' (redis://, rediss://, unix://), joined by '&': db=N
+ * (unix), durable=<bool> (the operator declares the master durable).
  * Every error names what is wrong and quotes the input; on error nothing
  * stays allocated and *out is zeroed. Reads only within the string. */
 #include <stdio.h>
@@ -198,35 +200,95 @@ static int make_display(redlock__uri *u, int scheme) {
   return u->display == NULL ? REDLOCK_ENOMEM : 0;
 }
 
+/* A boolean option's value: 1, 0, or -1 when it is none of the words. */
+static int parse_bool(const char *s, size_t len) {
+  static const char *const yes[] = {"1", "yes", "true"};
+  static const char *const no[] = {"0", "no", "false"};
+  size_t i;
+  for (i = 0; i < 3; i++) {
+    if (strlen(yes[i]) == len && memcmp(s, yes[i], len) == 0)
+      return 1;
+    if (strlen(no[i]) == len && memcmp(s, no[i], len) == 0)
+      return 0;
+  }
+  return -1;
+}
+
+/* "name=value&name=value" (after the '?'). db only where allow_db. */
+static int parse_options(const ctx *x, const char *q, int allow_db,
+                         redlock__uri *u) {
+  while (*q != '\0') {
+    const char *amp = strchr(q, '&');
+    size_t len = amp ? (size_t)(amp - q) : strlen(q);
+    const char *eq = memchr(q, '=', len);
+    size_t nlen = eq ? (size_t)(eq - q) : len;
+    const char *val = eq ? eq + 1 : q + len;
+    size_t vlen = eq ? len - nlen - 1 : 0;
+    long v;
+    int b;
+    if (eq == NULL || vlen == 0)
+      return bad(x, "option without a value (name=value)");
+    if (allow_db && nlen == 2 && memcmp(q, "db", 2) == 0) {
+      if (parse_num(val, vlen, 0, 2147483647L, &v) != 0)
+        return bad(x, "db must be a non-negative integer");
+      u->db = (int)v;
+    } else if (nlen == 7 && memcmp(q, "durable", 7) == 0) {
+      b = parse_bool(val, vlen);
+      if (b < 0)
+        return bad(x, "durable must be 1 or 0 (yes/no, true/false)");
+      u->durable = b;
+    } else {
+      return bad(x, allow_db ? "unknown option (db=N, durable=1)"
+                             : "unknown option (durable=1)");
+    }
+    q += len;
+    if (*q == '&') {
+      q++;
+      if (*q == '\0')
+        return bad(x, "empty option after '&'");
+    }
+  }
+  return 0;
+}
+
 static int parse_unix(const ctx *x, const char *s, redlock__uri *u) {
   const char *q = strchr(s, '?');
   size_t plen = q ? (size_t)(q - s) : strlen(s);
-  long v;
+  int rc;
   if (plen == 0 || s[0] != '/')
     return bad(x, "unix socket path must be absolute");
   if (plen > 107)
     return bad(x, "unix socket path too long");
   if (q != NULL) {
-    if (strncmp(q, "?db=", 4) != 0)
-      return bad(x, "unknown option (only ?db=N)");
-    if (parse_num(q + 4, strlen(q + 4), 0, 2147483647L, &v) != 0)
-      return bad(x, "db must be a non-negative integer");
-    u->db = (int)v;
+    if (q[1] == '\0')
+      return bad(x, "empty options after '?'");
+    if ((rc = parse_options(x, q + 1, 1, u)) != 0)
+      return rc;
   }
   u->path = redlock__strndup(s, plen);
   return u->path == NULL ? REDLOCK_ENOMEM : 0;
 }
 
 static int parse_redis(const ctx *x, const char *s, redlock__uri *u) {
-  const char *end = s + strlen(s);
+  /* Options start at the first '?' after the userinfo (a password may
+   * hold a '?'). */
+  const char *last_at = strrchr(s, '@');
+  const char *q = strchr(last_at != NULL ? last_at : s, '?');
+  const char *end = q != NULL ? q : s + strlen(s);
   const char *slash;
   const char *at;
   const char *hp = s;
   int oom;
   long v;
   int rc;
+  if (q != NULL) {
+    if (q[1] == '\0')
+      return bad(x, "empty options after '?'");
+    if ((rc = parse_options(x, q + 1, 0, u)) != 0)
+      return rc;
+  }
   /* userinfo: up to the last '@' before the first '/' */
-  slash = strchr(s, '/');
+  slash = memchr(s, '/', (size_t)(end - s));
   if (slash == NULL)
     slash = end;
   at = NULL;
@@ -260,8 +322,8 @@ static int parse_redis(const ctx *x, const char *s, redlock__uri *u) {
     return rc;
   if (slash != end) {
     const char *db = slash + 1;
-    if (*db != '\0') {
-      if (parse_num(db, strlen(db), 0, 2147483647L, &v) != 0)
+    if (db != end) {
+      if (parse_num(db, (size_t)(end - db), 0, 2147483647L, &v) != 0)
         return bad(x, "db must be a non-negative integer");
       u->db = (int)v;
     }

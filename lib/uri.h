@@ -14,6 +14,7 @@ typedef struct redlock__uri {
   char *password;    /* NULL when absent */
   int db;            /* 0 when omitted; 0..INT32_MAX */
   int tls;           /* rediss:// */
+  int durable;       /* ?durable=1: the operator declares it durable */
   char *display;     /* for logs and results: the address without password,
                         e.g. "redis://user@127.0.0.1:7000/2", "unix:///tmp/s",
                         "127.0.0.1:7000" */
@@ -25,6 +26,8 @@ typedef struct redlock__uri {
  *   rediss://...                             (the same, over TLS)
  *   unix:///absolute/path[?db=N]
  *   host:port  and  host  (port 6379)
+ * redis://, rediss:// and unix:// take options after '?', joined by '&':
+ *   db=N (unix), durable=1|0|yes|no|true|false.
  *   IPv6 literals in brackets: redis://[::1]:7000, [::1]:7000
  * User and password may be %XX-encoded in the redis:// form.
  * Returns 0, REDLOCK_EINVAL (and writes a message into err, errlen bytes,

@@ -172,7 +172,7 @@ static void on_sub_failed(redlock__conn *c, int err, const char *msg) {
 }
 
 static const redlock__conn_cbs sub_cbs = {on_sub_connected, on_sub_reply,
-                                          on_sub_failed};
+                                          on_sub_failed, NULL};
 
 /* Connects to the master's address and subscribes every wanted channel. */
 static void sub_connect(redlock__sub *s) {
