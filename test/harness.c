@@ -623,12 +623,18 @@ int64_t harness_dbsize(const harness_server *s) {
   if (harness_cmdf(s, buf, sizeof(buf), "DBSIZE") != 0)
     return -1;
   n = strtoll(buf, NULL, 10);
-  /* The library's record of the deployment's longest ttl stays by design
-   * (restart guard): it is not a lock left behind. */
+  /* The library's records stay by design: the deployment's longest ttl
+   * and each master's clock record (restart guard, clock check). They are
+   * not locks left behind. */
   c = connect_to(s);
   if (c == NULL)
     return -1;
   r = redisCommand(c, "KEYS *__redlock__:maxttl");
+  if (r != NULL && r->type == REDIS_REPLY_ARRAY)
+    n -= (int64_t)r->elements;
+  if (r != NULL)
+    freeReplyObject(r);
+  r = redisCommand(c, "KEYS *__redlock__:clock");
   if (r != NULL && r->type == REDIS_REPLY_ARRAY)
     n -= (int64_t)r->elements;
   if (r != NULL)

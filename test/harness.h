@@ -155,8 +155,8 @@ int64_t harness_pttl(const harness_server *s, const char *key);
 /* SET key val PX ttl (no NX). 0 ok, -1 error. */
 int harness_set(const harness_server *s, const char *key, const char *val,
                 int64_t ttl_ms);
-/* Number of keys in db 0 (DBSIZE), not counting the library's record of
- * the longest ttl ("*__redlock__:maxttl"). -1 on error. */
+/* Number of keys in db 0 (DBSIZE), not counting the library's records
+ * ("*__redlock__:maxttl", "*__redlock__:clock"). -1 on error. */
 int64_t harness_dbsize(const harness_server *s);
 
 /* ---- time and waiting -------------------------------------------------- */

@@ -169,19 +169,19 @@ static void case_usage(harness_server *srv, const char *servers) {
         spaced[o++] = ' ';
     }
     spaced[o] = '\0';
-    ASSERT_EQ(sh("%s acquire ux-a --also ux-b --ttl=1d "
+    ASSERT_EQ(sh("%s acquire ux-a --also ux-b --ttl=1h "
                  "--servers '%s' > %s", cli, spaced, out), 0);
     harness_read_file(out, tok, sizeof(tok));
     tok[strcspn(tok, "\n")] = '\0';
     for (i = 0; i < N; i++) {
       ASSERT_EQ(harness_get(&srv[i], "ux-b", val, sizeof(val)), 1);
       ASSERT_STR_EQ(val, tok);
-      ASSERT_GT(harness_pttl(&srv[i], "ux-a"), 86000000);
+      ASSERT_GT(harness_pttl(&srv[i], "ux-a"), 3590000);
     }
     ASSERT_EQ(sh("%s release ux-a %s --also ux-b", cli, tok), 0);
     ASSERT_EQ(keys_left(srv), 0);
   }
-  fprintf(stderr, "1) options after KEY, --ttl=1d, 'a, b, c': ok\n");
+  fprintf(stderr, "1) options after KEY, --ttl=1h, 'a, b, c': ok\n");
 
   /* 2: acquire --fence: the token alone on line 1, the fence on line 2. */
   {

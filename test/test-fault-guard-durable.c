@@ -14,7 +14,11 @@
  *  c) the rule is sound: a lock held on durable masters survives a
  *     SIGKILL and restart of one of them, and another client is refused;
  *  d) appendonly with appendfsync everysec is not durable: guarded;
- *  e) a user without CONFIG (ACL -config) cannot tell: guarded. */
+ *  e) a user without CONFIG (ACL -config) cannot tell: guarded;
+ *  f) durability is the operator's statement (config `durable`, URI
+ *     ?durable=1): masters that were not declared are guarded, whatever
+ *     they report (nothing a new instance reports shows what its
+ *     predecessor did). a) to e) declare their masters. */
 #include "tutil.h"
 
 #define N 3
@@ -25,12 +29,15 @@ static harness_server plain[N];   /* no persistence */
 static harness_server noconf[N];  /* durable, but the client may not CONFIG */
 static const char *addrs[N];
 
+static int declare = 1;   /* the clients declare the masters durable */
+
 static redlock_client_t *guarded(uv_loop_t *loop, harness_server *srv,
                                  const char *user, const char *pass) {
   redlock_client_config cfg = {.command_timeout_ms = 1000,
                                .connect_timeout_ms = 2000,
                                .username = user,
-                               .password = pass};   /* guard: auto */
+                               .password = pass,
+                               .durable = declare};   /* guard: auto */
   redlock_client_t *c = NULL;
   harness_addrs(srv, N, addrs);
   cfg.servers = addrs;
@@ -178,6 +185,14 @@ int main(void) {
   /* e) durable, but this user may not read the configuration */
   expect_guarded(&loop, noconf, "noconf", "app", "app-pw");
   fprintf(stderr, "e) no CONFIG permission: guarded\n");
+
+  /* f) durable masters that nobody declared */
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&aof[i], val, sizeof(val),
+                           "CONFIG SET appendfsync always"), 0);
+  declare = 0;
+  expect_guarded(&loop, aof, "undeclared", NULL, NULL);
+  fprintf(stderr, "f) appendfsync always, not declared: guarded\n");
 
   harness_loop_close(&loop, 5000);
   harness_stop_all();
