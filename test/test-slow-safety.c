@@ -23,6 +23,20 @@
  * holder's is still valid. Holds are longer here (300-700 ms) so that the
  * holder's lock spans the crash.
  *
+ * With the argument "clock" (or "clock-aof": the masters run appendonly
+ * yes + appendfsync always and the clients declare them durable) the
+ * masters run under the clock shim (clockshim.c), and the faults are wall
+ * clock steps forward by 1.5-3 ttl, which expire every key a master holds
+ * at once. Two kinds of events, alternating:
+ *   - random: one or two masters (never more) step, every 0.5-2 s;
+ *   - aimed, as the guard schedule's cycle: two masters hang (SIGSTOP),
+ *     and once a client is granted with exactly the other three YES (a
+ *     bare quorum), one of those three steps while the lock is held and
+ *     the hung masters resume. Counting the stepped master's YES then
+ *     gives a second grant.
+ * Durability does not help here (keys expire by the wall clock); the
+ * clock check must.
+ *
  * With the argument "tls" the masters speak TLS only to the clients
  * (rediss://, through the same proxy, which moves the encrypted bytes):
  * the mixed schedule again, over TLS connections.
@@ -70,10 +84,12 @@ static unsigned long attempts, free_attempts, free_successes;
 static uint64_t end_ns;
 static int stopping;
 static uint64_t prng = 0x9e3779b97f4a7c15ULL;
-static int faulty[N];          /* 0 ok, 1 paused, 2 down, 3 slow, 4 guard */
+static int faulty[N];          /* 0 ok, 1 paused, 2 down, 3 slow, 4 guard,
+                                  5 clock stepped (for a ttl) */
 static uv_timer_t fault_timer;
 static uv_timer_t heal_timers[N];
-static unsigned long n_faults[5];
+static unsigned long n_faults[6];
+static int clock_schedule;     /* 1: clock steps, 2: with AOF */
 static int guard_schedule;
 /* The guard cycle: 0 idle, 1 masters hung, waiting for a bare grant,
  * 2 crash scheduled, 3 reconnect kill scheduled. */
@@ -106,6 +122,7 @@ static uint32_t rnd(uint32_t n) {
 
 static void worker_next(worker *w, uint64_t ms);
 static void guard_crash(uv_timer_t *t);
+static void clock_cut(uv_timer_t *t);
 
 static void on_released(redlock_lock_t *l, int status,
                         const redlock_result *r, void *arg) {
@@ -147,7 +164,8 @@ static void on_acquired(redlock_lock_t *l, int status,
   grants[w->gi].to = w->deadline_ns;
   grants[w->gi].client = w->id;
   holders++;
-  if (guard_schedule && guard_phase == 1 && r->yes == 3) {
+  if ((guard_schedule || clock_schedule) && guard_phase == 1 &&
+      r->yes == 3) {
     /* A bare quorum: crash one of its three late in a second. */
     int yes[N];
     int k = 0;
@@ -159,12 +177,17 @@ static void on_acquired(redlock_lock_t *l, int status,
         yes[k++] = i;
     guard_target = yes[rnd((uint32_t)k)];
     guard_phase = 2;
-    uv_timer_start(&fault_timer, guard_crash,
-                   ms < at ? at - ms : 1000 - ms + at, 0);
+    if (clock_schedule)
+      uv_timer_start(&fault_timer, clock_cut, 0, 0);
+    else
+      uv_timer_start(&fault_timer, guard_crash,
+                     ms < at ? at - ms : 1000 - ms + at, 0);
   }
-  /* The guard schedule holds longer, so that locks span the crashes. */
+  /* The guard and clock schedules hold longer, so that locks span the
+   * faults. */
   uv_timer_start(&w->timer, on_hold_done,
-                 guard_schedule ? 300 + rnd(400) : 5 + rnd(45), 0);
+                 guard_schedule || clock_schedule ? 300 + rnd(400)
+                                                  : 5 + rnd(45), 0);
 }
 
 static void on_want(uv_timer_t *t) {
@@ -197,6 +220,8 @@ static void worker_next(worker *w, uint64_t ms) {
 static void on_heal(uv_timer_t *t) {
   int i = (int)(t - heal_timers);
   switch (faulty[i]) {
+    case 5:
+      break;   /* a ttl has passed since its step */
     case 1:
       harness_resume(&srv[i]);
       break;
@@ -247,9 +272,80 @@ static void on_fault(uv_timer_t *t) {
   uv_timer_start(&fault_timer, on_fault, 400 + rnd(600), 0);
 }
 
-/* ---- the guard schedule's cycle ------------------------------------------ */
+/* ---- the clock schedule ---------------------------------------------------- */
 
 static void guard_start(uv_timer_t *t);
+
+/* A step of master i: its keys expire at once; faulty for a ttl. */
+static void step_clock(int i) {
+  faulty[i] = 5;
+  n_faults[5]++;
+  harness_clock_step(&srv[i], TTL_MS * 3 / 2 + rnd(TTL_MS * 3 / 2));
+  uv_timer_start(&heal_timers[i], on_heal, TTL_MS, 0);
+}
+
+static void on_clock_fault(uv_timer_t *t);
+
+static void clock_giveup(uv_timer_t *t) {
+  int i;
+  (void)t;
+  for (i = 0; i < 2; i++) {
+    harness_resume(&srv[guard_hung[i]]);
+    faulty[guard_hung[i]] = 0;
+  }
+  guard_phase = 0;
+  if (!stopping)
+    uv_timer_start(&fault_timer, on_clock_fault, 500 + rnd(1500), 0);
+}
+
+/* Random steps (one or two masters, never more than two faulty); every
+ * third event starts an aimed cycle instead (guard_start). */
+static void on_clock_fault(uv_timer_t *t) {
+  int n_faulty = 0;
+  int i, k, want;
+  (void)t;
+  if (stopping)
+    return;
+  for (i = 0; i < N; i++)
+    n_faulty += faulty[i] != 0;
+  if (rnd(3) == 0 && n_faulty == 0) {
+    guard_start(NULL);
+    /* No bare grant within 3 s (the others were still guarded): give
+     * up this cycle. */
+    uv_timer_start(&fault_timer, clock_giveup, 3000, 0);
+    return;
+  }
+  want = 1 + (int)rnd(2);
+  if (want > 2 - n_faulty)
+    want = 2 - n_faulty;
+  for (k = 0; k < want; k++) {
+    do
+      i = (int)rnd(N);
+    while (faulty[i] != 0);
+    step_clock(i);
+  }
+  uv_timer_start(&fault_timer, on_clock_fault, 500 + rnd(1500), 0);
+}
+
+/* The aimed cycle's cut: the bare quorum's master steps while the lock is
+ * held; the hung masters resume (free of it). */
+static void clock_cut(uv_timer_t *t) {
+  int i;
+  (void)t;
+  if (stopping)
+    return;
+  step_clock(guard_target);
+  for (i = 0; i < 2; i++) {
+    harness_resume(&srv[guard_hung[i]]);
+    faulty[guard_hung[i]] = 0;
+  }
+  n_faults[4]++;
+  guard_cycles++;
+  guard_phase = 0;
+  uv_timer_start(&fault_timer, on_clock_fault, 500 + rnd(1500), 0);
+}
+
+/* ---- the guard schedule's cycle ------------------------------------------ */
 
 static void guard_reconnect(uv_timer_t *t) {
   char ok[64];
@@ -303,7 +399,7 @@ static void on_stop(uv_timer_t *t) {
   int i;
   stopping = 1;
   for (i = 0; i < N; i++)
-    if (guard_schedule && faulty[i] == 1)
+    if ((guard_schedule || clock_schedule) && faulty[i] == 1)
       harness_resume(&srv[i]);
   uv_close((uv_handle_t *)t, NULL);
   uv_timer_stop(&fault_timer);
@@ -344,6 +440,9 @@ int main(int argc, char **argv) {
     TEST_FAIL("REDLOCK_FAULTPROXY not set");
   guard_schedule = argc > 1 && strcmp(argv[1], "guard") == 0;
   tls = argc > 1 && strcmp(argv[1], "tls") == 0;
+  clock_schedule = argc > 1 && strcmp(argv[1], "clock") == 0       ? 1
+                   : argc > 1 && strcmp(argv[1], "clock-aof") == 0 ? 2
+                                                                   : 0;
   if (seconds < 1 || seconds > 3600)
     seconds = 60;
   grants = calloc(MAX_GRANTS, sizeof(*grants));
@@ -353,6 +452,10 @@ int main(int argc, char **argv) {
     tu_require_tls();
     for (i = 0; i < N; i++)
       srv[i].tls = 1;
+  }
+  for (i = 0; i < N && clock_schedule; i++) {
+    harness_clock_prepare(&srv[i]);
+    srv[i].appendonly = clock_schedule == 2;
   }
   harness_start(srv, N);
   harness_proxy_start(&px, proxy_exe, srv, N);
@@ -376,6 +479,7 @@ int main(int argc, char **argv) {
                                  .reconnect_max_ms = 200};
     if (tls)
       cfg.tls_ca_file = harness_tls_file("ca.crt");
+    cfg.durable = clock_schedule == 2;
     w->id = i;
     ASSERT_EQ(redlock_client_new(&loop, &cfg, &w->c), 0);
     ASSERT_EQ(redlock_lock_new(w->c, "safety", 6, &w->l), 0);
@@ -386,8 +490,10 @@ int main(int argc, char **argv) {
   for (i = 0; i < N; i++)
     uv_timer_init(&loop, &heal_timers[i]);
   uv_timer_init(&loop, &fault_timer);
-  uv_timer_start(&fault_timer, guard_schedule ? guard_start : on_fault, 1500,
-                 0);
+  uv_timer_start(&fault_timer, guard_schedule   ? guard_start
+                              : clock_schedule ? on_clock_fault
+                                               : on_fault,
+                 1500, 0);
   uv_timer_init(&loop, &stop_timer);
   uv_timer_start(&stop_timer, on_stop, (uint64_t)seconds * 1000, 0);
   end_ns = now_ns() + (uint64_t)seconds * 1000000000ULL;
@@ -422,19 +528,31 @@ int main(int argc, char **argv) {
   printf("safety%s%s: %d s, %d clients, N=%d: grants %d, overlaps %lu, "
          "attempts %lu, availability %.1f%% (%lu of %lu attempts on a free "
          "lock), %.1f acquisitions/s; faults: %lu hangs, %lu crash-restarts,"
-         " %lu slow, %lu same-second crashes of a bare quorum's master\n",
-         guard_schedule ? " (guard schedule)" : "", tls ? " (TLS)" : "",
+         " %lu slow, %lu %s, %lu clock steps\n",
+         guard_schedule   ? " (guard schedule)"
+         : clock_schedule ? (clock_schedule == 2 ? " (clock steps, AOF)"
+                                                 : " (clock steps)")
+                          : "",
+         tls ? " (TLS)" : "",
          seconds, CLIENTS, N,
          n_grants, overlaps, attempts,
          free_attempts ? 100.0 * (double)free_successes /
                              (double)free_attempts
                        : 0.0,
          free_successes, free_attempts, (double)n_grants / seconds,
-         n_faults[1], n_faults[2], n_faults[3], n_faults[4]);
+         n_faults[1], n_faults[2], n_faults[3], n_faults[4],
+         clock_schedule ? "steps of a bare quorum's master"
+                        : "same-second crashes of a bare quorum's master",
+         n_faults[5]);
   fflush(stdout);
   ASSERT_EQ(overlaps, 0);
   /* It did keep working (the guard schedule holds longer). */
-  ASSERT_GT(n_grants, guard_schedule ? seconds : seconds * 10);
+  ASSERT_GT(n_grants, guard_schedule || clock_schedule ? seconds
+                                                      : seconds * 10);
+  if (clock_schedule) {
+    ASSERT_GT(n_faults[5], (unsigned long)seconds / 2);   /* it ran */
+    ASSERT_GT(guard_cycles, (unsigned long)seconds / 15);
+  }
   if (guard_schedule)
     ASSERT_GT(guard_cycles, seconds / 6);   /* the scenario did run */
   free(grants);
