@@ -228,6 +228,36 @@ REDLOCK_EXTERN unsigned redlock_client_n_up(const redlock_client_t *c);
 REDLOCK_EXTERN struct uv_loop_s *redlock_client_loop(
     const redlock_client_t *c);
 
+/* What the client knows of master i (0-based) now: for status displays
+ * (`redlock status`). The strings point into the client and stay valid
+ * until the next call of this function on it (its loop thread only). */
+typedef struct redlock_master_info {
+  const char *server;        /* as configured, without password */
+  int up;                    /* connected and ready */
+  const char *error;         /* why it is not up, or "" */
+  const char *run_id;        /* its instance, "" when unknown */
+  const char *role;          /* "master", "slave", "" unknown */
+  int64_t uptime_s;          /* INFO's, -1 unknown (wall clock: a step
+                                inflates it; the guard does not use it) */
+  int declared_durable;      /* the operator declared it durable */
+  int durable;               /* and it reports appendonly + always */
+  int64_t ttl_record_ms;     /* its record of the deployment's longest
+                                ttl; -1 unknown */
+  int clock_known;           /* its clock has been read */
+  int64_t clock_skew_ms;     /* against the masters' median (+ ahead) */
+  int counts;                /* a YES vote of it would count now (for the
+                                longest ttl known) */
+  int guard_cause;           /* when not: redlock_guard_cause */
+  int64_t guard_wait_ms;     /* until it counts; -1 not a matter of time */
+  const char *guard_reason;  /* why not, in words; or "" */
+  const char *warning;       /* the latest configuration warning, or "" */
+} redlock_master_info;
+
+/* Fills *out for master i. Errors: EINVAL (NULL, i out of range). */
+REDLOCK_EXTERN int redlock_client_master_info(redlock_client_t *c,
+                                              unsigned i,
+                                              redlock_master_info *out);
+
 /* ------------------------------------------------------------------------
  * Results: what each master said in the operation that just finished.
  */
@@ -278,6 +308,26 @@ typedef struct redlock_result {
   const redlock_node_result *nodes;   /* n_nodes entries */
   unsigned quorum;        /* votes that were needed */
 } redlock_result;
+
+/* An operation of the client itself (not of a lock). */
+typedef void (*redlock_client_cb)(redlock_client_t *client, int status,
+                                  const redlock_result *result, void *arg);
+
+/* An operator's tool (`redlock guard --set-record`): sets the restart
+ * guard's record of the deployment's longest ttl to ttl_ms on every
+ * master. The record is only ever raised by clients (never lowered, never
+ * expires), so one lock with a long ttl - a typo, a test - makes every
+ * later restart of a master without persistence wait that long. Lowering
+ * it to L is safe only when no lock with a ttl above L can still be held:
+ * every client of the deployment uses ttls <= L (max_ttl_ms), and the
+ * last acquisition or extension with a longer ttl is older than its ttl.
+ * Run it when every master is up: status 0 once all of them confirmed,
+ * else ENOQUORUM (the result says which did not; run it again), ECANCELED.
+ * Errors from the call: EINVAL, ENOMEM. */
+REDLOCK_EXTERN int redlock_client_set_ttl_record(redlock_client_t *client,
+                                                 int64_t ttl_ms,
+                                                 redlock_client_cb cb,
+                                                 void *arg);
 
 /* Writes into buf (always NUL-terminated when len > 0) why an operation
  * ended as it did, in words an operator understands, e.g. "no quorum (3

@@ -488,3 +488,43 @@ unsigned redlock_client_n_up(const redlock_client_t *c) {
 uv_loop_t *redlock_client_loop(const redlock_client_t *c) {
   return c != NULL ? c->loop : NULL;
 }
+
+int redlock_client_master_info(redlock_client_t *c, unsigned i,
+                               redlock_master_info *out) {
+  const redlock__node *n;
+  const redlock__guard_node *gn;
+  int64_t skew, unc, window;
+  int cause;
+  if (c == NULL || out == NULL || i >= c->n)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_client_master_info: client, out or index "
+                         "out of range");
+  n = &c->nodes[i];
+  gn = &c->guard.gn[i];
+  memset(out, 0, sizeof(*out));
+  out->server = n->uri.display;
+  out->up = n->state == REDLOCK__NODE_UP;
+  out->error = out->up ? "" : n->errstr;
+  out->run_id = n->run_id;
+  out->role = n->role;
+  out->uptime_s = n->uptime_s;
+  out->declared_durable = n->declared;
+  out->durable = n->durable;
+  out->ttl_record_ms = gn->up ? gn->known_ms : -1;
+  out->clock_known = gn->have;
+  if (redlock__guard_skew(&c->guard, i, &skew, &unc) == 0)
+    out->clock_skew_ms = skew / 1000;
+  window = redlock__guard_window(&c->guard);
+  c->info_buf[0][0] = '\0';
+  out->counts =
+      redlock__guard_peek(&c->guard, i, window > 0 ? window : 1,
+                          redlock__now_ns(), c->info_buf[0],
+                          sizeof(c->info_buf[0]), &out->guard_wait_ms,
+                          &cause) == REDLOCK__GUARD_COUNT;
+  out->guard_cause = out->counts ? REDLOCK_GUARD_NONE : cause;
+  out->guard_reason = out->counts ? "" : c->info_buf[0];
+  if (out->counts)
+    out->guard_wait_ms = -1;
+  out->warning = c->warnings[i];
+  return 0;
+}

@@ -553,7 +553,8 @@ static void inspect_deliver(redlock_lock_t *l, int status) {
   res.quorum = c->quorum;
   if (cb != NULL)
     cb(l, status, &res, arg);
-  redlock__lock_event(l, REDLOCK_EV_INSPECT, &res);
+  if (r->cmd == REDLOCK__CMD_INSPECT)
+    redlock__lock_event(l, REDLOCK_EV_INSPECT, &res);
   redlock__round_detach(r);
   redlock__lock_unref(l);   /* the operation's */
 }
@@ -563,6 +564,8 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
   redlock_lock_t *l = r->lock;
   (void)now;
   l->status = st == REDLOCK__ROUND_REACHED ? 0 : REDLOCK_ENOQUORUM;
+  if (r->cmd == REDLOCK__CMD_MAXTTL_SET && r->yes < l->client->n)
+    l->status = REDLOCK_ENOQUORUM;   /* every master must have it */
   if (l->client->in_api > 0) {
     /* Every master failed at once: deliver on the next loop turn. */
     l->timer_mode = REDLOCK__TIMER_INSPECT;
@@ -845,18 +848,11 @@ int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   return 0;
 }
 
-int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
-  redlock__round *r;
-  int rc = redlock__lock_usable(l, "redlock_lock_inspect");
-  if (rc != 0)
-    return rc;
-  if (REDLOCK__KIND_IS_RW(l->kind))
-    return redlock__fail(REDLOCK_EINVAL,
-                         "redlock_lock_inspect: not for read-write locks");
-  if (cb == NULL)
-    return redlock__fail(REDLOCK_EINVAL,
-                         "redlock_lock_inspect: callback is NULL");
-  r = redlock__round_get(l->client);
+/* A round of its own (never the slot's) that waits for every master:
+ * inspect, and the ttl record's setting (redlock_client_set_ttl_record). */
+static int side_round(redlock_lock_t *l, redlock__cmd cmd, int64_t value,
+                      redlock_lock_cb cb, void *arg) {
+  redlock__round *r = redlock__round_get(l->client);
   if (r == NULL)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   l->op = REDLOCK__OP_INSPECT;
@@ -866,7 +862,8 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   redlock__lock_ref(l);   /* the attached round's */
   r->lock = l;
   r->decide = on_inspect_decided;
-  r->cmd = REDLOCK__CMD_INSPECT;
+  r->cmd = cmd;
+  r->ttl_ms = value;
   r->all = 1;
   r->start = redlock__now_ns();
   l->iround = r;
@@ -874,6 +871,27 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   redlock__round_send(r, NULL);
   l->client->in_api--;
   return 0;
+}
+
+int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
+  int rc = redlock__lock_usable(l, "redlock_lock_inspect");
+  if (rc != 0)
+    return rc;
+  if (REDLOCK__KIND_IS_RW(l->kind))
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_inspect: not for read-write locks");
+  if (cb == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_inspect: callback is NULL");
+  return side_round(l, REDLOCK__CMD_INSPECT, 0, cb, arg);
+}
+
+int redlock__lock_set_record(redlock_lock_t *l, int64_t ttl_ms,
+                             redlock_lock_cb cb, void *arg) {
+  int rc = redlock__lock_usable(l, "redlock_client_set_ttl_record");
+  if (rc != 0)
+    return rc;
+  return side_round(l, REDLOCK__CMD_MAXTTL_SET, ttl_ms, cb, arg);
 }
 
 int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
@@ -1014,4 +1032,55 @@ void *redlock_lock_get_data(const redlock_lock_t *l) {
 void redlock_lock_set_data(redlock_lock_t *l, void *data) {
   if (l != NULL)
     l->data = data;
+}
+
+/* ---- the ttl record, by an operator -------------------------------------- */
+
+typedef struct record_op {
+  redlock_client_cb cb;
+  void *arg;
+  int64_t ttl_ms;
+} record_op;
+
+static void on_record_set(redlock_lock_t *l, int status,
+                          const redlock_result *res, void *arg) {
+  record_op *op = arg;
+  redlock_client_t *c = l->client;
+  if (status == 0 && op->ttl_ms < c->guard.window_ms)
+    c->guard.window_ms = op->ttl_ms;   /* this client's own view too */
+  if (op->cb != NULL)
+    op->cb(c, status, res, op->arg);
+  redlock__free(op);
+  redlock_lock_free(l);
+}
+
+int redlock_client_set_ttl_record(redlock_client_t *c, int64_t ttl_ms,
+                                  redlock_client_cb cb, void *arg) {
+  redlock_lock_t *l;
+  record_op *op;
+  int rc;
+  if (c == NULL || cb == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_client_set_ttl_record: "
+                         "client or callback is NULL");
+  if (ttl_ms < 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_client_set_ttl_record: "
+                         "ttl %lld ms out of range 0..%d",
+                         (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
+  rc = redlock_lock_new(c, "__redlock__:record", 18, &l);
+  if (rc != 0)
+    return rc;
+  op = redlock__malloc(sizeof(*op));
+  if (op == NULL) {
+    redlock_lock_free(l);
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  }
+  op->cb = cb;
+  op->arg = arg;
+  op->ttl_ms = ttl_ms;
+  rc = redlock__lock_set_record(l, ttl_ms, on_record_set, op);
+  if (rc != 0) {
+    redlock__free(op);
+    redlock_lock_free(l);
+  }
+  return rc;
 }

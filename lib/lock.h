@@ -245,6 +245,10 @@ void redlock__lock_drop_round(redlock_lock_t *l);
 int redlock__lock_usable(const redlock_lock_t *l, const char *fn);
 int redlock__check_ttl(const redlock_lock_t *l, int64_t ttl_ms,
                        const char *fn);
+/* Sets the ttl record on every master (redlock_client_set_ttl_record): a
+ * round of its own, as inspect's. */
+int redlock__lock_set_record(redlock_lock_t *l, int64_t ttl_ms,
+                             redlock_lock_cb cb, void *arg);
 /* A re-entrant acquire with a longer ttl: one extend round, delivered as
  * the acquire's outcome (one more hold on success). */
 void redlock__lock_reenter_extend(redlock_lock_t *l, int64_t ttl_ms);
