@@ -7,10 +7,21 @@
  * next one is parsed, so steady traffic allocates nothing. Does not own:
  * sockets (conn.c) or what a reply means (scripts.c).
  *
+ * Bounds (reply.h): an array announcing more than
+ * REDLOCK__REPLY_MAX_ELEMENTS elements is refused when its header is
+ * parsed (hiredis 0.14 would allocate and zero them all up front), and a
+ * reply that holds more than REDLOCK__REPLY_MAX_BYTES, buffered or built,
+ * is refused as it grows: a long bulk string is buffered by hiredis until
+ * complete, so the unparsed input is measured after every feed. Nesting
+ * is bounded by hiredis itself (7 levels). After a reply the arena keeps
+ * one chunk of at most REDLOCK__ARENA_KEEP bytes: one large reply does not
+ * pin its memory for the life of the connection.
+ *
  * hiredis's reader API (redisReaderCreateWithFunctions, Feed, GetReply,
  * redisReadTask's parent/idx/privdata) is the same from 0.14 to 1.x, except
  * that 1.x passes array sizes as size_t and adds RESP3 constructors; both
  * are covered below, so the same code builds against either. */
+#include <stdio.h>
 #include <string.h>
 
 #include <hiredis.h>
@@ -34,6 +45,14 @@ struct redlock__arena_chunk {
 static void *arena_alloc(redlock__reader *r, size_t size) {
   redlock__arena_chunk *c = r->chunks;
   size = (size + sizeof(void *) - 1) & ~(sizeof(void *) - 1);
+  if (size > REDLOCK__REPLY_MAX_BYTES ||
+      r->arena_bytes + size > REDLOCK__REPLY_MAX_BYTES) {
+    snprintf(r->limit, sizeof(r->limit),
+             "reply too large (more than %u bytes)",
+             (unsigned)REDLOCK__REPLY_MAX_BYTES);
+    return NULL;
+  }
+  r->arena_bytes += size;
   if (c == NULL || r->used + size > c->size) {
     size_t want = size > CHUNK_MIN ? size : CHUNK_MIN;
     redlock__arena_chunk *n = redlock__malloc(CHUNK_HDR + want);
@@ -49,14 +68,14 @@ static void *arena_alloc(redlock__reader *r, size_t size) {
   return (char *)c + CHUNK_HDR + r->used - size;
 }
 
-/* Frees every chunk but the largest one, which is kept empty. */
+/* Frees every chunk but the largest one of at most REDLOCK__ARENA_KEEP
+ * bytes, which is kept empty. */
 static void arena_reset(redlock__reader *r) {
-  redlock__arena_chunk *keep = r->chunks;
+  redlock__arena_chunk *keep = NULL;
   redlock__arena_chunk *c;
-  if (keep == NULL)
-    return;
-  for (c = keep->next; c != NULL; c = c->next)
-    if (c->size > keep->size)
+  for (c = r->chunks; c != NULL; c = c->next)
+    if (c->size <= REDLOCK__ARENA_KEEP && (keep == NULL ||
+                                           c->size > keep->size))
       keep = c;
   c = r->chunks;
   while (c != NULL) {
@@ -65,9 +84,11 @@ static void arena_reset(redlock__reader *r) {
       redlock__free(c);
     c = next;
   }
-  keep->next = NULL;
+  if (keep != NULL)
+    keep->next = NULL;
   r->chunks = keep;
   r->used = 0;
+  r->arena_bytes = 0;
 }
 
 static redlock__reply *new_obj(const redisReadTask *task,
@@ -119,6 +140,12 @@ static void *create_array_n(const redisReadTask *task, size_t n) {
   redlock__reader *r = task->privdata;
   redlock__reply *o;
   redlock__reply **el = NULL;
+  if (n > REDLOCK__REPLY_MAX_ELEMENTS) {
+    snprintf(r->limit, sizeof(r->limit),
+             "reply too large (an array of %zu elements, at most %u)", n,
+             (unsigned)REDLOCK__REPLY_MAX_ELEMENTS);
+    return NULL;
+  }
   if (n > 0) {
     if (n > SIZE_MAX / sizeof(*el))
       return NULL;
@@ -214,6 +241,11 @@ int redlock__reader_feed(redlock__reader *r, const char *buf, size_t len) {
   return redisReaderFeed(r->rd, buf, len) == REDIS_OK ? 0 : REDLOCK_ENOMEM;
 }
 
+/* Input buffered for the reply being parsed. */
+static size_t unparsed(const redisReader *rd) {
+  return rd->len > rd->pos ? rd->len - rd->pos : 0;
+}
+
 int redlock__reader_next(redlock__reader *r, const redlock__reply **out,
                          const char **msg) {
   redisReader *rd = r->rd;
@@ -226,11 +258,23 @@ int redlock__reader_next(redlock__reader *r, const redlock__reply **out,
     r->delivered = 0;
   }
   if (redisReaderGetReply(rd, &reply) != REDIS_OK) {
+    if (r->limit[0] != '\0') {
+      *msg = r->limit;   /* a bound, not memory: hiredis said OOM */
+      return REDLOCK_EPROTO;
+    }
     *msg = rd->errstr;
     return rd->err == REDIS_ERR_OOM ? REDLOCK_ENOMEM : REDLOCK_EPROTO;
   }
-  if (reply == NULL)
+  if (reply == NULL) {
+    if (unparsed(rd) > REDLOCK__REPLY_MAX_BYTES) {
+      snprintf(r->limit, sizeof(r->limit),
+               "reply too large (more than %u bytes)",
+               (unsigned)REDLOCK__REPLY_MAX_BYTES);
+      *msg = r->limit;
+      return REDLOCK_EPROTO;
+    }
     return 0;
+  }
   *out = reply;
   r->delivered = 1;
   return 1;

@@ -29,11 +29,22 @@ typedef struct redlock__reply {
 
 typedef struct redlock__arena_chunk redlock__arena_chunk;
 
+/* What a legitimate reply to our commands can be (INFO is a few KB, a
+ * batch of renewals 256 integers, CLUSTER SLOTS at most 16384 ranges):
+ * anything larger fails the connection with EPROTO, before memory is
+ * committed to it. A server (or anything on the path without TLS) that
+ * announces a billion elements costs us nothing. */
+#define REDLOCK__REPLY_MAX_ELEMENTS 65536         /* per array */
+#define REDLOCK__REPLY_MAX_BYTES (8u << 20)       /* one reply, buffered */
+#define REDLOCK__ARENA_KEEP (64u << 10)           /* kept across replies */
+
 typedef struct redlock__reader {
   void *rd;                         /* redisReader* */
   redlock__arena_chunk *chunks;     /* first chunk kept across resets */
   size_t used;                      /* in the first (current) chunk */
   int delivered;                    /* a complete reply was handed out */
+  size_t arena_bytes;               /* allocated for the current reply */
+  char limit[96];                   /* which bound a reply broke, or "" */
 } redlock__reader;
 
 /* 0 or REDLOCK_ENOMEM. */
@@ -42,8 +53,9 @@ void redlock__reader_free(redlock__reader *r);
 /* Feeds bytes read from the server. 0 or REDLOCK_ENOMEM. */
 int redlock__reader_feed(redlock__reader *r, const char *buf, size_t len);
 /* The next complete reply: 1 with *out set, 0 when more input is needed,
- * REDLOCK_EPROTO on a protocol error (msg gets the reader's text) or
- * REDLOCK_ENOMEM. *out is valid until the next call on this reader. */
+ * REDLOCK_EPROTO on a protocol error or a reply beyond the bounds above
+ * (msg says which) or REDLOCK_ENOMEM. *out is valid until the next call
+ * on this reader. After an error the reader is not used again. */
 int redlock__reader_next(redlock__reader *r, const redlock__reply **out,
                          const char **msg);
 
