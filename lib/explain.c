@@ -2,10 +2,10 @@
  *
  * Owns: the wording of results for people (the CLI, logs, the README's
  * example). It reads only the public result: the status, the quorum and
- * each master's vote, error and restart-guard timing. Masters are grouped
- * by reason (restarted, unreachable, answered with an error, held by
- * another owner, no answer before the decision); each group names up to
- * three masters with their own text. */
+ * each master's vote, error and the guard's cause and timing. Masters
+ * are grouped by reason (clock, restarted, unreachable, answered with an
+ * error, held by another owner, no answer before the decision); each group
+ * names up to three masters with their own text. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,13 +75,22 @@ static void group(out *o, const redlock_result *r, const char *what,
     put(o, ")");
 }
 
+static int is_clock(const redlock_node_result *n) {
+  return n->guard_cause == REDLOCK_GUARD_CLOCK_STEP ||
+         n->guard_cause == REDLOCK_GUARD_CLOCK_SKEW ||
+         n->guard_cause == REDLOCK_GUARD_CLOCK_UNKNOWN;
+}
 static int m_guard_timed(const redlock_node_result *n) {
   return n->vote == REDLOCK_VOTE_ERR && n->error == REDLOCK_ERESTARTED &&
-         n->guard_wait_ms >= 0;
+         n->guard_wait_ms >= 0 && !is_clock(n);
 }
 static int m_guard_other(const redlock_node_result *n) {
   return n->vote == REDLOCK_VOTE_ERR && n->error == REDLOCK_ERESTARTED &&
-         n->guard_wait_ms < 0;
+         n->guard_wait_ms < 0 && !is_clock(n);
+}
+static int m_guard_clock(const redlock_node_result *n) {
+  return n->vote == REDLOCK_VOTE_ERR && n->error == REDLOCK_ERESTARTED &&
+         is_clock(n);
 }
 static int m_unreachable(const redlock_node_result *n) {
   return n->vote == REDLOCK_VOTE_ERR && unreachable(n->error);
@@ -139,6 +148,29 @@ static void guard_group(out *o, const redlock_result *r, int *first) {
   }
 }
 
+/* The clock check, one master at a time and by number as users count
+ * them: "master 3's clock stepped 2.1 s forward 0.4 s ago: its votes count
+ * again in 0.6 s". */
+static void clock_group(out *o, const redlock_result *r, int *first) {
+  unsigned i, shown = 0;
+  for (i = 0; i < r->n_nodes; i++) {
+    const redlock_node_result *n = &r->nodes[i];
+    if (!m_guard_clock(n))
+      continue;
+    if (shown == SHOW_MAX) {
+      put(o, "; ...");
+      break;
+    }
+    if (strncmp(n->errstr, "clock", 5) == 0)
+      put(o, "%smaster %u's %s", *first ? "" : "; ", i + 1, n->errstr);
+    else
+      put(o, "%smaster %u (%s): %s", *first ? "" : "; ", i + 1, n->server,
+          n->errstr);
+    *first = 0;
+    shown++;
+  }
+}
+
 int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
   out o;
   int first = 0;
@@ -187,6 +219,7 @@ int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
   /* Then why, per reason. */
   put(&o, ": ");
   first = 1;
+  clock_group(&o, r, &first);
   guard_group(&o, r, &first);
   group(&o, r, "refused by the restart guard", m_guard_other, 1, &first);
   group(&o, r, "unreachable", m_unreachable, 1, &first);

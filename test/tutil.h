@@ -20,7 +20,7 @@ typedef struct tu_op {
   uint64_t elapsed_us;
   uint64_t cb_ms;               /* harness_now_ms() when the cb ran */
   redlock_node_result nodes[TU_MAX_NODES];
-  char errstr[TU_MAX_NODES][96];
+  char errstr[TU_MAX_NODES][160];
 } tu_op;
 
 /* A redlock_lock_cb that records into a tu_op (arg). */
