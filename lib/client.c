@@ -79,7 +79,7 @@ static void client_free_memory(redlock_client_t *c) {
   while (!redlock__queue_empty(&c->free_rounds)) {
     redlock__queue *q = c->free_rounds.next;
     redlock__queue_remove(q);
-    redlock__free(q);   /* the link is a round's first member */
+    redlock__round_free(q);   /* the link is a round's first member */
   }
   redlock__batch_pool_free(c);
   redlock__tq_free(&c->tq);

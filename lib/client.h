@@ -103,5 +103,7 @@ void redlock__client_leave(redlock_client_t *c);
 void redlock__lock_tq_fire(redlock__tq *tq, redlock__tq_entry *e);
 void redlock__wd_flush(redlock__tq *tq);
 void redlock__batch_pool_free(redlock_client_t *c);
+/* Frees a pooled round (its link is its first member: round.c). */
+void redlock__round_free(redlock__queue *link);
 
 #endif

@@ -175,6 +175,7 @@ static int conn_write(redlock__conn *c) {
 
 static void on_prepare(uv_prepare_t *h) {
   redlock__flusher *fl = REDLOCK__CONTAINER_OF(h, redlock__flusher, prepare);
+  fl->now_ns = 0;   /* read by the first flush callback that needs it */
   while (!redlock__queue_empty(&fl->dirty)) {
     redlock__conn *c =
         REDLOCK__CONTAINER_OF(fl->dirty.next, redlock__conn, dirty_link);

@@ -31,6 +31,8 @@ typedef struct redlock__flusher {
   uv_prepare_t prepare;
   redlock__queue dirty;
   int active;
+  redlock__ns now_ns;         /* 0, or read once in this flush by a
+                                 flush callback (for the others) */
 } redlock__flusher;
 
 int redlock__flusher_init(uv_loop_t *loop, redlock__flusher *fl);

@@ -219,6 +219,16 @@ void redlock__guard_wait_settled(redlock__guard *g,
 
 static void wake_list(redlock__queue *list) {
   redlock__queue todo;
+  if (redlock__queue_empty(list))
+    return;
+  if (list->next->next == list) {
+    /* One waiter (the usual case: a vote waiting for its reading). */
+    redlock__guard_waiter *w =
+        REDLOCK__CONTAINER_OF(list->next, redlock__guard_waiter, link);
+    redlock__queue_remove(&w->link);
+    w->cb(w);
+    return;
+  }
   redlock__queue_init(&todo);
   while (!redlock__queue_empty(list)) {
     redlock__queue *q = list->next;
@@ -244,6 +254,8 @@ int64_t redlock__guard_window(const redlock__guard *g) {
 }
 
 /* ---- the masters' clocks ------------------------------------------------- */
+
+#define SETTLE_EVERY_NS (1000 * REDLOCK__NS_PER_MS)   /* settle(): 1 s */
 
 static int reading_ok(const redlock__node *n) {
   return n->clock.wall_us >= 0;
@@ -279,7 +291,8 @@ int redlock__guard_skew(const redlock__guard *g, unsigned idx,
 static int64_t tolerance_us(const redlock__guard *g, int64_t ttl_ms) {
   if (g->tolerance_us > 0)
     return g->tolerance_us;
-  return (int64_t)(redlock__drift_ns(ttl_ms, g->drift_factor) / 1000);
+  /* The drift allowance (validity.c): ttl * drift_factor + 2 ms. */
+  return (int64_t)((double)ttl_ms * g->drift_factor * 1000.0) + 2000;
 }
 
 static int64_t abs64(int64_t v) {
@@ -358,6 +371,7 @@ static void settle(redlock__guard *g, unsigned idx) {
   int64_t skew, unc;
   if (!gn->up || redlock__guard_skew(g, idx, &skew, &unc) != 0)
     return;
+  gn->settled_ns = gn->last.reply_ns;
   if (!gn->base) {
     /* The first client to see this instance: nobody knows its clock's
      * past. Out of step: it may have stepped just now. */
@@ -406,15 +420,21 @@ static void clock_reading(redlock__guard *g, unsigned idx, int same) {
     return;
   }
   gn->continuity = same && gn->have;
+  gn->slack_us = INT64_MAX;
   if (gn->continuity)
-    step = redlock__clock_step_us(&gn->last, rd);
+    step = redlock__clock_step_us(&gn->last, rd, &gn->slack_us);
   gn->last = *rd;
   gn->off_us = redlock__clock_offset_us(rd);
   gn->unc_us = redlock__clock_unc_us(rd);
   gn->have = 1;
   if (step != 0)
     mark_step(g, idx, step, GUARD_STEP_TRACKED, rd->reply_ns);
-  settle(g, idx);
+  /* Followed closely, the offset against the others' needs comparing
+   * only now and then (drift, the others' median moving): tracking sees
+   * this master's own steps more precisely. */
+  if (!gn->continuity || !gn->base || gn->base_check || gn->step_note ||
+      rd->reply_ns - gn->settled_ns >= SETTLE_EVERY_NS)
+    settle(g, idx);
   /* Masters that waited for the others' clocks (first connections). */
   for (i = 0; i < g->n; i++)
     if (i != idx && g->gn[i].have && (!g->gn[i].base || g->gn[i].base_check))
@@ -749,6 +769,8 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
     }
     return REDLOCK__GUARD_REFUSE;
   }
+  if (gn->continuity && gn->slack_us <= tolerance_us(g, ttl_ms))
+    return REDLOCK__GUARD_COUNT;   /* tracking is tighter than the skew */
   if (redlock__guard_skew(g, idx, &skew, &unc) != 0 || !gn->base) {
     *cause = REDLOCK_GUARD_CLOCK_UNKNOWN;
     snprintf(why, whylen, "too few masters' clocks known to compare its "

@@ -56,6 +56,10 @@ typedef struct redlock__guard_node {
   /* Its clock (guard.c, 3.): */
   int have;                   /* `last` is a reading of this instance */
   int continuity;             /* ... that follows an earlier one */
+  int64_t slack_us;           /* the largest step tracking could miss
+                                 between the last two readings */
+  redlock__ns settled_ns;     /* the offset was last compared with the
+                                 others' (settle) */
   redlock__clock_reading last;
   int64_t off_us;             /* offset of the latest reading */
   int64_t unc_us;             /* and its uncertainty */

@@ -38,6 +38,7 @@ struct redlock__round {
   uint8_t quorum_seen;
   uint8_t guarded;              /* YES votes pass the guard */
   uint8_t clocked;              /* ... with the clock reading after them */
+  unsigned clock_waits;         /* votes waiting for a reading (cw) */
   uint8_t needs_record;         /* a YES needs the ttl record there */
   uint8_t decided;
   uint8_t waiting_guard;
@@ -53,6 +54,7 @@ struct redlock__round {
   uint8_t *pend;                /* n: a YES waiting for the guard */
   uint64_t *pend_conn;          /* n: the node's teardowns at that YES */
   uint32_t *pend_seq;           /* n: the clock reading it waits for */
+  redlock__buf cmd_buf;         /* the command, encoded once for all */
   redlock__guard_waiter *cw;    /* n: waiting for that reading */
 };
 

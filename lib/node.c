@@ -79,9 +79,7 @@ enum {
 
 static void node_connect(redlock__node *n);
 static void node_schedule_reconnect(redlock__node *n);
-static int node_write(redlock__node *n, redlock__req *req, int argc,
-                      const char *const *argv, const size_t *lens,
-                      redlock__ns deadline);
+static void node_arm_deadline(redlock__node *n);
 static void node_finish_close(redlock__node *n);
 static void on_deadline(uv_timer_t *t);
 
@@ -194,9 +192,24 @@ static void node_keep_req(redlock__node *n, redlock__req *req) {
 }
 
 /* Copies the encoded command into the request (REDELIVER only). */
-static int req_copy_cmd(redlock__req *req, int argc, const char *const *argv,
-                        const size_t *lens) {
-  size_t size = redlock__resp_size(argc, lens);
+/* A command to send: an argv to encode, or bytes already encoded (the
+ * same command for every master of a round: encoded once, round.c). */
+typedef struct cmd_src {
+  int argc;
+  const char *const *argv;
+  const size_t *lens;
+  const char *raw;   /* non-NULL: these bytes */
+  size_t raw_len;
+} cmd_src;
+
+static int put_cmd(redlock__buf *b, const cmd_src *c) {
+  return c->raw != NULL ? redlock__buf_append(b, c->raw, c->raw_len)
+                        : redlock__resp_cmd(b, c->argc, c->argv, c->lens);
+}
+
+static int req_copy_cmd(redlock__req *req, const cmd_src *c) {
+  size_t size = c->raw != NULL ? c->raw_len
+                               : redlock__resp_size(c->argc, c->lens);
   char *p = req->cmd_inline;
   if (size > sizeof(req->cmd_inline)) {
     p = redlock__malloc(size);
@@ -204,7 +217,12 @@ static int req_copy_cmd(redlock__req *req, int argc, const char *const *argv,
       return REDLOCK_ENOMEM;
   }
   req->cmd = p;
-  req->cmd_len = redlock__resp_write(p, argc, argv, lens);
+  if (c->raw != NULL) {
+    memcpy(p, c->raw, c->raw_len);
+    req->cmd_len = c->raw_len;
+  } else {
+    req->cmd_len = redlock__resp_write(p, c->argc, c->argv, c->lens);
+  }
   return 0;
 }
 
@@ -289,6 +307,10 @@ static int64_t parse_time(const redlock__reply *r) {
     if (e == NULL || e->type != REDLOCK__R_STRING || e->len == 0 ||
         e->len > 12)
       return -1;
+    if (e->digits) {
+      v[k] = e->integer;   /* parsed on the way in (reply.c) */
+      continue;
+    }
     v[k] = 0;
     for (i = 0; i < e->len; i++) {
       if (e->str[i] < '0' || e->str[i] > '9')
@@ -316,25 +338,27 @@ static void on_time_reply(redlock__req *req, const redlock__reply *r,
     n->env->on_state(n, REDLOCK__NODE_EV_CLOCK, n->env->arg);
 }
 
-/* Writes TIME now (behind everything written so far). */
-static int node_send_time(redlock__node *n) {
-  static const char *const argv[1] = {"TIME"};
-  static const size_t lens[1] = {4};
+/* Writes TIME now (behind everything written so far), its send time
+ * `now`. */
+static int node_send_time(redlock__node *n, redlock__ns now) {
+  static const char cmd[] = "*1\r\n$4\r\nTIME\r\n";
   redlock__req *req = redlock__node_req(n);
   if (req == NULL)
     return REDLOCK_ENOMEM;
-  req->cb = on_time_reply;
-  req->owner = n;
-  req->flags = REDLOCK__REQ_INTERNAL;
-  req->sent_ns = redlock__now_ns();
-  req->clock_seq = ++n->clock_next;
-  if (node_write(n, req, 1, argv, lens,
-                 req->sent_ns + timeout_ns(n->env->command_timeout_ms)) !=
-      0) {
-    n->clock_next--;
+  if (redlock__conn_send_raw(&n->conn, cmd, sizeof(cmd) - 1) != 0) {
     req_put(n->env, req);
     return REDLOCK_ENOMEM;
   }
+  req->cb = on_time_reply;
+  req->owner = n;
+  req->flags = REDLOCK__REQ_INTERNAL;
+  req->sent_ns = now;
+  req->clock_seq = ++n->clock_next;
+  req->deadline_ns = now + timeout_ns(n->env->command_timeout_ms);
+  redlock__queue_insert_tail(&n->pending, &req->q);
+  n->n_pending++;
+  if (n->n_pending == 1)
+    node_arm_deadline(n);
   return 0;
 }
 
@@ -348,7 +372,7 @@ static void node_want_clock(redlock__node *n, redlock__req *req) {
   if (n->clock_due)
     return;
   n->clock_due = 1;
-  if (n->conn.want_write && node_send_time(n) == 0)
+  if (n->conn.want_write && node_send_time(n, redlock__now_ns()) == 0)
     n->clock_due = 0;
 }
 
@@ -356,7 +380,9 @@ static void on_conn_flush(redlock__conn *c) {
   redlock__node *n = c->data;
   if (!n->clock_due || n->state != REDLOCK__NODE_UP)
     return;
-  if (node_send_time(n) == 0)
+  if (c->fl->now_ns == 0)
+    c->fl->now_ns = redlock__now_ns();   /* once for every master */
+  if (node_send_time(n, c->fl->now_ns) == 0)
     n->clock_due = 0;   /* else the command deadline ends the wait */
 }
 
@@ -386,10 +412,11 @@ static void node_arm_deadline(redlock__node *n) {
 }
 
 /* Writes a request on the open connection and appends it to the FIFO. */
-static int node_write(redlock__node *n, redlock__req *req, int argc,
-                      const char *const *argv, const size_t *lens,
+static int node_write(redlock__node *n, redlock__req *req, const cmd_src *c,
                       redlock__ns deadline) {
-  if (redlock__conn_send(&n->conn, argc, argv, lens) != 0)
+  if ((c->raw != NULL
+           ? redlock__conn_send_raw(&n->conn, c->raw, c->raw_len)
+           : redlock__conn_send(&n->conn, c->argc, c->argv, c->lens)) != 0)
     return REDLOCK_ENOMEM;
   req->deadline_ns = deadline;
   redlock__queue_insert_tail(&n->pending, &req->q);
@@ -400,25 +427,23 @@ static int node_write(redlock__node *n, redlock__req *req, int argc,
 }
 
 /* Queues req behind the handshake (invariant 1): sent when it is done. */
-static int node_wait(redlock__node *n, redlock__req *req, int argc,
-                     const char *const *argv, const size_t *lens) {
-  if (redlock__resp_cmd(&n->wait_buf, argc, argv, lens) != 0)
+static int node_wait(redlock__node *n, redlock__req *req, const cmd_src *c) {
+  if (put_cmd(&n->wait_buf, c) != 0)
     return REDLOCK_ENOMEM;
   redlock__queue_insert_tail(&n->waiting, &req->q);
   return 0;
 }
 
-int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
-                         const char *const *argv, const size_t *lens) {
+static int node_submit(redlock__node *n, redlock__req *req,
+                       const cmd_src *c) {
   redlock__node_env *env = n->env;
   int rc = 0;
   req->sent_ns = redlock__now_ns();
-  if ((req->flags & REDLOCK__REQ_REDELIVER) &&
-      req_copy_cmd(req, argc, argv, lens) != 0)
+  if ((req->flags & REDLOCK__REQ_REDELIVER) && req_copy_cmd(req, c) != 0)
     req->flags &= (uint8_t)~REDLOCK__REQ_REDELIVER;
   switch (n->state) {
     case REDLOCK__NODE_UP:
-      rc = node_write(n, req, argc, argv, lens,
+      rc = node_write(n, req, c,
                       req->sent_ns + timeout_ns(env->command_timeout_ms));
       if (rc == 0 && (req->flags & REDLOCK__REQ_CLOCK))
         node_want_clock(n, req);
@@ -434,7 +459,7 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
         rc = REDLOCK_EIO;
         break;
       }
-      rc = node_wait(n, req, argc, argv, lens);
+      rc = node_wait(n, req, c);
       break;
     case REDLOCK__NODE_DOWN:
       if (n->closing || !n->hung ||
@@ -451,7 +476,7 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
         rc = REDLOCK_EIO;
         break;
       }
-      rc = node_wait(n, req, argc, argv, lens);
+      rc = node_wait(n, req, c);
       break;
     case REDLOCK__NODE_CLOSED:
       rc = REDLOCK_ECANCELED;
@@ -466,6 +491,18 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
   if (!(req->flags & REDLOCK__REQ_INTERNAL))
     n->st.commands++;
   return 0;
+}
+
+int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
+                         const char *const *argv, const size_t *lens) {
+  cmd_src c = {argc, argv, lens, NULL, 0};
+  return node_submit(n, req, &c);
+}
+
+int redlock__node_submit_raw(redlock__node *n, redlock__req *req,
+                             const char *cmd, size_t len) {
+  cmd_src c = {0, NULL, NULL, cmd, len};
+  return node_submit(n, req, &c);
 }
 
 static void on_deadline(uv_timer_t *t) {

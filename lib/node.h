@@ -207,6 +207,10 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
  * CONFIG GET appendfsync) when UP and no re-check is in flight; EV_DURABLE
  * follows the answers. */
 void redlock__node_recheck(redlock__node *n);
+/* The same with the command already encoded (RESP): len bytes at cmd,
+ * owned by the caller (copied as needed). */
+int redlock__node_submit_raw(redlock__node *n, redlock__req *req,
+                             const char *cmd, size_t len);
 /* Begins closing: what is in flight drains (bounded by the deadlines),
  * then the connection and the timers close; EV_CLOSED follows. */
 void redlock__node_close(redlock__node *n);

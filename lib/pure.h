@@ -110,9 +110,12 @@ typedef struct redlock__clock_reading {
  * clock moved outside that interval by more than the slack: 2 ms (TIME's
  * precision and scheduling) plus 1000 ppm of the interval (twice what NTP
  * may slew). Returns the step in us (> 0 forward, < 0 backward; the part
- * beyond the interval, a lower bound of its size) or 0. a before b. */
+ * beyond the interval, a lower bound of its size) or 0. a before b.
+ * *slack (may be NULL) gets the largest step that can go unseen: the
+ * slack plus the width of the interval (the two round trips). */
 int64_t redlock__clock_step_us(const redlock__clock_reading *a,
-                               const redlock__clock_reading *b);
+                               const redlock__clock_reading *b,
+                               int64_t *slack);
 /* The master's offset: its wall clock minus the middle of the reading on
  * the validity clock, in us; and the half round trip it is uncertain by. */
 int64_t redlock__clock_offset_us(const redlock__clock_reading *r);

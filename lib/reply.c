@@ -246,6 +246,186 @@ static size_t unparsed(const redisReader *rd) {
   return rd->len > rd->pos ? rd->len - rd->pos : 0;
 }
 
+/* ---- the short replies, without hiredis ----------------------------------
+ * Most replies are tiny and of a few shapes: "+OK" (SET), ":1" (scripts),
+ * "$-1" (nil), and TIME's two short bulk strings, which follows every
+ * acquisition flush. hiredis spends hundreds of instructions on each
+ * (a task stack, a callback per object); these are parsed here into the
+ * same objects, from hiredis's own buffer, when no reply is in progress
+ * in it (ridx == -1: the public reader state, the same from 0.14 to 1.x),
+ * and its cursor is moved past them. Anything else, or anything not
+ * complete yet, is left to hiredis. */
+
+#define FAST_LINE_MAX 64   /* bytes of a status line or an integer */
+#define FAST_BULK_MAX 32   /* bytes of each of the two bulk strings */
+
+/* "\r\n" at p[n] for the first n in [0, max) with p[n] == '\r'; the
+ * length n, or -1. */
+static long line_len(const char *p, const char *end, long max) {
+  long n;
+  for (n = 0; n < max && p + n + 1 < end; n++)
+    if (p[n] == '\r')
+      return p[n + 1] == '\n' ? n : -1;
+  return -1;
+}
+
+static redlock__reply *fast_obj(redlock__reader *r, redlock__reply_type t) {
+  redlock__reply *o = arena_alloc(r, sizeof(*o));
+  if (o != NULL) {
+    memset(o, 0, sizeof(*o));
+    o->type = t;
+  }
+  return o;
+}
+
+static redlock__reply *fast_string(redlock__reader *r, redlock__reply_type t,
+                                   const char *p, size_t len) {
+  char *copy = arena_alloc(r, len + 1);
+  redlock__reply *o = copy != NULL ? fast_obj(r, t) : NULL;
+  if (o == NULL)
+    return NULL;
+  memcpy(copy, p, len);
+  copy[len] = '\0';
+  o->str = copy;
+  o->len = len;
+  return o;
+}
+
+/* "$<len>\r\n<bytes>\r\n" with len <= FAST_BULK_MAX at p: where its
+ * bytes are (*at, *len), *next past it; 0, or -1 if not that (or not
+ * complete). */
+static int fast_bulk(const char *p, const char *end, const char **at,
+                     size_t *len, const char **next) {
+  long hl, n = 0, i;
+  if (p >= end || *p != '$')
+    return -1;
+  hl = line_len(p + 1, end, 3);
+  if (hl <= 0)
+    return -1;
+  for (i = 0; i < hl; i++) {
+    if (p[1 + i] < '0' || p[1 + i] > '9')
+      return -1;
+    n = n * 10 + (p[1 + i] - '0');
+  }
+  p += 1 + hl + 2;
+  if (n > FAST_BULK_MAX || end - p < n + 2 || p[n] != '\r' ||
+      p[n + 1] != '\n')
+    return -1;
+  *at = p;
+  *len = (size_t)n;
+  *next = p + n + 2;
+  return 0;
+}
+
+#define FAST_OBJ_SIZE \
+  ((sizeof(redlock__reply) + sizeof(void *) - 1) / sizeof(void *) * \
+   sizeof(void *))
+#define FAST_STR_SIZE(len) \
+  (FAST_OBJ_SIZE + (((len) + 1 + sizeof(void *) - 1) / sizeof(void *) * \
+                    sizeof(void *)))
+
+/* A string object over `mem` (room for the object and len + 1 bytes);
+ * decimal digits also give their value (TIME's seconds, microseconds). */
+static redlock__reply *fast_place_string(char *mem, const char *p,
+                                         size_t len) {
+  redlock__reply *o = (redlock__reply *)(void *)mem;
+  char *copy = mem + FAST_OBJ_SIZE;
+  long long v = 0;
+  int digits = len > 0 && len <= 18;
+  size_t i;
+  for (i = 0; i < len; i++) {
+    char ch = p[i];
+    copy[i] = ch;
+    digits &= ch >= '0' && ch <= '9';
+    v = v * 10 + (ch - '0');
+  }
+  copy[len] = '\0';
+  o->type = REDLOCK__R_STRING;
+  o->integer = digits ? v : 0;
+  o->digits = digits;
+  o->elements = 0;
+  o->element = NULL;
+  o->str = copy;
+  o->len = len;
+  return o;
+}
+
+/* 1 with *out when a short reply was parsed at hiredis's cursor, else 0
+ * (hiredis takes it). */
+static int fast_reply(redlock__reader *r, redisReader *rd,
+                      const redlock__reply **out) {
+  const char *p = rd->buf + rd->pos;
+  const char *end = rd->buf + rd->len;
+  const char *next = NULL;
+  redlock__reply *o = NULL;
+  long n;
+  if (rd->ridx != -1 || rd->err != 0 || end - p < 4)
+    return 0;
+  switch (*p) {
+    case '+':
+      n = line_len(p + 1, end, FAST_LINE_MAX);
+      if (n < 0)
+        return 0;
+      o = fast_string(r, REDLOCK__R_STATUS, p + 1, (size_t)n);
+      next = p + 1 + n + 2;
+      break;
+    case ':': {
+      long long v = 0;
+      long i = 1;
+      int neg = p[1] == '-';
+      n = line_len(p + 1, end, 21);
+      if (n <= neg || n - neg > 18)
+        return 0;
+      for (i = 1 + neg; i < 1 + n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+          return 0;
+        v = v * 10 + (p[i] - '0');
+      }
+      o = fast_obj(r, REDLOCK__R_INTEGER);
+      if (o != NULL)
+        o->integer = neg ? -v : v;
+      next = p + 1 + n + 2;
+      break;
+    }
+    case '$':
+      if (end - p < 5 || memcmp(p, "$-1\r\n", 5) != 0)
+        return 0;
+      o = fast_obj(r, REDLOCK__R_NIL);
+      next = p + 5;
+      break;
+    case '*': {
+      /* Two short bulk strings (TIME): one arena block for all. */
+      const char *pa, *pb, *q;
+      size_t la, lb;
+      char *mem;
+      if (memcmp(p, "*2\r\n", 4) != 0 ||
+          fast_bulk(p + 4, end, &pa, &la, &q) != 0 ||
+          fast_bulk(q, end, &pb, &lb, &next) != 0)
+        return 0;
+      mem = arena_alloc(r, FAST_OBJ_SIZE + 2 * sizeof(void *) +
+                               FAST_STR_SIZE(la) + FAST_STR_SIZE(lb));
+      if (mem == NULL)
+        return 0;
+      o = (redlock__reply *)(void *)mem;
+      memset(o, 0, sizeof(*o));
+      o->type = REDLOCK__R_ARRAY;
+      o->elements = 2;
+      o->element = (redlock__reply **)(void *)(mem + FAST_OBJ_SIZE);
+      mem += FAST_OBJ_SIZE + 2 * sizeof(void *);
+      o->element[0] = fast_place_string(mem, pa, la);
+      o->element[1] = fast_place_string(mem + FAST_STR_SIZE(la), pb, lb);
+      break;
+    }
+    default:
+      return 0;
+  }
+  if (o == NULL)
+    return 0;   /* out of arena: hiredis gets it (and fails the same) */
+  rd->pos = (size_t)(next - rd->buf);
+  *out = o;
+  return 1;
+}
+
 int redlock__reader_next(redlock__reader *r, const redlock__reply **out,
                          const char **msg) {
   redisReader *rd = r->rd;
@@ -256,6 +436,18 @@ int redlock__reader_next(redlock__reader *r, const redlock__reply **out,
      * objects can go (a partial reply's objects must stay). */
     arena_reset(r);
     r->delivered = 0;
+  }
+  if (fast_reply(r, rd, out)) {
+    r->delivered = 1;
+    return 1;
+  }
+  if (rd->ridx == -1 && rd->pos == rd->len && rd->err == 0) {
+    /* Nothing buffered: hiredis would start a reply (ridx 0) and keep
+     * the short ones from the fast path until it completed another.
+     * Only now and then let it drop the consumed bytes. */
+    if (rd->pos >= 16384)
+      (void)redisReaderGetReply(rd, NULL);
+    return 0;
   }
   if (redisReaderGetReply(rd, &reply) != REDIS_OK) {
     if (r->limit[0] != '\0') {

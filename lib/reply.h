@@ -23,6 +23,9 @@ typedef struct redlock__reply {
   long long integer;
   size_t len;                       /* STRING, STATUS, ERROR */
   const char *str;                  /* NUL-terminated */
+  int digits;                       /* STRING of 1..18 decimal digits,
+                                       their value in `integer` (set by
+                                       the short-reply path only) */
   size_t elements;                  /* ARRAY */
   struct redlock__reply **element;
 } redlock__reply;

@@ -86,6 +86,11 @@ static size_t put_u64(char *p, uint64_t u) {
     *p = (char)('0' + u);
     return 1;
   }
+  if (u < 100) {   /* most lengths of a command: no copy */
+    p[0] = digit_pairs[u * 2];
+    p[1] = digit_pairs[u * 2 + 1];
+    return 2;
+  }
   while (u >= 100) {
     unsigned d = (unsigned)(u % 100) * 2;
     u /= 100;

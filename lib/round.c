@@ -58,6 +58,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     r->buf = p;
     p += c->n * REDLOCK__ERRSTR_LEN;
     r->pend = (uint8_t *)p;
+    memset(&r->cmd_buf, 0, sizeof(r->cmd_buf));
     for (i = 0; i < c->n; i++) {
       redlock__queue_init(&r->cw[i].link);
       r->cw[i].cb = on_clock_read;
@@ -77,6 +78,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   r->quorum_seen = 0;
   r->guarded = 0;
   r->clocked = 0;
+  r->clock_waits = 0;
   r->needs_record = 0;
   r->decided = 0;
   r->waiting_guard = 0;
@@ -108,16 +110,28 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
 }
 
 /* Stops every wait of the round on the guard (reads, clock readings). */
-static void round_unwait(redlock__round *r) {
+static void round_unwait_all(redlock__round *r) {
   unsigned i;
   if (r->waiting_guard) {
     redlock__guard_unwait(&r->gw);
     r->waiting_guard = 0;
   }
-  if (r->clocked)
-    for (i = 0; i < r->client->n; i++)
-      if (!redlock__queue_empty(&r->cw[i].link))
-        redlock__guard_unwait(&r->cw[i]);
+  for (i = 0; r->clock_waits > 0 && i < r->client->n; i++)
+    if (!redlock__queue_empty(&r->cw[i].link)) {
+      redlock__guard_unwait(&r->cw[i]);
+      r->clock_waits--;
+    }
+}
+
+static inline void round_unwait(redlock__round *r) {
+  if (r->waiting_guard || r->clock_waits > 0)
+    round_unwait_all(r);
+}
+
+void redlock__round_free(redlock__queue *link) {
+  redlock__round *r = (redlock__round *)link;
+  redlock__buf_free(&r->cmd_buf);
+  redlock__free(r);
 }
 
 static void round_put(redlock__round *r) {
@@ -228,8 +242,10 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
         /* The TIME behind the SET is on its way (same flush). */
         r->pend[i] = 2;
         r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
-        if (redlock__queue_empty(&r->cw[i].link))
+        if (redlock__queue_empty(&r->cw[i].link)) {
           redlock__guard_wait_clock(&c->guard, i, &r->cw[i]);
+          r->clock_waits++;
+        }
         return;
       default:
         r->pend[i] = 0;
@@ -293,7 +309,12 @@ static void on_guard_read(redlock__guard_waiter *w) {
 
 static void on_clock_read(redlock__guard_waiter *w) {
   redlock__round *r = w->owner;
-  redlock__ns now = redlock__now_ns();
+  const redlock__node *n = &r->client->nodes[w->idx];
+  /* Woken by that reading's reply (its time: no clock read), or by the
+   * connection going down. */
+  redlock__ns now = n->clock.reply_ns != 0 && n->state == REDLOCK__NODE_UP
+                        ? n->clock.reply_ns : redlock__now_ns();
+  r->clock_waits--;   /* its link was taken off the list */
   if (r->lock == NULL || r->decided || r->pend[w->idx] != 2)
     return;
   rejudge(r, w->idx, now);
@@ -339,10 +360,21 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
     round_check(r, now);
     return;
   }
+  if (v.vote == REDLOCK_VOTE_YES && v.value > r->value_max)
+    r->value_max = v.value;
   if (v.vote == REDLOCK_VOTE_YES && r->guarded) {
-    r->pend[i] = 0;
     r->pend_conn[i] = r->client->nodes[i].teardowns;
     r->pend_seq[i] = req->clock_seq;
+    if (r->clocked && (int32_t)(r->client->nodes[i].clock_done -
+                                req->clock_seq) < 0) {
+      /* The usual case: the TIME behind it is on its way. */
+      r->pend[i] = 2;
+      r->res[i].latency_us = (now - req->sent_ns) / REDLOCK__NS_PER_US;
+      redlock__guard_wait_clock(&r->client->guard, i, &r->cw[i]);
+      r->clock_waits++;
+      return;
+    }
+    r->pend[i] = 0;
     guard_vote(r, i, now, req->sent_ns);
   } else if (v.vote == REDLOCK_VOTE_YES && !has_record(r, i)) {
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
@@ -364,24 +396,27 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
       r->res[i].pttl_ms = v.value;
     }
   }
-  if (v.vote == REDLOCK_VOTE_YES && v.value > r->value_max)
-    r->value_max = v.value;
   round_check(r, now);
+}
+
+/* The round's command, encoded once for every master (EVALSHA); 0 or
+ * ENOMEM. */
+static int round_encode(redlock__round *r) {
+  const char *argv[REDLOCK_MAX_RESOURCES + 8];
+  size_t lens[REDLOCK_MAX_RESOURCES + 8];
+  char nums[3][24];
+  int argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms, 0u, argv, lens,
+                                nums);
+  redlock__buf_reset(&r->cmd_buf);
+  return redlock__resp_cmd(&r->cmd_buf, argc, argv, lens);
 }
 
 static void round_submit(redlock__round *r, unsigned i, int eval) {
   redlock_client_t *c = r->client;
   redlock__node *n = &c->nodes[i];
-  const char *argv[REDLOCK_MAX_RESOURCES + 8];
-  size_t lens[REDLOCK_MAX_RESOURCES + 8];
-  char nums[3][24];
   redlock__req *req = redlock__node_req(n);
-  int argc;
   int rc = REDLOCK_ENOMEM;
   if (req != NULL) {
-    argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms,
-                              eval ? REDLOCK__ARGV_EVAL : 0u, argv, lens,
-                              nums);
     req->cb = on_round_reply;
     req->owner = r;
     req->kind = (uint8_t)r->cmd;
@@ -389,7 +424,18 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
     req->flags = r->redeliver ? REDLOCK__REQ_REDELIVER
                  : r->clocked   ? REDLOCK__REQ_CLOCK
                                 : 0;
-    rc = redlock__node_submit(n, req, argc, argv, lens);
+    if (eval) {
+      /* NOSCRIPT: this master alone gets the script's text. */
+      const char *argv[REDLOCK_MAX_RESOURCES + 8];
+      size_t lens[REDLOCK_MAX_RESOURCES + 8];
+      char nums[3][24];
+      int argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms,
+                                    REDLOCK__ARGV_EVAL, argv, lens, nums);
+      rc = redlock__node_submit(n, req, argc, argv, lens);
+    } else {
+      rc = redlock__node_submit_raw(n, req, r->cmd_buf.data,
+                                    r->cmd_buf.len);
+    }
   }
   if (rc == 0) {
     r->refs++;
@@ -404,7 +450,13 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
 void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
   redlock_client_t *c = r->client;
   unsigned i;
+  int enc = round_encode(r);
   for (i = 0; i < c->n; i++) {
+    if (enc != 0) {
+      set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ENOMEM, "out of memory", 0,
+                 0);
+      continue;
+    }
     if (only_yes != NULL && only_yes->res[i].vote != REDLOCK_VOTE_YES) {
       set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ENOTHELD,
                  "no key of ours there", 0, 0);

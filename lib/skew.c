@@ -12,13 +12,16 @@
 #define SLACK_PPM 1000         /* twice NTP's largest slew (500 ppm) */
 
 int64_t redlock__clock_step_us(const redlock__clock_reading *a,
-                               const redlock__clock_reading *b) {
+                               const redlock__clock_reading *b,
+                               int64_t *slack_out) {
   int64_t lo = b->send_ns > a->reply_ns
                    ? (int64_t)((b->send_ns - a->reply_ns) / 1000) : 0;
   int64_t hi = b->reply_ns > a->send_ns
                    ? (int64_t)((b->reply_ns - a->send_ns) / 1000) : 0;
   int64_t moved = b->wall_us - a->wall_us;
   int64_t slack = SLACK_US + hi / (1000000 / SLACK_PPM);
+  if (slack_out != NULL)
+    *slack_out = slack + (hi - lo);   /* what a step can hide in */
   if (moved > hi + slack)
     return moved - hi;
   if (moved < lo - slack)
