@@ -5,7 +5,7 @@
 #   cluster.sh up [N=5] [BASEPORT=7101]   start N masters on BASEPORT..
 #   cluster.sh down                       stop them (only our own PIDs)
 #   cluster.sh status                     per master: pid, state, PING
-#   cluster.sh addrs                      127.0.0.1:P1,127.0.0.1:P2,...
+#   cluster.sh addrs                      the client URIs, comma-separated
 #   cluster.sh tls-ca                     the CA file of a TLS cluster
 #   cluster.sh pause I | resume I         SIGSTOP / SIGCONT master I (1..N)
 #   cluster.sh kill I                     SIGKILL master I (keys lost)
@@ -23,10 +23,13 @@
 #
 # State (pids, logs, N, base port) lives in $REDLOCK_CLUSTER_DIR, default
 # ${TMPDIR:-/tmp}/redlock-cluster-$UID. Masters run with appendonly yes +
-# appendfsync always by default (keys survive kill + restart, so the
-# restart guard lets their votes count at once); REDLOCK_PERSIST=none
-# starts them without persistence (a restart loses every key: the guard
-# holds a restarted master's votes for the longest ttl in use).
+# appendfsync always by default (keys survive kill + restart), and addrs
+# declares them durable to the clients (redis://127.0.0.1:P?durable=1:
+# the restart guard lets a declared durable master's votes count at once;
+# this script never changes persistence at run time, which is what the
+# declaration promises); REDLOCK_PERSIST=none starts them without
+# persistence and addrs declares nothing (a restart loses every key: the
+# guard holds a restarted master's votes for the longest ttl in use).
 # REDLOCK_TLS=1 makes test certificates (tls-certs.sh, in the state dir)
 # and has the masters speak TLS on their client ports (addrs prints
 # rediss:// addresses; give clients the CA: REDLOCK_TLS_CA=$(cluster.sh
@@ -203,9 +206,14 @@ case "$cmd" in
     load
     out=""
     scheme=""
+    opts=""
     [ "${TLS:-0}" = 1 ] && scheme="rediss://"
+    if [ "$PERSIST" = aof ]; then
+      scheme=${scheme:-redis://}
+      opts="?durable=1"
+    fi
     for i in $(seq 1 "$N"); do
-      out+="${out:+,}${scheme}127.0.0.1:$((BASEPORT + i - 1))"
+      out+="${out:+,}${scheme}127.0.0.1:$((BASEPORT + i - 1))$opts"
     done
     echo "$out"
     ;;

@@ -138,19 +138,24 @@ typedef struct redlock_client_config {
   /* Restart guard: a master that restarted may have lost keys, so its yes
    * votes for an acquisition do not count until it is older than the
    * longest ttl a lock it lost could have (the spec's "delayed restart",
-   * enforced by the client). Its age comes from INFO (uptime, counted as
-   * at most uptime - 1 s: Redis reports whole wall-clock seconds) and from
-   * its run_id as seen by this client across reconnects; a master whose
-   * INFO cannot be read counts as restarted when connected.
+   * enforced by the client). Its age is counted from the first time any
+   * client saw that instance (run_id), as recorded on the master itself
+   * ("<prefix>__redlock__:clock"), or from this client's handshake; INFO's
+   * uptime is not trusted (it is wall-clock time: a clock step inflates
+   * it). Masters declared durable (`durable`, ?durable=1) that show
+   * appendonly + appendfsync always count at once.
    *  0 (default): the window is the longest ttl any client of the
    *    deployment has used: every client records its ttls on the masters
-   *    ("<prefix>__redlock__:maxttl", never expires, only raised) and a
-   *    client reads that record from the masters whenever one of them
-   *    shows a new instance. N = 1 can only use this client's own ttls.
+   *    ("<prefix>__redlock__:maxttl", never expires, only raised: see
+   *    max_ttl_ms and redlock_client_set_ttl_record) and a client reads
+   *    that record from the masters whenever one of them shows a new
+   *    instance. N = 1 can only use this client's own ttls.
    *  > 0: a fixed deployment-wide window; acquire and extend refuse longer
    *    ttls (EINVAL). Every client should use the same value.
-   *  < 0: off (masters that cannot lose keys: appendfsync always). Such a
-   *    client still records its ttls, best effort, for the others. */
+   *  < 0: off (masters that cannot lose keys in a restart). Such a client
+   *    still records its ttls, best effort, for the others. The clock
+   *    check (clock_tolerance_ms) stays on: no persistence keeps a key
+   *    whose master's clock jumped past its expiry. */
   int restart_guard_ms;
   /* TLS, for masters given as rediss://. Verification of the chain and of
    * the master's host name (or IP address) is on by default. */
@@ -461,16 +466,19 @@ typedef struct redlock_acquire_opts {
   /* Fencing token (opt-in, one extra round trip): each acquisition gets a
    * number that strictly increases across holders of the resource, for
    * the protected resource to reject stale writers. Kept in the key
-   * "<key>:fence" on every master. A master that lost the counter (a
-   * restart without persistence) starts it again from its own clock, in
-   * microseconds since 1970 (TIME), so it starts above every number
-   * handed out before (at most one per microsecond per master: one script
-   * call each). That assumes the masters' clocks move forward and roughly
-   * together, as Redlock's ttls already do; a master whose clock is set
-   * back can hand out an old number: with clocks you do not trust, run
-   * masters with appendonly + appendfsync always. Numbers stay far below
-   * 2^63 (about 2^51 today). Failed attempts also increment the counter,
-   * so tokens jump: only their order means something. */
+   * "<key>:fence" on every master. Before every increment the counter is
+   * raised to the master's clock in microseconds since 1970 (TIME), so a
+   * counter that a restart lost (no persistence) or rolled back (an RDB
+   * snapshot, an AOF cut short) starts again above every number handed
+   * out since (at most one per microsecond per master: one script call
+   * each). That assumes the masters' clocks move forward and roughly
+   * together, as Redlock's ttls already do (the clock check keeps a master
+   * whose clock stepped out of the quorum for a while, but a master whose
+   * clock is set back AND loses its counter can hand out an old number):
+   * with clocks you do not trust, run masters with appendonly +
+   * appendfsync always. Numbers stay far below 2^63 (about 2^51 today).
+   * Failed attempts also increment the counter, so tokens jump: only
+   * their order means something. */
   int fence;
   /* Reentrancy: acquiring a handle that already holds its lock adds a
    * hold instead of failing with EBUSY; each release removes one, and the
