@@ -263,6 +263,7 @@ static void node_teardown(redlock__node *n, int error, const char *why,
     n->failures++;
   n->teardowns++;
   n->clock_due = 0;
+  n->unstamped = 0;
   n->rechecking = 0;
   /* Detach both lists first: callbacks may submit to this node again. */
   while (!redlock__queue_empty(&n->pending)) {
@@ -376,14 +377,18 @@ static void node_want_clock(redlock__node *n, redlock__req *req) {
     n->clock_due = 0;
 }
 
+static void node_stamp(redlock__node *n, redlock__ns now);
+
 static void on_conn_flush(redlock__conn *c) {
   redlock__node *n = c->data;
-  if (!n->clock_due || n->state != REDLOCK__NODE_UP)
+  if (n->state != REDLOCK__NODE_UP || (!n->clock_due && n->unstamped == 0))
     return;
   if (c->fl->now_ns == 0)
     c->fl->now_ns = redlock__now_ns();   /* once for every master */
-  if (node_send_time(n, c->fl->now_ns) == 0)
+  if (n->clock_due && node_send_time(n, c->fl->now_ns) == 0)
     n->clock_due = 0;   /* else the command deadline ends the wait */
+  if (n->unstamped > 0)
+    node_stamp(n, c->fl->now_ns);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -418,12 +423,37 @@ static int node_write(redlock__node *n, redlock__req *req, const cmd_src *c,
            ? redlock__conn_send_raw(&n->conn, c->raw, c->raw_len)
            : redlock__conn_send(&n->conn, c->argc, c->argv, c->lens)) != 0)
     return REDLOCK_ENOMEM;
-  req->deadline_ns = deadline;
+  if (n->conn.want_write || n->conn.flushing) {
+    req->deadline_ns = deadline;
+  } else {
+    /* It goes out with this loop turn's flush: its deadline counts from
+     * then (on_conn_flush), not from here (the loop may be blocked in
+     * between). */
+    req->deadline_ns = 0;
+    n->unstamped++;
+  }
   redlock__queue_insert_tail(&n->pending, &req->q);
   n->n_pending++;
   if (n->n_pending == 1)
     node_arm_deadline(n);
   return 0;
+}
+
+/* The requests written since the last flush go out now: their deadlines
+ * start. */
+static void node_stamp(redlock__node *n, redlock__ns now) {
+  redlock__ns deadline = now + timeout_ns(n->env->command_timeout_ms);
+  redlock__queue *q = n->pending.prev;
+  while (n->unstamped > 0 && q != &n->pending) {
+    redlock__req *req = REDLOCK__CONTAINER_OF(q, redlock__req, q);
+    if (req->deadline_ns == 0) {
+      req->deadline_ns = deadline;
+      n->unstamped--;
+    }
+    q = q->prev;
+  }
+  n->unstamped = 0;
+  node_arm_deadline(n);
 }
 
 /* Queues req behind the handshake (invariant 1): sent when it is done. */

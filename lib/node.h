@@ -153,6 +153,7 @@ struct redlock__node {
   int rechecking;              /* a re-check is on the wire */
   int reading_now;             /* a deadline reads the socket first */
   uint64_t answered;           /* replies so far (every request) */
+  unsigned unstamped;          /* written, not flushed yet: no deadline */
   /* The master's clock (guard.c reads it): the latest reading, from the
    * handshake or from the TIME that follows acquisitions. */
   redlock__clock_reading clock;
