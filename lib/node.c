@@ -131,6 +131,7 @@ redlock__req *redlock__node_req(redlock__node *n) {
   req->reply_ns = 0;
   req->deadline_ns = 0;
   req->clock_seq = 0;
+  req->flush_gen = n->flushes;
   req->cmd = NULL;
   req->cmd_len = 0;
   redlock__queue_init(&req->q);
@@ -263,7 +264,6 @@ static void node_teardown(redlock__node *n, int error, const char *why,
     n->failures++;
   n->teardowns++;
   n->clock_due = 0;
-  n->unstamped = 0;
   n->rechecking = 0;
   /* Detach both lists first: callbacks may submit to this node again. */
   while (!redlock__queue_empty(&n->pending)) {
@@ -356,6 +356,7 @@ static int node_send_time(redlock__node *n, redlock__ns now) {
   req->sent_ns = now;
   req->clock_seq = ++n->clock_next;
   req->deadline_ns = now + timeout_ns(n->env->command_timeout_ms);
+  req->flush_gen = n->flushes - 1;   /* inside the flush: goes out now */
   redlock__queue_insert_tail(&n->pending, &req->q);
   n->n_pending++;
   if (n->n_pending == 1)
@@ -377,18 +378,15 @@ static void node_want_clock(redlock__node *n, redlock__req *req) {
     n->clock_due = 0;
 }
 
-static void node_stamp(redlock__node *n, redlock__ns now);
-
 static void on_conn_flush(redlock__conn *c) {
   redlock__node *n = c->data;
-  if (n->state != REDLOCK__NODE_UP || (!n->clock_due && n->unstamped == 0))
+  n->flushes++;   /* what was written so far goes out now */
+  if (!n->clock_due || n->state != REDLOCK__NODE_UP)
     return;
   if (c->fl->now_ns == 0)
     c->fl->now_ns = redlock__now_ns();   /* once for every master */
-  if (n->clock_due && node_send_time(n, c->fl->now_ns) == 0)
+  if (node_send_time(n, c->fl->now_ns) == 0)
     n->clock_due = 0;   /* else the command deadline ends the wait */
-  if (n->unstamped > 0)
-    node_stamp(n, c->fl->now_ns);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -423,37 +421,13 @@ static int node_write(redlock__node *n, redlock__req *req, const cmd_src *c,
            ? redlock__conn_send_raw(&n->conn, c->raw, c->raw_len)
            : redlock__conn_send(&n->conn, c->argc, c->argv, c->lens)) != 0)
     return REDLOCK_ENOMEM;
-  if (n->conn.want_write || n->conn.flushing) {
-    req->deadline_ns = deadline;
-  } else {
-    /* It goes out with this loop turn's flush: its deadline counts from
-     * then (on_conn_flush), not from here (the loop may be blocked in
-     * between). */
-    req->deadline_ns = 0;
-    n->unstamped++;
-  }
+  req->deadline_ns = deadline;
+  req->flush_gen = n->flushes;   /* it goes out with the next flush */
   redlock__queue_insert_tail(&n->pending, &req->q);
   n->n_pending++;
   if (n->n_pending == 1)
     node_arm_deadline(n);
   return 0;
-}
-
-/* The requests written since the last flush go out now: their deadlines
- * start. */
-static void node_stamp(redlock__node *n, redlock__ns now) {
-  redlock__ns deadline = now + timeout_ns(n->env->command_timeout_ms);
-  redlock__queue *q = n->pending.prev;
-  while (n->unstamped > 0 && q != &n->pending) {
-    redlock__req *req = REDLOCK__CONTAINER_OF(q, redlock__req, q);
-    if (req->deadline_ns == 0) {
-      req->deadline_ns = deadline;
-      n->unstamped--;
-    }
-    q = q->prev;
-  }
-  n->unstamped = 0;
-  node_arm_deadline(n);
 }
 
 /* Queues req behind the handshake (invariant 1): sent when it is done. */
@@ -550,9 +524,17 @@ static void on_deadline(uv_timer_t *t) {
     node_arm_deadline(n);
     return;
   }
-  /* Timers run before the loop polls: after a loop that was blocked (the
-   * application, a debugger) the reply may be waiting in the socket. Only
-   * a reply that has not come is late. */
+  /* Timers run before the loop polls and flushes: after a loop that did
+   * not run for a while (the application, a debugger) the request may not
+   * even have gone out yet (its deadline counts from now), or its reply
+   * may be waiting in the socket. Only a reply that has not come is late.
+   * (A socket that does not take our bytes, want_write, is late.) */
+  if (n->state == REDLOCK__NODE_UP && !n->conn.want_write &&
+      head->flush_gen == n->flushes) {
+    head->deadline_ns = now + timeout_ns(n->env->command_timeout_ms);
+    node_arm_deadline(n);
+    return;
+  }
   if (n->state == REDLOCK__NODE_UP && !n->reading_now) {
     uint64_t td = n->teardowns;
     uint64_t answered = n->answered;
@@ -732,6 +714,7 @@ static void node_up(redlock__node *n) {
     redlock__req *req = REDLOCK__CONTAINER_OF(q, redlock__req, q);
     redlock__queue_remove(q);
     req->deadline_ns = deadline;
+    req->flush_gen = n->flushes;   /* goes out with the next flush */
     redlock__queue_insert_tail(&n->pending, q);
     n->n_pending++;
     if (req->flags & REDLOCK__REQ_CLOCK)

@@ -43,6 +43,8 @@ struct redlock__req {
   uint8_t kind;             /* the caller's */
   uint32_t clock_seq;       /* REQ_CLOCK: the reading that follows it
                                (redlock__node.clock_done reaches it) */
+  uint32_t flush_gen;       /* node->flushes when it was written: equal
+                               until it went out */
   redlock__ns sent_ns;      /* submitted */
   redlock__ns reply_ns;     /* its reply came (0 for a failure) */
   redlock__ns deadline_ns;  /* 0: bounded by the connect deadline */
@@ -153,7 +155,7 @@ struct redlock__node {
   int rechecking;              /* a re-check is on the wire */
   int reading_now;             /* a deadline reads the socket first */
   uint64_t answered;           /* replies so far (every request) */
-  unsigned unstamped;          /* written, not flushed yet: no deadline */
+  uint32_t flushes;            /* flushes of this connection's output */
   /* The master's clock (guard.c reads it): the latest reading, from the
    * handshake or from the TIME that follows acquisitions. */
   redlock__clock_reading clock;
