@@ -296,9 +296,11 @@ int main(int argc, char **argv) {
           redlock_client_quorum(workers[0].client), seconds, hold_ms);
   fprintf(stderr,
           "[demo] the masters were just started: with appendonly yes and "
-          "appendfsync always (cluster.sh's default) they lose no key in a "
-          "restart and their votes count at once; without persistence the "
-          "restart guard holds their votes for one ttl (%lld ms)\n",
+          "appendfsync always (cluster.sh's default, and its addresses "
+          "declare them durable: ?durable=1) they lose no key in a "
+          "restart and their votes count at once; undeclared, or without "
+          "persistence, the restart guard holds their votes for one ttl "
+          "(%lld ms)\n",
           (long long)ttl_ms);
   uv_timer_init(&loop, &stop_timer);
   uv_timer_init(&loop, &kill_timer);
