@@ -120,6 +120,68 @@ static void test_guard_math(void) {
   ASSERT_EQ(redlock__guard_read_valid(1, 1, 1), 1);
 }
 
+/* The masters' clocks (skew.c): steps between two readings, offsets, the
+ * median. A reading: the master's wall clock in us, bracketed by our send
+ * and reply times (ns on the validity clock). */
+static redlock__clock_reading rd(int64_t wall_us, redlock__ns send_ms,
+                                 redlock__ns reply_ms) {
+  redlock__clock_reading r;
+  r.wall_us = wall_us;
+  r.send_ns = send_ms * MS;
+  r.reply_ns = reply_ms * MS;
+  return r;
+}
+
+static void test_clock(void) {
+  const int64_t base = 1795000000000000LL;   /* us */
+  redlock__clock_reading a = rd(base, 1000, 1001);
+  redlock__clock_reading b;
+  int64_t slack = 0;
+  int64_t v[5];
+  /* 10 s later, 10 s more on the master: no step. */
+  b = rd(base + 10000000, 11000, 11001);
+  ASSERT_EQ(redlock__clock_step_us(&a, &b, &slack), 0);
+  /* The slack: 2 ms + 1000 ppm of the interval + the brackets. */
+  ASSERT_EQ(slack, 2000 + 10001 + 2000);
+  /* Within the brackets and the slack: no step (drift, scheduling). */
+  b = rd(base + 10000000 + 11000, 11000, 11001);
+  ASSERT_EQ(redlock__clock_step_us(&a, &b, NULL), 0);
+  /* 2 s more than elapsed: a forward step of at least 1.999 s. */
+  b = rd(base + 12000000, 11000, 11001);
+  ASSERT_EQ(redlock__clock_step_us(&a, &b, NULL), 12000000 - 10001000);
+  /* 2 s less: a step back. */
+  b = rd(base + 8000000, 11000, 11001);
+  ASSERT_EQ(redlock__clock_step_us(&a, &b, NULL), 8000000 - 9999000);
+  /* The master's clock stood still for a 2 ms round trip: fine. */
+  b = rd(base, 1003, 1005);
+  ASSERT_EQ(redlock__clock_step_us(&a, &b, NULL), 0);
+  /* Offsets: wall minus the middle of the reading; half the round trip
+   * of uncertainty (+1 us for rounding). */
+  a = rd(5000000, 1000, 1002);
+  ASSERT_EQ(redlock__clock_offset_us(&a), 5000000 - 1001000);
+  ASSERT_EQ(redlock__clock_unc_us(&a), 1001);
+  /* Median: odd, even (the mean of the middle two), sorted in place. */
+  v[0] = 5;
+  v[1] = -3;
+  v[2] = 100;
+  ASSERT_EQ(redlock__median_i64(v, 3), 5);
+  v[0] = 10;
+  v[1] = 2;
+  v[2] = 4;
+  v[3] = 8;
+  ASSERT_EQ(redlock__median_i64(v, 4), 6);
+  ASSERT_EQ(v[0], 2);
+  v[0] = 42;
+  ASSERT_EQ(redlock__median_i64(v, 1), 42);
+  /* One master of five 3 s ahead: the median is a sound master's. */
+  v[0] = 3000000;
+  v[1] = 10;
+  v[2] = -5;
+  v[3] = 0;
+  v[4] = 7;
+  ASSERT_EQ(redlock__median_i64(v, 5), 7);
+}
+
 /* SHA-1 (the EVALSHA names) and the RESP encoder. */
 static void test_codec(void) {
   char hex[41];
@@ -250,6 +312,7 @@ static void test_hist(void) {
 }
 
 int main(void) {
+  test_clock();
   test_hist();
   test_explain();
   test_guard_math();
