@@ -11,7 +11,8 @@
  * Each time the client must fail that master's connection with a clear
  * error (which bound, the reply's shape), promptly and without committing
  * the memory: the per-master result says so, the process's peak RSS grows
- * by less than 64 MB (printed), and the client reconnects and fails again
+ * by less than 256 MB (printed; ~0 in a plain build, the old reader took
+ * 1.6 GB), and the client reconnects and fails again
  * the same way (bounded backoff), never hangs. The fake server is a thread
  * of this test on a loopback port. */
 #include <errno.h>
@@ -180,7 +181,9 @@ static void one_case(int mode, const char *label, const char *want) {
           peak_rss_kb() - rss0, peak_rss_kb());
   if (strstr(w.err, want) == NULL)
     TEST_FAIL("%s: the error does not say \"%s\": %s", label, want, w.err);
-  ASSERT_LT(peak_rss_kb() - rss0, 64 * 1024);
+  /* 1.6 GB on the old reader; a sanitizer's own bookkeeping of the 8 MB
+   * buffer (shadow, quarantine) stays well below 256 MB. */
+  ASSERT_LT(peak_rss_kb() - rss0, 256 * 1024);
   tu_close(&loop, c);
   fake_stop(&f);
 }
