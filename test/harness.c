@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,14 +83,163 @@ static void rm_dir(const char *dir) {
   rmdir(dir);
 }
 
+/* ---- the processes this test owns ------------------------------------------
+ * Every process the harness starts (servers, proxies, the CLI and shells)
+ * leads a process group of its own and is recorded here; the test is a
+ * child subreaper, so whatever a child leaves behind (dash forks for a
+ * command with a redirection; `redlock run` puts its command in a group
+ * of its own) is re-parented to the test, not to init. Cleanup, on every
+ * path (exit, harness_abort, a fatal signal, meson's SIGTERM at a
+ * timeout), kills each recorded group, then every remaining child of the
+ * test and its group, until the test has no child left. All of it is
+ * async-signal-safe: kill, waitpid, and /proc read with getdents64. */
+
+#define MAX_OWNED 256
+
+static volatile pid_t owned[MAX_OWNED];   /* 0: free slot or reaped */
+static volatile int n_owned;
+
+static void own(pid_t pid) {
+  int i;
+  for (i = 0; i < n_owned; i++)
+    if (owned[i] == 0) {
+      owned[i] = pid;
+      return;
+    }
+  if (n_owned < MAX_OWNED)
+    owned[n_owned++] = pid;
+}
+
+static void disown_pid(pid_t pid) {
+  int i;
+  for (i = 0; i < n_owned; i++)
+    if (owned[i] == pid)
+      owned[i] = 0;
+}
+
+/* The parent pid from /proc/PID/stat ("pid (comm) S ppid pgrp ..."), and
+ * its process group; -1 if gone. comm may hold spaces and parentheses:
+ * scan from the last ')'. */
+static int proc_parent(pid_t pid, pid_t *pgrp) {
+  char path[64];
+  char buf[512];
+  char *p, *q;
+  ssize_t n;
+  int fd;
+  long v[2] = {0, 0};
+  int k;
+  /* snprintf is not async-signal-safe: build the path by hand. */
+  {
+    char digits[16];
+    int d = 0;
+    unsigned u = (unsigned)pid;
+    memcpy(path, "/proc/", 6);
+    do {
+      digits[d++] = (char)('0' + u % 10);
+      u /= 10;
+    } while (u != 0);
+    for (k = 0; k < d; k++)
+      path[6 + k] = digits[d - 1 - k];
+    memcpy(path + 6 + d, "/stat", 6);
+  }
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return -1;
+  buf[n] = '\0';
+  p = NULL;
+  for (q = buf; *q != '\0'; q++)
+    if (*q == ')')
+      p = q;
+  if (p == NULL || p[1] != ' ' || p[2] == '\0' || p[3] != ' ')
+    return -1;
+  p += 4;   /* past ") S " */
+  for (k = 0; k < 2; k++) {
+    while (*p >= '0' && *p <= '9')
+      v[k] = v[k] * 10 + (*p++ - '0');
+    if (*p == ' ')
+      p++;
+  }
+  *pgrp = (pid_t)v[1];
+  return (int)v[0];
+}
+
+struct linux_dirent64_ {
+  unsigned long long d_ino;
+  long long d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+/* Kills every child of this process (and its group when that is not
+ * ours), reaps it; returns how many were found. */
+static int kill_children(void) {
+  char buf[4096];
+  pid_t self = getpid();
+  pid_t mygrp = getpgrp();
+  int found = 0;
+  int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  long n;
+  if (fd < 0)
+    return 0;
+  while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+    long off = 0;
+    while (off < n) {
+      struct linux_dirent64_ *d = (struct linux_dirent64_ *)(buf + off);
+      const char *c = d->d_name;
+      pid_t pid = 0;
+      off += d->d_reclen;
+      if (*c < '1' || *c > '9')
+        continue;
+      for (; *c >= '0' && *c <= '9'; c++)
+        pid = pid * 10 + (*c - '0');
+      {
+        pid_t grp = 0;
+        if (proc_parent(pid, &grp) != (int)self)
+          continue;
+        found++;
+        if (grp > 0 && grp != mygrp)
+          kill(-grp, SIGKILL);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+      }
+    }
+  }
+  close(fd);
+  return found;
+}
+
+static void kill_owned(void) {
+  int i, rounds;
+  for (i = 0; i < n_owned; i++) {
+    pid_t pid = owned[i];
+    if (pid > 0) {
+      /* Not reaped yet, so neither the pid nor its group can have been
+       * reused. */
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      owned[i] = 0;
+    }
+  }
+  for (rounds = 0; rounds < 50 && kill_children() > 0; rounds++)
+    ;
+}
+
 static void stop_one(harness_server *s) {
   int st;
   if (s->pid > 0) {
     /* SIGKILL ends a stopped process too; no SIGCONT first, so a paused
      * server never gets to run what is queued for it (a reset test needs
      * the data to stay unread). */
+    kill(-s->pid, SIGKILL);
     kill(s->pid, SIGKILL);
     waitpid(s->pid, &st, 0);
+    disown_pid(s->pid);
     s->pid = 0;
     s->paused = 0;
   }
@@ -139,6 +290,7 @@ void harness_abort(void) {
     if (registry[i]->pid == 0)
       print_log_tail(registry[i]);
   harness_stop_all();
+  kill_owned();
   tls_cleanup();
   fflush(stderr);
   signal(SIGABRT, SIG_DFL);
@@ -147,6 +299,7 @@ void harness_abort(void) {
 
 static void on_exit_cleanup(void) {
   harness_stop_all();
+  kill_owned();
 }
 
 static void on_fatal_signal(int sig) {
@@ -158,6 +311,7 @@ static void on_fatal_signal(int sig) {
       kill(registry[i]->pid, SIGKILL);
       waitpid(registry[i]->pid, NULL, 0);
     }
+  kill_owned();
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -166,9 +320,13 @@ static void install_handlers(void) {
   if (installed)
     return;
   installed = 1;
+  /* Orphans of our children come back to us (see kill_owned). */
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   atexit(on_exit_cleanup);
   signal(SIGINT, on_fatal_signal);
   signal(SIGTERM, on_fatal_signal);
+  signal(SIGHUP, on_fatal_signal);
+  signal(SIGQUIT, on_fatal_signal);
   signal(SIGSEGV, on_fatal_signal);
   signal(SIGBUS, on_fatal_signal);
   /* Sanitizers end a failing test with abort(): stop the servers too. */
@@ -252,6 +410,7 @@ static int spawn_server(harness_server *s) {
     return -1;
   if (pid == 0) {
     int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    setpgid(0, 0);
     if (fd >= 0) {
       dup2(fd, 1);
       dup2(fd, 2);
@@ -328,11 +487,14 @@ static int spawn_server(harness_server *s) {
     execv(exe, args);
     _exit(127);
   }
+  setpgid(pid, pid);   /* both sides: no race with the kill below */
+  own(pid);
   s->pid = pid;
   s->paused = 0;
   end = harness_now_ms() + 5000;
   while (harness_now_ms() < end) {
     if (waitpid(pid, &st, WNOHANG) == pid) {
+      disown_pid(pid);
       s->pid = 0;   /* died: port taken, or a bad build */
       return -1;
     }
@@ -760,6 +922,7 @@ void harness_proxy_start(harness_proxy *p, const char *exe,
     TEST_FAIL("fork");
   if (pid == 0) {
     const char *log = getenv("REDLOCK_FAULTPROXY_LOG");
+    setpgid(0, 0);
     int fd = open(log != NULL ? log : "/dev/null",
                   O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
@@ -769,6 +932,8 @@ void harness_proxy_start(harness_proxy *p, const char *exe,
     execv(exe, argv);
     _exit(127);
   }
+  setpgid(pid, pid);
+  own(pid);
   p->pid = pid;
   proxies[n_proxies++] = p;
   end = harness_now_ms() + 5000;
@@ -794,6 +959,7 @@ void harness_proxy_cmd(harness_proxy *p, int i, const char *cmd) {
   if (fd < 0 || write(fd, line, (size_t)n) != n) {
     int st = 0;
     if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+      disown_pid(p->pid);
       p->pid = 0;
       TEST_FAIL("fault proxy died (%s %d)",
                 WIFSIGNALED(st) ? "signal" : "exit",
@@ -828,8 +994,10 @@ void harness_stop_proxies(void) {
   int i;
   for (i = 0; i < n_proxies; i++)
     if (proxies[i]->pid > 0) {
+      kill(-proxies[i]->pid, SIGKILL);
       kill(proxies[i]->pid, SIGKILL);
       waitpid(proxies[i]->pid, NULL, 0);
+      disown_pid(proxies[i]->pid);
       proxies[i]->pid = 0;
     }
   n_proxies = 0;
@@ -887,13 +1055,18 @@ int harness_spawn(const char *exe, char *const *argv, const char *out,
   sigemptyset(&none);
   posix_spawnattr_setsigdefault(&at, &def);
   posix_spawnattr_setsigmask(&at, &none);
+  /* A process group of its own, so the harness can stop all it starts. */
+  posix_spawnattr_setpgroup(&at, 0);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGDEF |
-                                    POSIX_SPAWN_SETSIGMASK);
+                                    POSIX_SPAWN_SETSIGMASK |
+                                    POSIX_SPAWN_SETPGROUP);
+  install_handlers();
   rc = posix_spawn(&pid, exe, &fa, &at, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   if (rc != 0)
     TEST_FAIL("posix_spawn %s: %s", exe, strerror(rc));
+  own(pid);
   return (int)pid;
 }
 
@@ -907,11 +1080,16 @@ int harness_wait_exit(int pid, uint64_t timeout_ms) {
   int st;
   for (;;) {
     pid_t r = waitpid((pid_t)pid, &st, WNOHANG);
-    if (r == (pid_t)pid)
+    if (r == (pid_t)pid) {
+      disown_pid((pid_t)pid);
       return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
     if (harness_now_ms() > end) {
+      /* The whole group: a shell's children too. */
+      kill(-(pid_t)pid, SIGKILL);
       kill((pid_t)pid, SIGKILL);
       waitpid((pid_t)pid, &st, 0);
+      disown_pid((pid_t)pid);
       fprintf(stderr, "harness: pid %d did not exit within %llu ms: "
               "killed\n", pid, (unsigned long long)timeout_ms);
       return -1;

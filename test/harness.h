@@ -183,6 +183,13 @@ int harness_wait_for(int (*cond)(void *arg), void *arg, uint64_t timeout_ms);
 
 /* ---- processes: the CLI and shells ---------------------------------------- */
 
+/* Every process started below (and every server and proxy) leads a
+ * process group of its own and is recorded; the test is a child subreaper,
+ * so what those processes leave behind is re-parented to it. On every exit
+ * path (return from main, harness_abort, a fatal signal, meson's SIGTERM)
+ * the harness kills each group and every remaining child until none is
+ * left: a failing test leaves no process running. */
+
 /* `/bin/sh -c cmd` in the background (inherits stdio); aborts on failure. */
 int harness_spawn_sh(const char *cmd);
 /* exe with argv (argv[0] as given), stdout and stderr to files (truncated;
@@ -191,8 +198,8 @@ int harness_spawn_sh(const char *cmd);
 int harness_spawn(const char *exe, char *const *argv, const char *out,
                   const char *err);
 /* The exit status of pid (128+N if killed by signal N), waiting at most
- * timeout_ms (bounded polling); on timeout the process is killed with
- * SIGKILL and -1 is returned. */
+ * timeout_ms (bounded polling); on timeout its whole process group is
+ * killed with SIGKILL and -1 is returned. */
 int harness_wait_exit(int pid, uint64_t timeout_ms);
 /* The file's content (NUL-terminated, cut at len - 1); "" if unreadable. */
 void harness_read_file(const char *path, char *buf, size_t len);
