@@ -9,9 +9,11 @@ Blocks, by their fence:
               includes and an on_acquired declaration (its README comment
               says so: <!-- readme-test: fragment ... -->)
   ```sh       run with bash -e from the source root, `redlock` on PATH
-  ```console  a session: the `$ ` lines run in one shell, their output is
-              compared with the README's, line by line, with numbers and
-              hex tokens taken out
+  ```console  a session: the `$ ` lines run in one shell, each must exit 0
+              (show a failure's status with `; echo $?`), and their
+              output is compared with the README's line by line: every
+              number counts except tokens, durations and time columns
+              (norm() says which); a `...` line stands for any lines
 A block preceded by <!-- readme-test: skip: WHY --> is listed, not run;
 ```text and unlabelled blocks are output or pseudo-code, not examples.
 
@@ -90,10 +92,55 @@ def port_busy(port):
         s.close()
 
 
-def norm(line):
+TIME_UNIT = r"(?:ns|us|µs|ms|s|m|h)\b"
+
+
+def norm(line, masked_cols=()):
+    """What of an output line must match the README exactly: everything
+    but tokens (hex runs of 8+ digits, and 13+ digit decimals: fencing
+    tokens come from a master's clock), durations (a number with a time
+    unit) and the fields of columns named *_us, *_ms or *_s (latencies,
+    ttls left). Every other number counts: "3 of 3 masters", "quorum 2",
+    an exit status."""
+    fields = line.split()
+    for i in masked_cols:
+        if i < len(fields):
+            fields[i] = "T"
+    line = " ".join(fields)
     line = re.sub(r"\b[0-9a-f]{8,}\b", "H", line)
-    line = re.sub(r"\d+", "N", line)
-    return " ".join(line.split())
+    line = re.sub(r"\b\d{13,}\b", "H", line)
+    line = re.sub(r"(?<![\d.])\d+(?:\.\d+)?\s?" + TIME_UNIT, "T", line)
+    return line
+
+
+def timed_columns(line):
+    """Indices of the columns of a table header whose name is a time."""
+    return [i for i, f in enumerate(line.split())
+            if re.search(r"_(?:us|ms|s)$", f)]
+
+
+def norm_block(lines):
+    out, cols = [], ()
+    for x in lines:
+        if timed_columns(x):
+            cols = timed_columns(x)
+            out.append(norm(x))
+        elif x.strip() == "":
+            cols = ()
+            out.append("")
+        else:
+            out.append(norm(x, cols))
+    return out
+
+
+def match(want, have):
+    """want may hold "..." lines: each matches any run of lines (none
+    included); every other line must match in order, to the end."""
+    if not want:
+        return not have
+    if want[0] == "...":
+        return any(match(want[1:], have[k:]) for k in range(len(have) + 1))
+    return bool(have) and want[0] == have[0] and match(want[1:], have[1:])
 
 
 def run(cmd, env, timeout, cwd=SRC, stdin=None):
@@ -206,19 +253,29 @@ def console(what, body, env, work, n):
             expected[-1].append(line)
     script = "exec 2>&1\n"
     for i, c in enumerate(cmds):
-        script += f"echo '@@{i}@@'\n{c}\n"
+        script += f"echo '@@{i}@@'\n{c}\necho \"@@rc $?@@\"\n"
     r = run(["bash"], env, 120, stdin=script)
     got = re.split(r"^@@\d+@@\n", r.stdout, flags=re.M)[1:]
     if len(got) != len(cmds):
         fail(what, f"the session stopped early:\n{r.stdout}")
         return 0
     for c, want, out in zip(cmds, expected, got):
+        m = re.search(r"^@@rc (\d+)@@\n?\Z", out, flags=re.M)
+        if m is None:
+            fail(what, f"$ {c}\nno exit status:\n{out}")
+            return 0
+        out = out[:m.start()]
+        # A command shown without its status must succeed; show a
+        # failure's status in the README (`...; echo $?`), where it is
+        # compared like any other number.
+        if m.group(1) != "0":
+            fail(what, f"$ {c}\nexited {m.group(1)} (README shows no "
+                 f"failure):\n{out}")
+            return 0
         have = out.rstrip("\n").split("\n") if out.strip() else []
-        w = [norm(x) for x in want if x.strip() != "..."]
-        h = [norm(x) for x in have]
-        if "..." in [x.strip() for x in want]:
-            h = h[:len(w)]
-        if w != h:
+        w = [x if x.strip() != "..." else "..." for x in norm_block(want)]
+        h = norm_block(have)
+        if not match(w, h):
             fail(what, f"$ {c}\nREADME:\n  " + "\n  ".join(want) +
                  "\ngot:\n  " + "\n  ".join(have))
             return 0
