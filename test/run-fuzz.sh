@@ -3,7 +3,11 @@
 # bounded time on a scratch copy of its seed corpus (new inputs go to the
 # scratch dir, the seeds stay as they are).
 set -euo pipefail
-fuzzer=$1 seeds=$2 seconds=${3:-30}
+# REDLOCK_FUZZ_SECONDS, when set, overrides the time meson passes.
+fuzzer=$1 seeds=$2 seconds=${REDLOCK_FUZZ_SECONDS:-${3:-30}}
+case "$seconds" in
+  ''|*[!0-9]*) echo "REDLOCK_FUZZ_SECONDS must be a whole number of seconds: '$seconds'" >&2; exit 2 ;;
+esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=1024 \

@@ -104,16 +104,69 @@ int main(int argc, char **argv) {
   tu_run_for(&loop, 20);
   ASSERT_EQ(tu_count_holding(srv, N, "proxy", tok), 0);
 
-  /* Refused and reset: error votes at once. */
-  harness_proxy_cmd(&px, 3, "refuse");
-  harness_proxy_cmd(&px, 4, "reset");
-  tu_wait_up(&loop, c, 3, 10000);
-  ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), 0);
-  ASSERT_EQ(op.yes, 3);
-  ASSERT_EQ(tu_release(&loop, l, &op), 0);
-  harness_proxy_cmd(&px, 3, "normal");
-  harness_proxy_cmd(&px, 4, "normal");
-  tu_wait_up(&loop, c, N, 10000);
+  /* Refused and reset: error votes at once, each naming its cause. A
+   * majority is down, so the decision needs their votes, and a client
+   * whose command timeout is 5 s tells an error at once from a request
+   * that waits for a master that is not there. */
+  {
+    redlock_client_t *c2;
+    redlock_lock_t *l2;
+    const char *addrs[N];
+    /* Reconnects 2-4 s apart: a request that waited for the next
+     * connect instead of failing would take seconds too. */
+    redlock_client_config cfg = {.command_timeout_ms = 5000,
+                                 .connect_timeout_ms = 5000,
+                                 .reconnect_min_ms = 4000,
+                                 .reconnect_max_ms = 4000,
+                                 .restart_guard_ms = -1};
+    harness_proxy_addrs(&px, addrs);
+    cfg.servers = addrs;
+    cfg.n_servers = N;
+    ASSERT_EQ(redlock_client_new(&loop, &cfg, &c2), 0);
+    tu_wait_up(&loop, c2, N, 10000);
+    ASSERT_EQ(redlock_lock_new(c2, "proxy-down", 5, &l2), 0);
+    harness_proxy_cmd(&px, 2, "refuse");
+    harness_proxy_cmd(&px, 3, "refuse");
+    harness_proxy_cmd(&px, 4, "reset");
+    tu_wait_up(&loop, c2, 2, 10000);
+    /* The refused ones have tried to connect again (and been refused). */
+    t0 = harness_now_ms();
+    for (;;) {
+      redlock_master_info m2, m3;
+      ASSERT_EQ(redlock_client_master_info(c2, 2, &m2), 0);
+      ASSERT_EQ(redlock_client_master_info(c2, 3, &m3), 0);
+      if (strstr(m2.error, "refused") != NULL &&
+          strstr(m3.error, "refused") != NULL)
+        break;
+      if (harness_now_ms() - t0 > 10000)
+        TEST_FAIL("no refused connect seen: \"%s\", \"%s\"", m2.error,
+                  m3.error);
+      tu_run_for(&loop, 5);
+    }
+    t0 = harness_now_ms();
+    ASSERT_EQ(tu_acquire(&loop, l2, 10000, &once, &op), REDLOCK_ENOQUORUM);
+    /* Far below the 2-5 s a request queued for a down master would take
+     * (the next connect, or the command timeout). */
+    ASSERT_LT(op.cb_ms - t0, 1500);
+    for (i = 2; i < N; i++) {
+      ASSERT_EQ(op.nodes[i].vote, REDLOCK_VOTE_ERR);
+      ASSERT_EQ(op.nodes[i].error, REDLOCK_EIO);
+    }
+    fprintf(stderr, "refused: \"%s\"; reset: \"%s\"\n", op.errstr[2],
+            op.errstr[4]);
+    ASSERT(strstr(op.errstr[2], "refused") != NULL);
+    ASSERT(strstr(op.errstr[3], "refused") != NULL);
+    ASSERT(strstr(op.errstr[4], "refused") == NULL);
+    ASSERT(op.errstr[4][0] != '\0');
+    for (i = 2; i < N; i++)
+      harness_proxy_cmd(&px, i, "normal");
+    tu_wait_up(&loop, c2, N, 10000);
+    ASSERT_EQ(tu_acquire(&loop, l2, 10000, &once, &op), 0);
+    ASSERT_GE(op.yes, 3);
+    ASSERT_EQ(tu_release(&loop, l2, &op), 0);
+    ASSERT_EQ(redlock_lock_free(l2), 0);
+    tu_close_client(&loop, c2);
+  }
 
   ASSERT_EQ(redlock_lock_free(l), 0);
   tu_close(&loop, c);
