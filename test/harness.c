@@ -31,6 +31,25 @@ static void pause_ms(unsigned ms) {
   nanosleep(&ts, NULL);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define HARNESS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HARNESS_ASAN 1
+#endif
+#endif
+
+int64_t harness_bound_ms(int64_t base_ms) {
+  const char *slow = getenv("REDLOCK_TEST_SLOW");
+  if (slow != NULL && *slow != '\0' && strcmp(slow, "0") != 0)
+    return base_ms * 10;
+#ifdef HARNESS_ASAN
+  return base_ms * 4;
+#else
+  return base_ms;
+#endif
+}
+
 uint64_t harness_now_ms(void) {
   return uv_hrtime() / 1000000ULL;
 }
@@ -561,9 +580,33 @@ void harness_start(harness_server *srv, int n) {
   }
 }
 
+/* The state letter of /proc/PID/stat, or 0. */
+static char proc_state(pid_t pid) {
+  char path[64], buf[512];
+  char *p;
+  FILE *f;
+  size_t n;
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  p = strrchr(buf, ')');
+  return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
 void harness_pause(harness_server *s) {
-  if (s->pid > 0 && kill(s->pid, SIGSTOP) == 0)
-    s->paused = 1;
+  uint64_t end = harness_now_ms() + 5000;
+  if (s->pid <= 0 || kill(s->pid, SIGSTOP) != 0)
+    return;
+  s->paused = 1;
+  while (proc_state(s->pid) != 'T') {
+    if (harness_now_ms() > end)
+      TEST_FAIL("redis-server %d did not stop", s->pid);
+    pause_ms(1);
+  }
 }
 
 void harness_resume(harness_server *s) {
@@ -1024,6 +1067,54 @@ int harness_send_nowait(const harness_server *s, int argc,
 void harness_close_fd(int fd) {
   if (fd >= 0)
     close(fd);
+}
+
+int harness_send_ok(const harness_server *s, int argc, const char **argv) {
+  int fd = harness_send_nowait(s, argc, argv);
+  char reply[128];
+  size_t got = 0;
+  uint64_t end = harness_now_ms() + 5000;
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  while (memchr(reply, '\n', got) == NULL) {
+    ssize_t r = read(fd, reply + got, sizeof(reply) - 1 - got);
+    if (r > 0)
+      got += (size_t)r;
+    else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+      TEST_FAIL("%s on :%d: connection closed", argv[0], s->port);
+    if (harness_now_ms() > end || got == sizeof(reply) - 1)
+      TEST_FAIL("%s on :%d: no reply", argv[0], s->port);
+    if (memchr(reply, '\n', got) == NULL)
+      pause_ms(1);
+  }
+  reply[got] = '\0';
+  if (strncmp(reply, "+OK", 3) != 0)
+    TEST_FAIL("%s on :%d: %s", argv[0], s->port, reply);
+  return fd;
+}
+
+void harness_wait_asleep(const harness_server *s, uint64_t timeout_ms) {
+  char path[64], buf[128];
+  uint64_t end = harness_now_ms() + timeout_ms;
+  snprintf(path, sizeof(path), "/proc/%d/syscall", s->pid);
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    long nr = -1;
+    if (f != NULL) {
+      if (fgets(buf, sizeof(buf), f) != NULL)
+        nr = strtol(buf, NULL, 10);
+      fclose(f);
+    }
+#ifdef SYS_nanosleep
+    if (nr == SYS_nanosleep)
+      return;
+#endif
+    if (nr == SYS_clock_nanosleep)
+      return;
+    if (harness_now_ms() > end)
+      TEST_FAIL("redis-server :%d is not asleep after %llu ms (%s: %ld)",
+                s->port, (unsigned long long)timeout_ms, path, nr);
+    pause_ms(1);
+  }
 }
 
 /* ---- processes ----------------------------------------------------------- */

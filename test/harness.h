@@ -96,7 +96,8 @@ void harness_start(harness_server *srv, int n);
 /* Stops all servers started by harness_start (by PID; waits for them). */
 void harness_stop_all(void);
 
-void harness_pause(harness_server *s);     /* SIGSTOP */
+void harness_pause(harness_server *s);     /* SIGSTOP; returns once it is
+                                              stopped (/proc state T) */
 void harness_resume(harness_server *s);    /* SIGCONT */
 void harness_kill(harness_server *s);      /* SIGKILL + waitpid; keys lost
                                               unless appendonly */
@@ -160,6 +161,13 @@ int harness_set(const harness_server *s, const char *key, const char *val,
 int64_t harness_dbsize(const harness_server *s);
 
 /* ---- time and waiting -------------------------------------------------- */
+
+/* A time bound for this build and run: base_ms times 1 in a plain build,
+ * 4 under ASan/UBSan (instrumented code on a loaded 2-core machine), 10
+ * under valgrind ($REDLOCK_TEST_SLOW). Timing assertions use it (or assert
+ * the property and print the figure): a bound is never the measurement's
+ * own margin. */
+int64_t harness_bound_ms(int64_t base_ms);
 
 /* Monotonic ms (uv_hrtime / 1e6). */
 uint64_t harness_now_ms(void);
@@ -230,3 +238,10 @@ void harness_proxy_addrs(const harness_proxy *p, const char **out);
 int harness_send_nowait(const harness_server *s, int argc,
                         const char **argv);
 void harness_close_fd(int fd);
+/* The same, then waits (bounded, 5 s) for its "+OK" reply: for CLIENT
+ * PAUSE, which is in force once it answered. Aborts on another reply. */
+int harness_send_ok(const harness_server *s, int argc, const char **argv);
+/* Waits (bounded polling of /proc, timeout_ms) until s's main thread is
+ * in a sleep system call: a DEBUG SLEEP sent with harness_send_nowait has
+ * started. Aborts the test on timeout. */
+void harness_wait_asleep(const harness_server *s, uint64_t timeout_ms);

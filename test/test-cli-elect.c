@@ -158,6 +158,35 @@ static uint64_t last_start(const char *id) {
 
 /* ---- processes ----------------------------------------------------------- */
 
+/* Clients of master 0 that have run a lock command (their last command
+ * is not one of the handshake's): each campaigning `redlock elect` has
+ * one, once it has tried. */
+static int lock_clients(void) {
+  static char buf[65536];
+  const char *p = buf;
+  int n = 0;
+  if (harness_cmdf(&srv[0], buf, sizeof(buf), "CLIENT LIST") != 0)
+    return -1;
+  while ((p = strstr(p, " cmd=")) != NULL) {
+    p += 5;
+    if (strncmp(p, "evalsha ", 8) == 0 || strncmp(p, "eval ", 5) == 0 ||
+        strncmp(p, "set ", 4) == 0 || strncmp(p, "time ", 5) == 0)
+      n++;
+  }
+  return n;
+}
+
+/* Waits (bounded) until `want` electors have tried on master 0. */
+static void wait_campaigners(int want, const char *what) {
+  uint64_t end = harness_now_ms() + 10000;
+  while (lock_clients() < want) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("%s: %d electors seen trying, %d wanted", what,
+                lock_clients(), want);
+    uv_sleep(2);   /* bounded polling of the server */
+  }
+}
+
 static int spawn_elect(const char *id, const char *ttl, int once,
                        const char *exit_after) {
   char out[300], err[300];
@@ -225,14 +254,14 @@ static uint64_t quorum_expiry_ns(void) {
 static void quick(void) {
   int a, b, rc;
   uint64_t expiry, t_term;
-  int64_t margin_ms = getenv("REDLOCK_TEST_SLOW") ? 300 : 60;
+  int64_t margin_ms = harness_bound_ms(60);
   char buf[8192], path[400];
 
   /* a) */
   a = spawn_elect("A", "1s", 0, NULL);
   wait_starts("A", 1, 10000, "a) A");
   b = spawn_elect("B", "1s", 0, NULL);
-  uv_sleep(300);   /* B campaigns and is refused meanwhile */
+  wait_campaigners(2, "a) B");   /* B has campaigned (and was refused) */
   ASSERT_EQ(starts_of("B"), 0);
   leader_is("A");
   fprintf(stderr, "a) A leads and runs its command; `redlock leader`: A\n");
@@ -253,7 +282,7 @@ static void quick(void) {
 
   /* c) SIGTERM to B: resigns, A2 takes over through the release. */
   a = spawn_elect("A2", "1s", 0, NULL);
-  uv_sleep(200);
+  wait_campaigners(2, "c) A2");   /* A2 campaigns behind B */
   t_term = mono_ns();
   ASSERT_EQ(kill(b, SIGTERM), 0);
   rc = harness_wait_exit(b, 5000);

@@ -112,14 +112,21 @@ int main(void) {
    * too, so that the crash is what the test is about. */
   {
     uint64_t end = harness_now_ms() + 5000;
-    while (tu_count_holding(aof, 1, "durable", redlock_lock_token(l)) != 1 &&
-           harness_now_ms() < end)
+    while (tu_count_holding(aof, 1, "durable", redlock_lock_token(l)) != 1) {
+      if (harness_now_ms() > end)
+        TEST_FAIL("c) master 1 never got the key");
       tu_run_for(&loop, 2);
+    }
   }
   harness_kill(&aof[0]);
   harness_restart(&aof[0]);
   ASSERT_EQ(harness_get(&aof[0], "durable", val, sizeof(val)), 1);
   ASSERT_STR_EQ(val, redlock_lock_token(l));
+  /* Master 2 loses the key (its own fault, within the model: one faulty
+   * master): the second client's answer now rests on what master 1
+   * kept. Had master 1 come back empty, masters 1 and 2 would vote yes
+   * and, declared durable, count at once: a double grant. */
+  ASSERT_EQ(harness_cmdf(&aof[1], val, sizeof(val), "DEL durable"), 0);
   b = guarded(&loop, aof, NULL, NULL);
   ASSERT_EQ(redlock_lock_new(b, "durable", 7, &lb), 0);
   rc = try_once(&loop, lb, &op);
@@ -131,7 +138,10 @@ int main(void) {
           "there, a second client gets %s\n", redlock_err_name(rc));
   ASSERT_EQ(redlock_lock_free(lb), 0);
   tu_close_client(&loop, b);
-  ASSERT_EQ(tu_release(&loop, l, &op), 0);
+  /* (Master 2 no longer holds it, master 1 may still be reconnecting:
+   * a cleanup, whatever it decides.) */
+  rc = tu_release(&loop, l, &op);
+  ASSERT(rc == 0 || rc == REDLOCK_ENOTHELD || rc == REDLOCK_ENOQUORUM);
   ASSERT_EQ(redlock_lock_free(l), 0);
   tu_close_client(&loop, c);
 

@@ -29,11 +29,10 @@ int main(void) {
 
   /* CLIENT PAUSE WRITE on two masters. */
   for (i = 0; i < 2; i++)
-    fds[i] = harness_send_nowait(&srv[i], 4, pause_argv);
-  tu_run_for(&loop, 20);
+    fds[i] = harness_send_ok(&srv[i], 4, pause_argv);   /* in force */
   t0 = harness_now_ms();
   ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), 0);
-  ASSERT_LT(op.cb_ms - t0, 150);
+  ASSERT_LT(op.cb_ms - t0, (uint64_t)harness_bound_ms(150));
   ASSERT_EQ(op.yes, 3);
   ASSERT_EQ(tu_release(&loop, l, &op), 0);
   for (i = 0; i < 2; i++) {
@@ -45,10 +44,10 @@ int main(void) {
 
   /* DEBUG SLEEP on one master: excluded, granted by the others. */
   fds[0] = harness_send_nowait(&srv[4], 3, sleep_argv);
-  tu_run_for(&loop, 20);
+  harness_wait_asleep(&srv[4], 5000);
   t0 = harness_now_ms();
   ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), 0);
-  ASSERT_LT(op.cb_ms - t0, 150);
+  ASSERT_LT(op.cb_ms - t0, (uint64_t)harness_bound_ms(150));
   ASSERT_EQ(op.nodes[4].vote, REDLOCK_VOTE_NONE);
   ASSERT_EQ(tu_release(&loop, l, &op), 0);
   harness_close_fd(fds[0]);
@@ -57,7 +56,8 @@ int main(void) {
   /* DEBUG SLEEP on a majority: no quorum, within the command timeout. */
   for (i = 0; i < 3; i++)
     fds[i] = harness_send_nowait(&srv[i], 3, sleep_argv);
-  tu_run_for(&loop, 20);
+  for (i = 0; i < 3; i++)
+    harness_wait_asleep(&srv[i], 5000);
   t0 = harness_now_ms();
   ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), REDLOCK_ENOQUORUM);
   ASSERT_LT(op.cb_ms - t0, 200 + 300);

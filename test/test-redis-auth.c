@@ -16,6 +16,7 @@ int main(void) {
   char uri[128];
   const char *servers[1] = {uri};
   char val[96];
+  uint64_t t0;
   tu_op op;
 
   memset(srv, 0, sizeof(srv));
@@ -66,9 +67,15 @@ int main(void) {
   /* Wrong password: the node stays down, acquisition fails at once. */
   ASSERT_EQ(uv_loop_init(&loop), 0);
   cfg.password = "wrong";
+  /* Long timeouts: "at once" is then far from any of them. */
+  cfg.command_timeout_ms = 10000;
+  cfg.connect_timeout_ms = 10000;
   ASSERT_EQ(redlock_client_new(&loop, &cfg, &c), 0);
   ASSERT_EQ(redlock_lock_new(c, "authed", 6, &l), 0);
+  t0 = harness_now_ms();
   ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), REDLOCK_ENOQUORUM);
+  ASSERT_LT(op.cb_ms - t0, (uint64_t)harness_bound_ms(500));
+  ASSERT(strstr(op.errstr[0], "WRONGPASS") != NULL);
   /* The first attempt queued behind the handshake: the server's error. */
   ASSERT(op.nodes[0].error == REDLOCK_ESERVER ||
          op.nodes[0].error == REDLOCK_EIO);

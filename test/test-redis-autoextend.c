@@ -41,6 +41,7 @@ int main(void) {
   harness_server srv[N];
   uv_loop_t loop;
   redlock_client_t *c;
+  uint64_t sent;
   redlock_lock_t *l;
   redlock_client_config cfg = {.command_timeout_ms = 5000,
                                .reconnect_min_ms = 10,
@@ -81,16 +82,27 @@ int main(void) {
   for (i = 0; i < N; i++)
     ASSERT_EQ(harness_cmdf(&srv[i], tok, sizeof(tok), "CONFIG RESETSTAT"),
               0);
+  sent = tu_commands_sent(c);
   for (i = 0; i < N; i++)
     harness_pause(&srv[i]);
-  tu_run_for(&loop, 650);      /* the extension is now in flight */
+  tu_wait_sent(&loop, c, sent + N, 5000);   /* the extension is in flight */
   memset(&op, 0, sizeof(op));
   ASSERT_EQ(redlock_lock_release(l, tu_cb, &op), 0);
   for (i = 0; i < N; i++)
     harness_resume(&srv[i]);
   ASSERT_EQ(harness_run_until(&loop, &op.done, 10000), 0);
   ASSERT_EQ(op.status, 0);
-  tu_run_for(&loop, 50);
+  /* Every master has run the release (the decision waited for a
+   * quorum only). */
+  {
+    uint64_t end = harness_now_ms() + 10000;
+    for (i = 0; i < N; i++)
+      while (harness_dbsize(&srv[i]) != 0 || tu_evalsha_calls(&srv[i]) < 2) {
+        if (harness_now_ms() > end)
+          TEST_FAIL("master %d has not run the release", i);
+        tu_run_for(&loop, 1);
+      }
+  }
   for (i = 0; i < N; i++) {
     ASSERT_EQ(harness_dbsize(&srv[i]), 0);
     ASSERT_EQ(tu_evalsha_calls(&srv[i]), 2);   /* extend, then release */

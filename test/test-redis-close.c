@@ -38,6 +38,7 @@ int main(void) {
   tu_op op;
   volatile int closed = 0;
   char held_token[64];
+  uint64_t sent;
   int i;
 
   memset(srv, 0, sizeof(srv));
@@ -51,16 +52,17 @@ int main(void) {
   ASSERT_EQ(redlock_lock_acquire(tmp, 10000, &once, free_in_cb, &op), 0);
   ASSERT_EQ(harness_run_until(&loop, &op.done, 10000), 0);
   ASSERT(freed_in_cb == tmp);
-  tu_run_for(&loop, 30);   /* its background release lands */
+  tu_drain(&loop, c);   /* its background release has landed */
   for (i = 0; i < N; i++)
     ASSERT_EQ(harness_dbsize(&srv[i]), 0);
 
   ASSERT_EQ(redlock_lock_new(c, "held", 4, &held), 0);
   ASSERT_EQ(tu_acquire(&loop, held, 60000, &once, &op), 0);
   snprintf(held_token, sizeof(held_token), "%s", redlock_lock_token(held));
-  tu_run_for(&loop, 20);
+  tu_drain(&loop, c);
   ASSERT_EQ(tu_count_holding(srv, N, "held", held_token), N);
 
+  sent = tu_commands_sent(c);
   /* An acquire that will be stuck on hung masters. */
   ASSERT_EQ(redlock_lock_new(c, "pending", 7, &pending), 0);
   for (i = 0; i < 2; i++)
@@ -73,7 +75,8 @@ int main(void) {
   memset(&op_waiting, 0, sizeof(op_waiting));
   ASSERT_EQ(redlock_lock_acquire(waiting, 1000, &slow_retry, tu_cb,
                                  &op_waiting), 0);
-  tu_run_for(&loop, 30);
+  /* Both have written their first attempt to every master. */
+  tu_wait_sent(&loop, c, sent + 2 * N, 10000);
   ASSERT_EQ(op_pending.done, 0);
   ASSERT_EQ(op_waiting.done, 0);
   for (i = 0; i < 2; i++)

@@ -125,7 +125,7 @@ int main(void) {
   /* Step-down margin: ttl / 10, at least 2 command timeouts. */
   redlock_client_config ccfg = {.command_timeout_ms = tu_slow() ? 150 : 100};
 
-  margin_ms = tu_slow() ? 250 : 50;
+  margin_ms = harness_bound_ms(50);
   memset(srv, 0, sizeof(srv));
   harness_start(srv, N);
   ASSERT_EQ(uv_loop_init(&loop), 0);

@@ -94,7 +94,7 @@ static void case_late_success(uv_loop_t *loop, harness_server *srv,
   snprintf(secs, sizeof(secs), "%.3f", (double)(mid - now) / 1000.0);
   argv[2] = secs;
   fd = harness_send_nowait(&srv[0], 3, argv);
-  tu_run_for(loop, 30);   /* the master is asleep by now */
+  harness_wait_asleep(&srv[0], 5000);
   memset(&eop, 0, sizeof(eop));
   ASSERT_EQ(redlock_lock_extend(l, ttl, tu_cb, &eop), 0);
   ASSERT_EQ(harness_run_until(loop, &eop.done, (uint64_t)ttl + 30000), 0);

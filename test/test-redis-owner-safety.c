@@ -21,7 +21,7 @@ int main(void) {
   c = tu_client(&loop, srv, N, NULL, N);
   ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &l), 0);
   ASSERT_EQ(tu_acquire(&loop, l, 10000, NULL, &op), 0);
-  tu_run_for(&loop, 20);
+  tu_drain(&loop, c);
   ASSERT_EQ(tu_count_holding(srv, N, key, redlock_lock_token(l)), N);
 
   /* Another owner takes the key over on all masters (as if ours expired
@@ -38,7 +38,7 @@ int main(void) {
 
   /* Release of the lost lock deletes nothing of theirs. */
   ASSERT_EQ(tu_release(&loop, l, &op), REDLOCK_ENOTHELD);
-  tu_run_for(&loop, 20);
+  tu_drain(&loop, c);
   for (i = 0; i < N; i++) {
     ASSERT_EQ(harness_get(&srv[i], key, val, sizeof(val)), 1);
     ASSERT_STR_EQ(val, "someone-else");
@@ -50,11 +50,11 @@ int main(void) {
   for (i = 0; i < N; i++)
     harness_cmdf(&srv[i], val, sizeof(val), "DEL %s", key);
   ASSERT_EQ(tu_acquire(&loop, l, 10000, NULL, &op), 0);
-  tu_run_for(&loop, 20);
+  tu_drain(&loop, c);
   for (i = 3; i < N; i++)
     ASSERT_EQ(harness_set(&srv[i], key, "theirs", 60000), 0);
   ASSERT_EQ(tu_release(&loop, l, &op), 0);
-  tu_run_for(&loop, 20);
+  tu_drain(&loop, c);
   for (i = 0; i < 3; i++)
     ASSERT_EQ(harness_get(&srv[i], key, val, sizeof(val)), 0);
   for (i = 3; i < N; i++) {

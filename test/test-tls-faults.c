@@ -107,8 +107,20 @@ int main(void) {
     uint64_t released;
     memset(&wop, 0, sizeof(wop));
     ASSERT_EQ(redlock_lock_acquire(w, 30000, &wake, tu_cb, &wop), 0);
-    /* Let the waiter's first attempt fail and its subscriptions start. */
-    tu_run_for(&loop, 300);
+    /* The waiter's first attempt has failed and it listens everywhere. */
+    {
+      uint64_t end = harness_now_ms() + 10000;
+      redlock_stats st;
+      for (;;) {
+        ASSERT_EQ(redlock_client_stats(c2, &st), 0);
+        if (st.taken >= 1)
+          break;
+        if (harness_now_ms() > end)
+          TEST_FAIL("the waiter's first attempt did not end");
+        tu_run_for(&loop, 1);
+      }
+    }
+    tu_wait_subscribed(&loop, srv, N, "__redlock__:woken", N, 10000);
     ASSERT_EQ(wop.done, 0);
     released = harness_now_ms();
     ASSERT_EQ(tu_release(&loop, l, &op), 0);

@@ -220,3 +220,56 @@ int64_t tu_evalsha_calls(const harness_server *s) {
   p = strstr(buf, "cmdstat_evalsha:calls=");
   return p ? strtoll(p + 22, NULL, 10) : 0;
 }
+
+void tu_drain(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_lock_t *probe;
+  tu_op op;
+  memset(&op, 0, sizeof(op));
+  ASSERT_EQ(redlock_lock_new(c, "tu-drain", 8, &probe), 0);
+  ASSERT_EQ(redlock_lock_inspect(probe, tu_cb, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &op.done, 30000), 0);
+  ASSERT_EQ(redlock_lock_free(probe), 0);
+}
+
+uint64_t tu_commands_sent(const redlock_client_t *c) {
+  redlock_stats st;
+  uint64_t sum = 0;
+  unsigned i;
+  ASSERT_EQ(redlock_client_stats(c, &st), 0);
+  for (i = 0; i < st.n_masters; i++)
+    sum += st.masters[i].commands;
+  return sum;
+}
+
+void tu_wait_sent(uv_loop_t *loop, const redlock_client_t *c, uint64_t total,
+                  uint64_t timeout_ms) {
+  uint64_t end = harness_now_ms() + timeout_ms;
+  while (tu_commands_sent(c) < total) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("%llu lock commands written, %llu wanted, after %llu ms",
+                (unsigned long long)tu_commands_sent(c),
+                (unsigned long long)total, (unsigned long long)timeout_ms);
+    tu_run_for(loop, 1);
+  }
+}
+
+void tu_wait_subscribed(uv_loop_t *loop, const harness_server *srv, int n,
+                        const char *channel, int want, uint64_t timeout_ms) {
+  uint64_t end = harness_now_ms() + timeout_ms;
+  for (;;) {
+    char buf[64];
+    int i, have = 0;
+    for (i = 0; i < n; i++)
+      if (harness_cmdf(&srv[i], buf, sizeof(buf), "EVAL %s 0 %s",
+                       "return redis.call('pubsub','numsub',ARGV[1])[2]",
+                       channel) == 0 && atoi(buf) >= 1)
+        have++;
+    if (have >= want)
+      return;
+    if (harness_now_ms() > end)
+      TEST_FAIL("%d of %d masters have a subscriber on %s after %llu ms "
+                "(%d wanted)", have, n, channel,
+                (unsigned long long)timeout_ms, want);
+    tu_run_for(loop, 2);
+  }
+}

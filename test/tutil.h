@@ -65,6 +65,22 @@ void tu_require_tls(void);
  * happen within a window. */
 void tu_run_for(uv_loop_t *loop, uint64_t ms);
 
+/* Waits until every master has answered everything c sent it before
+ * (an inspect on a scratch handle: each connection answers in order), so
+ * that a check on the servers sees the effect of commands the decision
+ * did not wait for (the SETs after a quorum, a background release). */
+void tu_drain(uv_loop_t *loop, redlock_client_t *c);
+/* The lock commands c has written to all masters (stats). */
+uint64_t tu_commands_sent(const redlock_client_t *c);
+/* Runs the loop until c has written at least `total` lock commands
+ * (bounded: aborts after timeout_ms). */
+void tu_wait_sent(uv_loop_t *loop, const redlock_client_t *c, uint64_t total,
+                  uint64_t timeout_ms);
+/* Runs the loop until `want` of srv[0..n-1] have a subscriber on the
+ * channel (PUBSUB NUMSUB), or aborts after timeout_ms. */
+void tu_wait_subscribed(uv_loop_t *loop, const harness_server *srv, int n,
+                        const char *channel, int want, uint64_t timeout_ms);
+
 /* EVALSHA calls the server has run so far (INFO commandstats), or -1. */
 int64_t tu_evalsha_calls(const harness_server *s);
 
