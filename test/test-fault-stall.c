@@ -16,6 +16,9 @@ int main(void) {
   redlock_acquire_opts once = {.wait_ms = -1};
   const char *pause_argv[] = {"CLIENT", "PAUSE", "1500", "WRITE"};
   const char *sleep_argv[] = {"DEBUG", "SLEEP", "1"};
+  /* Longer for the majority: each sleep must outlast the wait for the
+   * others to start plus the 200 ms command timeout, on a loaded host. */
+  const char *sleep3_argv[] = {"DEBUG", "SLEEP", "3"};
   tu_op op;
   int fds[3];
   uint64_t t0;
@@ -55,12 +58,16 @@ int main(void) {
 
   /* DEBUG SLEEP on a majority: no quorum, within the command timeout. */
   for (i = 0; i < 3; i++)
-    fds[i] = harness_send_nowait(&srv[i], 3, sleep_argv);
+    fds[i] = harness_send_nowait(&srv[i], 3, sleep3_argv);
   for (i = 0; i < 3; i++)
     harness_wait_asleep(&srv[i], 5000);
   t0 = harness_now_ms();
   ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), REDLOCK_ENOQUORUM);
   ASSERT_LT(op.cb_ms - t0, 200 + 300);
+  for (i = 0; i < N; i++)
+    fprintf(stderr, "majority asleep: master %d vote %d %s %s\n", i,
+            (int)op.nodes[i].vote, redlock_err_name(op.nodes[i].error),
+            op.errstr[i]);
   ASSERT_EQ(op.nodes[0].error, REDLOCK_ETIMEDOUT);
   for (i = 0; i < 3; i++)
     harness_close_fd(fds[i]);
