@@ -10,22 +10,25 @@
  * and must read the socket before it declares a master late. The old code
  * tore the connection down ("no reply within 100 ms") in both cases.
  *
- * N=1, command timeout 100 ms; the test does not run the loop for 400 ms
+ * N=1, command timeout 100 ms (harness_bound_ms); the test does not run the
+ * loop for four timeouts
  * (the fault under test, not a synchronisation: nothing is waited for):
  *  a) after the SET went out (its reply arrives meanwhile);
  *  b) after the acquisition was submitted, before the SET went out.
  * Both acquisitions must succeed, with no deadline teardown. */
 #include "tutil.h"
 
-/* 400 ms without running the loop. */
+static int64_t timeout_ms;   /* the command timeout */
+
+/* Four command timeouts without running the loop. */
 static void stall(void) {
-  uint64_t end = harness_now_ms() + 400;
+  uint64_t end = harness_now_ms() + (uint64_t)(4 * timeout_ms);
   while (harness_now_ms() < end)
     ;
 }
 
-static void one_case(uv_loop_t *loop, redlock_client_t *c, int flushed_first,
-                     const char *label) {
+static void one_case(uv_loop_t *loop, harness_server *s, redlock_client_t *c,
+                     int flushed_first, const char *label) {
   redlock_acquire_opts one = {.wait_ms = -1};
   redlock_lock_t *l;
   redlock_stats st;
@@ -37,6 +40,13 @@ static void one_case(uv_loop_t *loop, redlock_client_t *c, int flushed_first,
   memset(&op, 0, sizeof(op));
   ASSERT_EQ(redlock_lock_acquire(l, 10000, &one, tu_cb, &op), 0);
   if (flushed_first) {
+    /* The master holds its reply for two timeouts (it comes during the
+     * stall, not in the poll right after the flush, which a slow client
+     * under valgrind would otherwise reach only after the reply). */
+    char ms[32];
+    const char *pause[] = {"CLIENT", "PAUSE", ms, "ALL"};
+    snprintf(ms, sizeof(ms), "%lld", (long long)(2 * timeout_ms));
+    close(harness_send_ok(s, 4, pause));
     uv_run(loop, UV_RUN_NOWAIT);   /* the flush writes the SET */
     ASSERT_EQ(op.done, 0);
   }
@@ -61,9 +71,11 @@ int main(void) {
   memset(srv, 0, sizeof(srv));
   harness_start(srv, 1);
   ASSERT_EQ(uv_loop_init(&loop), 0);
+  timeout_ms = harness_bound_ms(100);
+  cfg.command_timeout_ms = (int)timeout_ms;
   c = tu_client(&loop, srv, 1, &cfg, 1);
-  one_case(&loop, c, 1, "a) the loop stalled after the SET went out");
-  one_case(&loop, c, 0, "b) the loop stalled before the SET went out");
+  one_case(&loop, &srv[0], c, 1, "a) the loop stalled after the SET went out");
+  one_case(&loop, &srv[0], c, 0, "b) the loop stalled before the SET went out");
   tu_close(&loop, c);
   harness_stop_all();
   return 0;
