@@ -299,8 +299,11 @@ typedef enum {
   REDLOCK_GUARD_CLOCK_STEP,    /* its wall clock stepped within the window */
   REDLOCK_GUARD_CLOCK_SKEW,    /* its clock is off the others' */
   REDLOCK_GUARD_CLOCK_UNKNOWN, /* its clock cannot be read or compared */
-  REDLOCK_GUARD_RECORD         /* the deployment's longest ttl is not known
+  REDLOCK_GUARD_RECORD,        /* the deployment's longest ttl is not known
                                   there (record unread, connection lost) */
+  REDLOCK_GUARD_READING        /* redlock_client_master_info only: the
+                                  record is being read (a new instance was
+                                  seen); the verdict comes with the read */
 } redlock_guard_cause;
 
 typedef struct redlock_result {

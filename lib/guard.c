@@ -819,8 +819,9 @@ static redlock__guard_verdict restart_verdict(redlock__guard *g,
     switch (gn->read) {
       case GUARD_READ_NONE:
         if (!start_reads) {
-          *cause = REDLOCK_GUARD_RECORD;
-          snprintf(why, whylen, "restart guard: longest ttl not read yet");
+          *cause = g->reading ? REDLOCK_GUARD_READING : REDLOCK_GUARD_RECORD;
+          snprintf(why, whylen, "restart guard: longest ttl %s",
+                   g->reading ? "being read" : "not read yet");
           return REDLOCK__GUARD_REFUSE;
         }
         return REDLOCK__GUARD_PENDING;

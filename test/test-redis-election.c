@@ -154,6 +154,16 @@ int main(void) {
     ASSERT_STR_EQ(rd.id, leader->id);
     ASSERT_GT(rd.ttl, 0);
     ASSERT_LE(rd.ttl, 2000);
+    /* The ttl is how long a quorum still holds it: one master with a
+     * far longer ttl (60 s) does not lengthen it. */
+    {
+      char buf[64];
+      ASSERT_EQ(harness_cmdf(&srv[0], buf, sizeof(buf),
+                             "PEXPIRE leader 60000"), 0);
+      read_leader(&loop, ca, &rd);
+      ASSERT_STR_EQ(rd.id, leader->id);
+      ASSERT_LE(rd.ttl, 2000);
+    }
   }
 
   /* b) resign: the standby takes over through the release message */

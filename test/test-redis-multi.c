@@ -13,10 +13,11 @@ int main(void) {
   harness_server srv[N];
   uv_loop_t loop;
   redlock_client_t *c;
-  redlock_lock_t *m, *o, *single;
+  redlock_lock_t *m, *o, *o2, *single;
   const void *abc[3] = {"ma", "mb", "mc"};
   const size_t len3[3] = {2, 2, 2};
   const void *cd[2] = {"mc", "md"};
+  const void *ec[2] = {"me", "mc"};   /* the held key second */
   const size_t len2[2] = {2, 2};
   const void *bad[2] = {"x", NULL};
   const void *many[REDLOCK_MAX_RESOURCES + 1];
@@ -63,6 +64,15 @@ int main(void) {
   for (i = 0; i < N; i++)
     ASSERT_EQ(harness_get(&srv[i], "md", val, sizeof(val)), 0);
   ASSERT_EQ(tu_acquire(&loop, single, 10000, &once, &op), REDLOCK_ETAKEN);
+  /* The same with the held key last: every key is checked, and "mc"
+   * keeps its owner. */
+  ASSERT_EQ(redlock_lock_new_multi(c, ec, len2, 2, &o2), 0);
+  ASSERT_EQ(tu_acquire(&loop, o2, 10000, &once, &op), REDLOCK_ETAKEN);
+  tu_drain(&loop, c);
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_get(&srv[i], "me", val, sizeof(val)), 0);
+  ASSERT_EQ(count_key(srv, "mc", tok), N);
+  ASSERT_EQ(redlock_lock_free(o2), 0);
 
   /* Extend renews all three keys. */
   ASSERT_EQ(tu_extend(&loop, m, 60000, &op), 0);

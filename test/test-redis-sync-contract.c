@@ -13,7 +13,9 @@
  *     cast to redlock_lock_t * (the internal async handle is not the
  *     caller's to use). Checked for redlock_sync_acquire, _multi and _rw:
  *     the key is deleted on a majority, the next auto-extension finds it
- *     gone, on_lost(ENOTHELD) must fire once with the sync handle.
+ *     gone, on_lost(ENOTHELD) must fire once with the sync handle; a
+ *     blocking call made from it returns EBUSY (it would wait for the
+ *     thread it runs on).
  *  c. One handle, many threads (redlock.h: "Safe to call from many
  *     threads at once, on one handle"), around redlock_sync_release
  *     ("Releases the lock and frees the handle (in every case)").
@@ -292,15 +294,20 @@ typedef struct {
   int calls;
   int reason;
   redlock_lock_t *lock;
+  int extend_rc;   /* a blocking call from on_lost: EBUSY, not a hang */
   atomic_int fired;
 } lost_rec;
 
 static void rec_lost(redlock_lock_t *l, int reason, void *arg) {
   lost_rec *r = arg;
+  /* on_lost runs on the background thread: a blocking call from it would
+   * wait for that thread itself (redlock.h: EBUSY). */
+  int rc = redlock_sync_extend((redlock_sync_lock_t *)l, 1000);
   pthread_mutex_lock(&r->mu);
   r->calls++;
   r->reason = reason;
   r->lock = l;
+  r->extend_rc = rc;
   pthread_mutex_unlock(&r->mu);
   atomic_store(&r->fired, 1);
 }
@@ -354,6 +361,9 @@ static void lost_case(redlock_sync_t *s, harness_server *srv, int kind,
          "async handle leaks out)", what, (void *)rec.lock, (void *)sl);
   EXPECT(rec.reason == REDLOCK_ENOTHELD, "%s: reason %s", what,
          redlock_err_name(rec.reason));
+  EXPECT(rec.extend_rc == REDLOCK_EBUSY, "%s: a blocking call from on_lost "
+         "(the background thread) returned %s, not EBUSY", what,
+         redlock_err_name(rec.extend_rc));
   pthread_mutex_unlock(&rec.mu);
   /* Exactly once: nothing more within a few extension intervals. */
   EXPECT(harness_wait_for(rec_twice, &rec, 500) != 0,

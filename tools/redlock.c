@@ -40,8 +40,6 @@
 
 #include <uv.h>
 
-#include <uv.h>
-
 #include "redlock.h"
 
 /* Exit codes (documented in --help, the README and redlock(1)). */
@@ -50,12 +48,14 @@
 #define EXIT_USAGE 64        /* EX_USAGE */
 #define EXIT_NOT_ACQUIRED 75 /* EX_TEMPFAIL: taken, or no quorum in time */
 #define EXIT_LOST 76         /* run: the lock was lost, child terminated */
+#define EXIT_CONFIG 78       /* EX_CONFIG: a bad value in the environment */
 #define EXIT_NOEXEC 127      /* run: the command could not be started */
 
 #define EXEC_HELPER "__exec"
 
 enum { C_RUN = 1, C_ACQUIRE = 2, C_EXTEND = 4, C_RELEASE = 8, C_STATUS = 16,
-       C_ELECT = 32, C_LEADER = 64, C_STATS = 128, C_ALL = 255 };
+       C_ELECT = 32, C_LEADER = 64, C_STATS = 128, C_GUARD = 256,
+       C_ALL = 511 };
 
 static const char usage_text[] =
     "usage: redlock [OPTIONS] COMMAND [OPTIONS] ARGS\n"
@@ -73,7 +73,12 @@ static const char usage_text[] =
     "  leader KEY                who leads KEY, and for how long\n"
     "  stats                     each master's counters and latency\n"
     "                            (Prometheus text)\n"
-    "\n"
+    "  guard                     each master's restart-guard state: does\n"
+    "                            its vote count, why not, the ttl record\n"
+    "\n";
+
+/* (Split in two: C99 promises string literals of 4095 bytes.) */
+static const char usage_options[] =
     "Options for every command (before or after it):\n"
     "  --servers LIST     masters, comma-separated (default $REDLOCK_SERVERS):\n"
     "                     host:port, redis://[user[:pass]@]host[:port][/db],\n"
@@ -88,8 +93,16 @@ static const char usage_text[] =
     "  --connect-timeout D  connect timeout (default 250ms)\n"
     "  --restart-guard D|off  a master younger than D does not count for\n"
     "                     acquisitions (default: the longest ttl in use; also\n"
-    "                     $REDLOCK_RESTART_GUARD); masters with appendonly yes\n"
-    "                     and appendfsync always count at once\n"
+    "                     $REDLOCK_RESTART_GUARD)\n"
+    "  --durable          declare every master durable: it runs appendonly\n"
+    "                     yes + appendfsync always and always has (no\n"
+    "                     CONFIG SET of either at run time); its restarts\n"
+    "                     then need no guard window. Verified at every\n"
+    "                     handshake and every 3 s; one master:\n"
+    "                     redis://host:port?durable=1 ($REDLOCK_DURABLE=1)\n"
+    "  --max-ttl D        the deployment's cap on ttls (default 1h; also\n"
+    "                     $REDLOCK_MAX_TTL): longer ones are refused\n"
+    "  -q, --quiet        no warnings and no progress messages on stderr\n"
     "  --tls-ca FILE      CA bundle for rediss:// masters (default: the\n"
     "                     system store; also $REDLOCK_TLS_CA);\n"
     "                     --tls-ca-dir DIR ($REDLOCK_TLS_CA_DIR)\n"
@@ -105,7 +118,8 @@ static const char usage_text[] =
     "  -h, --help         help (for a command: redlock COMMAND --help)\n"
     "  -V, --version      the version\n"
     "\n"
-    "Durations: 500ms, 10s, 2m, 1h, 1d; a bare number is seconds.\n"
+    "Durations: 500ms, 10s, 1m30s, 2h, 1d; a bare number is seconds.\n"
+    "Booleans in the environment: 1/0, true/false, yes/no (else exit 78).\n"
     "Passwords never need argv: a password given there is hidden from ps\n"
     "once read, but use --password-file or the environment.\n"
     "\n"
@@ -115,6 +129,7 @@ static const char usage_text[] =
     "  64   usage error\n"
     "  75   not acquired (held by another owner, or no quorum within --wait)\n"
     "  76   run: the lock was lost; the command was terminated\n"
+    "  78   a bad value in the environment (REDLOCK_*)\n"
     "  127  run: the command could not be started\n"
     "  143  run, elect: stopped by SIGTERM (the command was killed after\n"
     "       --grace)\n"
@@ -224,6 +239,23 @@ static const char help_leader[] =
     "leader without an extension, in ms (line 2), as a quorum of masters\n"
     "sees it. Exit 1 when there is no leader. --json: one object.\n";
 
+static const char help_guard[] =
+    "usage: redlock guard [OPTIONS]\n"
+    "\n"
+    "Connect to every master and show its restart-guard state: up, instance\n"
+    "(run_id), uptime, durability (declared / reported), its record of the\n"
+    "deployment's longest ttl, its clock against the others', and whether\n"
+    "its YES vote counts now; when not, why and for how long.\n"
+    "\n"
+    "  --set-record D  set the ttl record to D on every master. The record\n"
+    "               only grows on its own, so one long ttl (a typo, a\n"
+    "               test) makes every later restart of a master without\n"
+    "               persistence wait that long. Lowering it to D is safe\n"
+    "               only when no lock with a longer ttl can still be held:\n"
+    "               every client uses ttls <= D (--max-ttl), and the last\n"
+    "               lock with a longer ttl was taken or extended longer ago\n"
+    "               than its ttl. Needs every master up (exit 1 otherwise).\n";
+
 static const char help_stats[] =
     "usage: redlock stats [OPTIONS]\n"
     "\n"
@@ -238,7 +270,8 @@ enum {
   O_CONNECT_TIMEOUT, O_RESTART_GUARD, O_TLS_CA, O_TLS_CA_DIR, O_TLS_CERT,
   O_TLS_KEY, O_TLS_KEY_PASS_FILE, O_TLS_SERVER_NAME, O_TLS_INSECURE,
   O_HELP, O_VERSION, O_TTL, O_WAIT, O_GRACE, O_HEAL, O_FENCE, O_WAKE,
-  O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE
+  O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
+  O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD
 };
 
 typedef struct optdef {
@@ -265,6 +298,10 @@ static const optdef options[] = {
     {"tls-key-pass-file", 0, 1, C_ALL, O_TLS_KEY_PASS_FILE},
     {"tls-server-name", 0, 1, C_ALL, O_TLS_SERVER_NAME},
     {"tls-insecure", 0, 0, C_ALL, O_TLS_INSECURE},
+    {"durable", 0, 0, C_ALL, O_DURABLE},
+    {"max-ttl", 0, 1, C_ALL, O_MAX_TTL},
+    {"quiet", 'q', 0, C_ALL, O_QUIET},
+    {"set-record", 0, 1, C_GUARD, O_SET_RECORD},
     {"help", 'h', 0, C_ALL, O_HELP},
     {"version", 'V', 0, C_ALL, O_VERSION},
     {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT, O_TTL},
@@ -293,7 +330,7 @@ static const struct {
     {"extend", C_EXTEND, help_extend}, {"release", C_RELEASE, help_release},
     {"status", C_STATUS, help_status},
     {"elect", C_ELECT, help_elect},    {"leader", C_LEADER, help_leader},
-    {"stats", C_STATS, help_stats},
+    {"stats", C_STATS, help_stats},    {"guard", C_GUARD, help_guard},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -326,9 +363,13 @@ static struct {
   int stats;
   const char *stats_file;
   int ttl_given;
+  int durable;
+  int64_t max_ttl_ms;   /* 0: not given */
+  int quiet;
+  int64_t set_record_ms;   /* guard --set-record; -1: not given */
 } opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
-         NULL, 0, 0, NULL, 0};
+         NULL, 0, 0, NULL, 0, 0, 0, 0, -1};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -372,6 +413,40 @@ static char *read_secret(const char *path, char *buf, size_t len) {
   return buf;
 }
 
+static void config_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+
+/* A bad value in the environment: EX_CONFIG, with what is wrong. */
+static void config_error(const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "redlock: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  exit(EXIT_CONFIG);
+}
+
+/* A boolean from the environment, strictly: 1/true/yes or 0/false/no
+ * (any case); unset or empty is `dflt`; anything else is an error, never
+ * a guess (REDLOCK_TLS_INSECURE=0 once turned verification off). */
+static int env_bool(const char *name, int dflt) {
+  static const char *const yes[] = {"1", "true", "yes"};
+  static const char *const no[] = {"0", "false", "no"};
+  const char *v = getenv(name);
+  size_t i;
+  if (v == NULL || *v == '\0')
+    return dflt;
+  for (i = 0; i < 3; i++) {
+    if (strcasecmp(v, yes[i]) == 0)
+      return 1;
+    if (strcasecmp(v, no[i]) == 0)
+      return 0;
+  }
+  config_error("%s='%s' is not a boolean (1/0, true/false, yes/no)", name,
+               v);
+}
+
 static const char *opt_or_env(const char *v, const char *env) {
   const char *e;
   if (v != NULL)
@@ -380,41 +455,70 @@ static const char *opt_or_env(const char *v, const char *env) {
   return e != NULL && *e != '\0' ? e : NULL;
 }
 
-/* "500ms", "10s", "2m", "1h", "1d", "1.5s"; a bare number is seconds. */
+/* "500ms", "10s", "2m", "1h", "1d", "1.5s", and sums of them in
+ * decreasing units as Go writes them ("1m30s", "1h2m3.5s"); a bare number
+ * is seconds. Only decimal digits: "1e3", "0x10", "inf", " 5" and "-1s"
+ * are errors, not values strtod would make of them. */
 static int parse_duration(const char *s, int64_t *out) {
-  char *end;
-  double v;
-  double mult;
+  static const struct {
+    const char *unit;
+    double ms;
+  } units[] = {{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000},
+               {"d", 86400000}};
+  double total = 0;
+  double last_unit = 1e18;   /* units must decrease: "1s1m" is a typo */
+  const char *p = s;
   if (s == NULL || *s == '\0')
     return -1;
-  errno = 0;
-  v = strtod(s, &end);
-  if (errno != 0 || end == s || v < 0 || v != v)
+  while (*p != '\0') {
+    double v = 0, scale = 1, mult = -1;
+    int digits = 0;
+    size_t u;
+    while (*p >= '0' && *p <= '9') {
+      v = v * 10 + (*p++ - '0');
+      digits++;
+    }
+    if (*p == '.') {
+      p++;
+      while (*p >= '0' && *p <= '9') {
+        scale /= 10;
+        v += (*p++ - '0') * scale;
+        digits++;
+      }
+    }
+    if (digits == 0 || v > 1e12)
+      return -1;
+    if (*p == '\0' && p == s + strlen(s) && total == 0 &&
+        last_unit == 1e18) {
+      mult = 1000;   /* a bare number: seconds */
+    } else {
+      for (u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+        size_t n = strlen(units[u].unit);
+        /* "ms" before "m": "5ms" is not "5m" + "s". */
+        if (strncmp(p, units[u].unit, n) == 0 &&
+            !(n == 1 && p[0] == 'm' && p[1] == 's')) {
+          mult = units[u].ms;
+          p += n;
+          break;
+        }
+      }
+      if (mult < 0 || mult >= last_unit)
+        return -1;
+      last_unit = mult;
+    }
+    total += v * mult;
+  }
+  if (total > (double)INT32_MAX)
     return -1;
-  if (strcmp(end, "ms") == 0)
-    mult = 1;
-  else if (strcmp(end, "s") == 0 || *end == '\0')
-    mult = 1000;
-  else if (strcmp(end, "m") == 0)
-    mult = 60000;
-  else if (strcmp(end, "h") == 0)
-    mult = 3600000;
-  else if (strcmp(end, "d") == 0)
-    mult = 86400000;
-  else
-    return -1;
-  v *= mult;
-  if (v > (double)INT32_MAX)
-    return -1;
-  *out = (int64_t)(v + 0.5);
+  *out = (int64_t)(total + 0.5);
   return 0;
 }
 
 static int64_t duration_arg(const char *flag, const char *v) {
   int64_t d;
   if (parse_duration(v, &d) != 0)
-    usage_error("bad duration for %s: '%s' (use e.g. 500ms, 10s, 2m, 1h, "
-                "1d; at most 24.8 days)", flag, v ? v : "");
+    usage_error("bad duration for %s: '%s' (use e.g. 500ms, 10s, 1m30s, "
+                "2h, 1d; at most 24.8 days)", flag, v ? v : "");
   return d;
 }
 
@@ -544,6 +648,8 @@ static int scan_command(int argc, char **argv, int *at) {
 
 static void print_help(int cmd_index) {
   fputs(cmd_index >= 0 ? commands[cmd_index].help : usage_text, stdout);
+  if (cmd_index < 0)
+    fputs(usage_options, stdout);
   exit(EXIT_OK);
 }
 
@@ -605,6 +711,22 @@ static void set_option(const optdef *o, const char *v) {
       break;
     case O_TLS_INSECURE:
       opt.tls_insecure = 1;
+      break;
+    case O_DURABLE:
+      opt.durable = 1;
+      break;
+    case O_MAX_TTL:
+      opt.max_ttl_ms = duration_arg("--max-ttl", v);
+      if (opt.max_ttl_ms <= 0)
+        usage_error("--max-ttl must be > 0");
+      break;
+    case O_QUIET:
+      opt.quiet = 1;
+      break;
+    case O_SET_RECORD:
+      opt.set_record_ms = duration_arg("--set-record", v);
+      if (opt.set_record_ms <= 0)
+        usage_error("--set-record must be > 0");
       break;
     case O_HELP:
     case O_VERSION:
@@ -688,16 +810,16 @@ static int parse_args(int argc, char **argv, const char **positional,
       int h = i + 1 < argc ? find_command(argv[i + 1]) : -1;
       if (i + 1 < argc && h < 0)
         usage_error("no command '%s' (run, acquire, extend, release, "
-                    "status, elect, leader, stats)", argv[i + 1]);
+                    "status, elect, leader, stats, guard)", argv[i + 1]);
       print_help(h);
     }
   }
   if (cmd_at < 0)
     usage_error("no command (run, acquire, extend, release, status, elect, "
-                "leader, stats)");
+                "leader, stats, guard)");
   if (cmd_index < 0)
     usage_error("unknown command '%s' (run, acquire, extend, release, "
-                "status, elect, leader, stats)", argv[cmd_at]);
+                "status, elect, leader, stats, guard)", argv[cmd_at]);
   cmd_name = commands[cmd_index].name;
   cmd_bit = commands[cmd_index].bit;
 
@@ -944,6 +1066,214 @@ static void finish(int code) {
 
 static void print_stats(void);
 
+/* ---- what the client knows of each master -------------------------------- */
+
+/* Configuration warnings (two masters that are one instance, a replica, a
+ * declared master that is not durable, a clock that stepped): on stderr,
+ * each distinct message once, unless -q. status and guard show them in
+ * their output instead. */
+static void on_warning(redlock_client_t *c, const char *msg, void *arg) {
+  static char seen[16][256];
+  static unsigned n_seen;
+  unsigned i;
+  (void)c;
+  (void)arg;
+  if (opt.quiet || (cmd_bit & (C_STATUS | C_GUARD)))
+    return;
+  for (i = 0; i < n_seen; i++)
+    if (strncmp(seen[i], msg, sizeof(seen[i]) - 1) == 0)
+      return;
+  if (n_seen < 16)
+    snprintf(seen[n_seen++], sizeof(seen[0]), "%s", msg);
+  fprintf(stderr, "redlock: warning: %s\n", msg);
+}
+
+/* status and guard show the guard's verdicts, which need the record of
+ * the deployment's longest ttl: a client reads it when it first sees an
+ * instance. Until the reads in flight end (bounded: 2 s), look again every
+ * 5 ms; then `then` runs. */
+static uv_timer_t reads_timer;
+static void (*reads_then)(void);
+static uint64_t reads_deadline;
+
+static int guard_reading(void) {
+  redlock_master_info mi;
+  unsigned i, n = redlock_client_n_servers(client);
+  for (i = 0; i < n; i++)
+    if (redlock_client_master_info(client, i, &mi) == 0 && mi.up &&
+        mi.guard_cause == REDLOCK_GUARD_READING)
+      return 1;
+  return 0;
+}
+
+static void on_reads_closed(uv_handle_t *h) {
+  (void)h;
+  reads_then();
+}
+
+static void on_reads_timer(uv_timer_t *t) {
+  if (guard_reading() && uv_now(&loop) < reads_deadline)
+    return;
+  uv_timer_stop(t);
+  uv_close((uv_handle_t *)t, on_reads_closed);
+}
+
+static void after_guard_reads(void (*then)(void)) {
+  reads_then = then;
+  if (!guard_reading()) {
+    then();
+    return;
+  }
+  reads_deadline = uv_now(&loop) + 2000;
+  uv_timer_init(&loop, &reads_timer);
+  uv_timer_start(&reads_timer, on_reads_timer, 5, 5);
+}
+
+/* status: below the table, each master whose YES vote would not count
+ * now (and why, in words) and each configuration warning. With --json:
+ * a "masters" array (inside the object being printed). */
+static void print_guard_notes(void) {
+  redlock_master_info mi;
+  unsigned i, n = redlock_client_n_servers(client);
+  if (opt.json)
+    printf(",\"masters\":[");
+  for (i = 0; i < n; i++) {
+    if (redlock_client_master_info(client, i, &mi) != 0)
+      continue;
+    if (opt.json) {
+      printf("%s{\"server\":", i ? "," : "");
+      json_str(mi.server);
+      printf(",\"counts\":%s,\"guard_wait_ms\":%lld,\"guard_reason\":",
+             mi.counts ? "true" : "false", (long long)mi.guard_wait_ms);
+      json_str(mi.guard_reason);
+      printf(",\"warning\":");
+      json_str(mi.warning);
+      putchar('}');
+      continue;
+    }
+    if (!mi.counts && mi.up && mi.guard_reason[0] != '\0')
+      printf("guard: %s: %s\n", mi.server, mi.guard_reason);
+    if (mi.warning[0] != '\0')
+      printf("warning: %s\n", mi.warning);
+  }
+  if (opt.json)
+    printf("]");
+}
+
+/* guard: one line per master, then why a master does not count. */
+static void print_guard_table(void) {
+  redlock_master_info mi;
+  unsigned i, n = redlock_client_n_servers(client);
+  if (opt.json)
+    printf("{\"command\":\"guard\",\"masters\":[");
+  else
+    printf("%-28s %-3s %-8s %9s %-7s %-7s %12s %8s %-6s\n", "master", "up",
+           "run_id", "uptime_s", "durable", "reports", "record_ms",
+           "skew_ms", "counts");
+  for (i = 0; i < n; i++) {
+    char skew[24], record[24], uptime[24];
+    if (redlock_client_master_info(client, i, &mi) != 0)
+      continue;
+    if (opt.json) {
+      printf("%s{\"server\":", i ? "," : "");
+      json_str(mi.server);
+      printf(",\"up\":%s,\"run_id\":", mi.up ? "true" : "false");
+      json_str(mi.run_id);
+      printf(",\"role\":");
+      json_str(mi.role);
+      printf(",\"uptime_s\":%lld,\"declared_durable\":%s,"
+             "\"reports_durable\":%s,\"ttl_record_ms\":%lld,"
+             "\"clock_known\":%s,\"clock_skew_ms\":%lld,\"counts\":%s,"
+             "\"guard_wait_ms\":%lld,\"guard_reason\":",
+             (long long)mi.uptime_s, mi.declared_durable ? "true" : "false",
+             mi.durable ? "true" : "false", (long long)mi.ttl_record_ms,
+             mi.clock_known ? "true" : "false", (long long)mi.clock_skew_ms,
+             mi.counts ? "true" : "false", (long long)mi.guard_wait_ms);
+      json_str(mi.guard_reason);
+      printf(",\"error\":");
+      json_str(mi.error);
+      printf(",\"warning\":");
+      json_str(mi.warning);
+      putchar('}');
+      continue;
+    }
+    snprintf(uptime, sizeof(uptime), "%lld", (long long)mi.uptime_s);
+    snprintf(record, sizeof(record), "%lld", (long long)mi.ttl_record_ms);
+    if (mi.clock_known)
+      snprintf(skew, sizeof(skew), "%+lld", (long long)mi.clock_skew_ms);
+    else
+      snprintf(skew, sizeof(skew), "-");
+    printf("%-28s %-3s %-8.8s %9s %-7s %-7s %12s %8s %-6s\n", mi.server,
+           mi.up ? "yes" : "no", mi.run_id[0] ? mi.run_id : "-",
+           mi.uptime_s >= 0 ? uptime : "-",
+           mi.declared_durable ? "yes" : "no", mi.durable ? "yes" : "no",
+           mi.ttl_record_ms >= 0 ? record : "-", skew,
+           mi.up && mi.counts ? "yes" : "no");
+  }
+  if (opt.json) {
+    printf("]}\n");
+    return;
+  }
+  for (i = 0; i < n; i++) {
+    if (redlock_client_master_info(client, i, &mi) != 0)
+      continue;
+    if (!mi.up)
+      printf("%s: down: %s\n", mi.server, mi.error);
+    else if (!mi.counts && mi.guard_reason[0] != '\0')
+      printf("guard: %s: %s\n", mi.server, mi.guard_reason);
+    if (mi.warning[0] != '\0')
+      printf("warning: %s\n", mi.warning);
+  }
+}
+
+static void on_set_record(redlock_client_t *c, int status,
+                          const redlock_result *r, void *arg) {
+  (void)c;
+  (void)arg;
+  if (status != 0) {
+    char why[2048];
+    unsigned i;
+    redlock_result_explain(r, why, sizeof(why));
+    fprintf(stderr, "redlock: guard --set-record: %s\n", why);
+    for (i = 0; i < r->n_nodes; i++)
+      if (r->nodes[i].error != 0)
+        fprintf(stderr, "  %s: %s %s\n", r->nodes[i].server,
+                redlock_err_name(r->nodes[i].error), r->nodes[i].errstr);
+  } else if (!opt.json) {
+    printf("ttl record set to %lld ms on %u masters\n",
+           (long long)opt.set_record_ms, r->n_nodes);
+  }
+  print_guard_table();
+  finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+}
+
+static int guard_status;   /* the probe's status */
+
+static void guard_show(void) {
+  int rc;
+  if (opt.set_record_ms < 0) {
+    print_guard_table();
+    finish(guard_status == 0 ? EXIT_OK : EXIT_FAIL);
+    return;
+  }
+  rc = redlock_client_set_ttl_record(client, opt.set_record_ms,
+                                     on_set_record, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "redlock: guard --set-record: %s\n",
+            redlock_last_error());
+    finish(rc == REDLOCK_EINVAL ? EXIT_USAGE : EXIT_FAIL);
+  }
+}
+
+static void on_guard_cmd(redlock_lock_t *l, int status,
+                         const redlock_result *r, void *arg) {
+  (void)l;
+  (void)r;
+  (void)arg;
+  guard_status = status;
+  after_guard_reads(guard_show);
+}
+
 /* ---- acquire / extend / release / status --------------------------------- */
 
 static void on_acquire_cmd(redlock_lock_t *l, int status,
@@ -988,6 +1318,18 @@ static void on_release_cmd(redlock_lock_t *l, int status,
   (void)arg;
   report_result("release", status, r);
   finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+}
+
+static int status_status;
+
+/* After the table: the guard's notes, once its reads ended. */
+static void status_finish(void) {
+  print_guard_notes();
+  if (opt.json)
+    printf("}\n");
+  if (opt.stats)
+    print_stats();
+  finish(status_status == 0 ? EXIT_OK : EXIT_FAIL);
 }
 
 static void on_status_cmd(redlock_lock_t *l, int status,
@@ -1047,10 +1389,9 @@ static void on_status_cmd(redlock_lock_t *l, int status,
     }
   }
   if (opt.json)
-    printf("]}\n");
-  if (opt.stats)
-    print_stats();
-  finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+    printf("]");
+  status_status = status;
+  after_guard_reads(status_finish);
 }
 
 static void print_stats(void) {
@@ -1518,8 +1859,15 @@ static int make_client(void) {
   cfg.tls_key_file = opt_or_env(opt.tls_key, "REDLOCK_TLS_KEY");
   cfg.tls_server_name =
       opt_or_env(opt.tls_server_name, "REDLOCK_TLS_SERVER_NAME");
-  cfg.tls_insecure = opt.tls_insecure ||
-                     opt_or_env(NULL, "REDLOCK_TLS_INSECURE") != NULL;
+  cfg.tls_insecure = opt.tls_insecure || env_bool("REDLOCK_TLS_INSECURE", 0);
+  cfg.durable = opt.durable || env_bool("REDLOCK_DURABLE", 0);
+  if (opt.max_ttl_ms == 0 && opt_or_env(NULL, "REDLOCK_MAX_TTL") != NULL &&
+      (parse_duration(getenv("REDLOCK_MAX_TTL"), &opt.max_ttl_ms) != 0 ||
+       opt.max_ttl_ms <= 0))
+    config_error("REDLOCK_MAX_TTL='%s' is not a duration (e.g. 10m, 1h)",
+                 getenv("REDLOCK_MAX_TTL"));
+  cfg.max_ttl_ms = (int)opt.max_ttl_ms;
+  cfg.on_warning = on_warning;
   pf = opt_or_env(opt.tls_key_pass_file, "REDLOCK_TLS_KEY_PASSWORD_FILE");
   if (pf != NULL) {
     cfg.tls_key_password = read_secret(pf, key_password,
@@ -1589,9 +1937,9 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   run_at = parse_args(argc, argv, pos, &n_pos);
-  if (cmd_bit == C_STATS) {
+  if (cmd_bit == C_STATS || cmd_bit == C_GUARD) {
     if (n_pos != 0)
-      usage_error("stats: unexpected argument '%s'", pos[0]);
+      usage_error("%s: unexpected argument '%s'", cmd_name, pos[0]);
     pos[0] = "__redlock__:probe";   /* read, never written */
     n_pos = 1;
   }
@@ -1683,8 +2031,9 @@ int main(int argc, char **argv) {
     rc = redlock_election_leader(client, key, strlen(key), on_leader_cmd,
                                  NULL);
   } else {
-    rc = redlock_lock_inspect(lock, cmd_bit == C_STATS ? on_stats_cmd
-                                                       : on_status_cmd,
+    rc = redlock_lock_inspect(lock, cmd_bit == C_STATS   ? on_stats_cmd
+                                    : cmd_bit == C_GUARD ? on_guard_cmd
+                                                         : on_status_cmd,
                               NULL);
   }
   if (rc == REDLOCK_EINVAL)
