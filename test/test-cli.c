@@ -99,6 +99,23 @@ int main(int argc, char **argv) {
   harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "\"held_on\":3"));
   ASSERT_NULL(strstr(buf, tok));
+  /* The token cannot be delivered: nothing stays held (issue 21, items
+   * 4 and 5). A full stdout: the lock is released, exit 1. A closed one:
+   * refused before anything is sent (no libuv abort). run with closed
+   * descriptors runs its command and exits with its status. */
+  ASSERT_EQ(sh("%s acquire --ttl 30s full-key > /dev/full 2> %s", cli, out),
+            1);
+  ASSERT(file_has(out, "cannot write the token"));
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_get(&srv[i], "full-key", val, sizeof(val)), 0);
+  ASSERT_EQ(sh("%s acquire --ttl 30s full-key >&- 2> %s", cli, out), 1);
+  ASSERT(file_has(out, "standard output is closed"));
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_get(&srv[i], "full-key", val, sizeof(val)), 0);
+  ASSERT_EQ(sh("%s run closed-key -- sh -c 'exit 7' <&- >&- 2>&-", cli), 7);
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_get(&srv[i], "closed-key", val, sizeof(val)), 0);
+
   /* extend and release by token. */
   ASSERT_EQ(sh("%s extend --ttl 60s cli-key %s > /dev/null", cli, tok), 0);
   ASSERT_GT(harness_pttl(&srv[1], "cli-key"), 50000);

@@ -380,6 +380,7 @@ static const char *cmd_name;
 static unsigned cmd_bit;
 static int exit_code = EXIT_FAIL;
 static int finishing;          /* the exit code is decided */
+static int stdout_closed;      /* started with fd 1 closed */
 
 static void usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn));
@@ -1287,6 +1288,14 @@ static void on_acquire_cmd(redlock_lock_t *l, int status,
       if (opt.fence)
         printf("%llu\n", (unsigned long long)redlock_lock_fence(l));
     }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+      /* Nobody has the token (/dev/full, a closed pipe): a lock that no
+       * one can release must not stay for its ttl. finish() releases. */
+      fprintf(stderr, "redlock: acquire %s: cannot write the token (%s): "
+              "released\n", key, strerror(errno));
+      finish(EXIT_FAIL);
+      return;
+    }
     /* Keep the key: the caller releases it with the token. */
     redlock_lock_detach(l);
     lock = NULL;
@@ -1930,6 +1939,22 @@ int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], EXEC_HELPER) == 0)
     return exec_helper(argc, argv);
 
+  /* A closed standard descriptor would be taken by the first socket or
+   * pipe we open (libuv asserts on it; a token could go to a master's
+   * socket): /dev/null takes its place. acquire then refuses to run
+   * without a stdout, since the token would be lost. */
+  {
+    int fd;
+    for (fd = 0; fd <= 2; fd++) {
+      if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+        continue;
+      if (open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) != fd)
+        return EXIT_FAIL;
+      if (fd == 1)
+        stdout_closed = 1;
+    }
+  }
+
   /* A closed pipe (stdout to `head`, a master's socket) must be an error
    * to handle, never a signal that kills us while a child runs under our
    * lock. (The library sends with MSG_NOSIGNAL; libuv resets the child's
@@ -1956,6 +1981,11 @@ int main(int argc, char **argv) {
     usage_error("%s: unexpected argument '%s'", cmd_name, pos[1]);
   }
 
+  if (stdout_closed && cmd_bit == C_ACQUIRE) {
+    fprintf(stderr, "redlock: acquire: standard output is closed: the "
+            "token would be lost (nothing acquired)\n");
+    return EXIT_FAIL;
+  }
   if (uv_loop_init(&loop) != 0)
     return EXIT_FAIL;
   rc = make_client();
