@@ -748,7 +748,9 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
     *window_ms = window;
     switch (gn->step_how) {
       case GUARD_STEP_MARK:
-        snprintf(why, whylen, "another client saw its clock step %.1f s "
+        /* Starts with "clock": explain.c then writes "master N's
+         * clock ...", as for every clock cause. */
+        snprintf(why, whylen, "clock step seen by another client %.1f s "
                  "ago: its votes count again in %.1f s",
                  (double)ago / 1000.0, (double)*wait_ms / 1000.0);
         break;

@@ -54,6 +54,12 @@ int main(void) {
   ASSERT_EQ(op.nodes[4].vote, REDLOCK_VOTE_NONE);
   ASSERT_EQ(tu_release(&loop, l, &op), 0);
   harness_close_fd(fds[0]);
+  {
+    /* Its sleep is over (a command answers only after it), or it would
+     * still be asleep in the next case, one more master down. */
+    char pong[16];
+    ASSERT_EQ(harness_cmdf(&srv[4], pong, sizeof(pong), "PING"), 0);
+  }
   tu_wait_up(&loop, c, N, 10000);
 
   /* DEBUG SLEEP on a majority: no quorum, within the command timeout. */
