@@ -404,13 +404,16 @@ REDLOCK_EXTERN int redlock_stats_prometheus(const redlock_stats *stats,
 
 /* An operation that finished, for tracing: one call per acquire (its
  * final outcome), extend (the user's or the auto-extension's), release
- * and inspect, with each master's vote, latency and error. */
+ * and inspect, with each master's vote, latency and error; and, while an
+ * acquisition waits, one per failed attempt that will be retried (its
+ * votes: why it waits, e.g. for progress messages). */
 typedef enum {
   REDLOCK_EV_ACQUIRE = 1,
   REDLOCK_EV_EXTEND,
   REDLOCK_EV_AUTO_EXTEND,
   REDLOCK_EV_RELEASE,
-  REDLOCK_EV_INSPECT
+  REDLOCK_EV_INSPECT,
+  REDLOCK_EV_ATTEMPT      /* an attempt failed; another one will follow */
 } redlock_event_kind;
 
 typedef struct redlock_event {

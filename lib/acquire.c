@@ -115,6 +115,33 @@ static void acquire_fail(redlock_lock_t *l, int status) {
   redlock__lock_complete(l, status);
 }
 
+/* The event hook hears of each failed attempt that is retried (what the
+ * acquisition waits for). The hook may cancel or free the lock, or close
+ * the client: completions inside it are deferred (in_api), and 0 says the
+ * acquisition ended there. */
+static int attempt_event(redlock_lock_t *l, int status) {
+  redlock_client_t *c = l->client;
+  redlock__round *r = l->round;
+  redlock_result res;
+  if (c->event_cb == NULL || r == NULL)
+    return 1;
+  memset(&res, 0, sizeof(res));
+  res.status = status;
+  res.attempts = l->attempts;
+  res.n_nodes = c->n;
+  res.elapsed_us = l->result_elapsed_us;
+  res.nodes = r->res;
+  res.quorum = c->quorum;
+  res.yes = r->yes;
+  res.no = r->no;
+  res.err = r->err;
+  c->in_api++;
+  redlock__lock_event(l, REDLOCK_EV_ATTEMPT, &res);
+  c->in_api--;
+  return l->op == REDLOCK__OP_ACQUIRE &&
+         l->timer_mode != REDLOCK__TIMER_DELIVER;
+}
+
 /* Waits `delay` ms for the next attempt, or ends the acquisition when that
  * attempt would start after the wait deadline. */
 static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
@@ -245,6 +272,12 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
     c->lst.expired++;
   if (c->closing || (l->wait_deadline == 0 && l->attempts > l->max_retries)) {
     acquire_fail(l, status);
+    return;
+  }
+  if (!attempt_event(l, status))
+    return;   /* the hook canceled or freed it */
+  if (c->closing) {
+    acquire_fail(l, REDLOCK_ECANCELED);   /* the hook closed the client */
     return;
   }
   /* Held by someone else (a master said no): listen for its release; the

@@ -1,0 +1,141 @@
+/* The CLI never waits silently, and a configuration error is not a busy
+ * lock (issue 21, item 1). N = 3 real masters (no password).
+ *
+ *  a) A password the masters do not accept (REDLOCK_PASSWORD=wrong):
+ *     `run` ends at once with 77 (EX_NOPERM), each master named once with
+ *     "authentication failed ... check --password-file"; the command does
+ *     not run. (It waited forever, silently.)
+ *  b) A database the masters refuse (redis://HOST:PORT/99): 78.
+ *  c) Masters that refuse connections (free ports): `run` gives up with 69
+ *     once refusals have kept a quorum out for --connect-timeout; a
+ *     one-shot `acquire` at once.
+ *  d) A lock held by another owner: `run --wait 2s` says why it waits on
+ *     stderr ("waiting for KEY: held by another owner ...") once, after a
+ *     second, and exits 75 at the wait; -q says nothing. */
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define N 3
+
+static const char *cli;
+static char tmpdir[200];
+static char err[300];
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int sh(const char *fmt, ...) {
+  char cmd[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  va_end(ap);
+  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
+}
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  const char *p = hay;
+  while ((p = strstr(p, needle)) != NULL) {
+    n++;
+    p += strlen(needle);
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  harness_server srv[N];
+  char servers[256], bad[256], ran[300];
+  char buf[8192];
+  uint64_t t0, took;
+  int i;
+
+  if (argc < 2)
+    TEST_FAIL("usage: test-cli-wait PATH-TO-redlock");
+  cli = argv[1];
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  snprintf(servers, sizeof(servers), "%s,%s,%s", harness_addr(&srv[0]),
+           harness_addr(&srv[1]), harness_addr(&srv[2]));
+  snprintf(tmpdir, sizeof(tmpdir), "%s/redlock-cli-wait-XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ASSERT_NOT_NULL(mkdtemp(tmpdir));
+  snprintf(err, sizeof(err), "%s/err", tmpdir);
+  snprintf(ran, sizeof(ran), "%s/ran", tmpdir);
+  setenv("REDLOCK_SERVERS", servers, 1);
+  setenv("REDLOCK_RESTART_GUARD", "off", 1);   /* brand-new servers */
+  unsetenv("REDLOCK_PASSWORD");
+  unsetenv("REDLOCK_PASSWORD_FILE");
+
+  /* b) a database the masters refuse: 78. */
+  snprintf(bad, sizeof(bad), "redis://%s/99,redis://%s/99,redis://%s/99",
+           harness_addr(&srv[0]), harness_addr(&srv[1]),
+           harness_addr(&srv[2]));
+  ASSERT_EQ(sh("%s --servers %s run nightly -- touch %s 2> %s", cli, bad,
+               ran, err), 78);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "b) SELECT 99:\n%s", buf);
+  /* (Named once each; those that answered before the decision: two
+   * refusals already leave no quorum.) */
+  ASSERT_GE(count_of(buf, "refused by the configuration (SELECT 99"), 2);
+  ASSERT_LE(count_of(buf, "refused by the configuration (SELECT 99"), N);
+  ASSERT_NE(access(ran, F_OK), 0);
+
+  /* c) refused connections: 69 after --connect-timeout (run), at once
+   * (one-shot acquire). */
+  snprintf(bad, sizeof(bad), "127.0.0.1:%d,127.0.0.1:%d,%s",
+           harness_free_port(), harness_free_port(), harness_addr(&srv[2]));
+  t0 = harness_now_ms();
+  ASSERT_EQ(sh("%s --servers %s --connect-timeout 500ms run nightly -- "
+               "touch %s 2> %s", cli, bad, ran, err), 69);
+  took = harness_now_ms() - t0;
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "c) two of three refused (%llu ms):\n%s",
+          (unsigned long long)took, buf);
+  ASSERT_EQ(count_of(buf, "unavailable (connect: Connection refused)"), 2);
+  ASSERT_GE(took, 500);
+  ASSERT_LT(took, (uint64_t)harness_bound_ms(3000));
+  ASSERT_NE(access(ran, F_OK), 0);
+  ASSERT_EQ(sh("%s --servers %s acquire k 2> /dev/null", cli, bad), 69);
+
+  /* d) held by another owner: the reason, once, after a second; 75. */
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_set(&srv[i], "held", "another-owner", 60000), 0);
+  ASSERT_EQ(sh("%s run --wait 2s held -- touch %s 2> %s", cli, ran, err),
+            75);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "d) held:\n%s", buf);
+  ASSERT_EQ(count_of(buf, "redlock: waiting for held: held by another "
+                          "owner on "), 1);
+  ASSERT_NE(access(ran, F_OK), 0);
+  ASSERT_EQ(sh("%s -q run --wait 1500ms held -- touch %s 2> %s", cli, ran,
+               err), 75);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_EQ(count_of(buf, "waiting for"), 0);
+
+  /* a) (last: the masters keep their password) the wrong password: 77
+   * at once, each master named once. */
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], buf, sizeof(buf),
+                           "CONFIG SET requirepass right-pw"), 0);
+  t0 = harness_now_ms();
+  ASSERT_EQ(sh("REDLOCK_PASSWORD=wrong %s run nightly -- touch %s 2> %s",
+               cli, ran, err), 77);
+  took = harness_now_ms() - t0;
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "a) wrong password (%llu ms):\n%s",
+          (unsigned long long)took, buf);
+  ASSERT_GE(count_of(buf, "authentication failed"), 2);
+  ASSERT_EQ(count_of(buf, "authentication failed"),
+            count_of(buf, "check --password-file"));
+  for (i = 0; i < N; i++)
+    ASSERT_LE(count_of(buf, harness_addr(&srv[i])), 1);
+  ASSERT_NE(access(ran, F_OK), 0);   /* the command did not run */
+  ASSERT_LT(took, (uint64_t)harness_bound_ms(3000));
+
+  harness_stop_all();
+  snprintf(buf, sizeof(buf), "rm -rf %s", tmpdir);
+  ASSERT_EQ(sh("%s", buf), 0);
+  return 0;
+}
