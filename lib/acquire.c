@@ -143,12 +143,20 @@ static int attempt_event(redlock_lock_t *l, int status) {
 }
 
 /* Waits `delay` ms for the next attempt, or ends the acquisition when that
- * attempt would start after the wait deadline. */
+ * attempt would start after the wait deadline. The wait is kept to the
+ * millisecond: an attempt that would start after the deadline starts at
+ * the deadline instead (it may end after it), and only when the deadline
+ * has come does the acquisition end. */
 static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
                            redlock__ns now) {
   redlock_client_t *c = l->client;
   redlock__ns next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
-  if (c->closing || (l->wait_deadline != 0 && next >= l->wait_deadline)) {
+  if (!c->closing && l->wait_deadline != 0 && next >= l->wait_deadline &&
+      now + REDLOCK__NS_PER_MS <= l->wait_deadline) {
+    delay = (int64_t)((l->wait_deadline - now) / REDLOCK__NS_PER_MS);
+    next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
+  }
+  if (c->closing || (l->wait_deadline != 0 && next > l->wait_deadline)) {
     if (l->wait_deadline != 0 && !c->closing) {
       status = REDLOCK_ETIMEDOUT;   /* the wait deadline ended it */
       c->lst.acquire_timeouts++;
