@@ -72,7 +72,7 @@ char *redlock__strdup(const char *s) {
   return redlock__strndup(s, strlen(s));
 }
 
-static _Thread_local char last_error[256];
+static _Thread_local char last_error[1024];   /* explanations fit */
 
 int redlock__fail(int err, const char *fmt, ...) {
   va_list ap;

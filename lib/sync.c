@@ -80,7 +80,7 @@ typedef struct sync_call {
   size_t buflen;
   /* outputs */
   int64_t value;
-  char msg[256];                  /* the loop thread's error message */
+  char msg[1024];                 /* the loop thread's error message */
 } sync_call;
 
 struct redlock_sync_s {
@@ -125,6 +125,16 @@ static void call_done(sync_call *call, int status) {
     slock_unref(s, held);
 }
 
+/* An operation's outcome: a failure carries the per-master explanation
+ * the async result has (redlock_result_explain), for the caller's
+ * redlock_last_error(). */
+static void call_done_res(sync_call *call, int status,
+                          const redlock_result *res) {
+  if (status != 0 && res != NULL && res->n_nodes > 0)
+    redlock_result_explain(res, call->msg, sizeof(call->msg));
+  call_done(call, status);
+}
+
 /* A public call failed on the loop thread: keep its message. */
 static void call_failed(sync_call *call, int rc) {
   redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
@@ -155,9 +165,8 @@ static void on_op_done(redlock_lock_t *lock, int status,
   sync_call *call = arg;
   redlock_sync_lock_t *sl = call->slock;
   (void)lock;
-  (void)res;
   sl->active = NULL;
-  call_done(call, status);
+  call_done_res(call, status, res);
   run_deferred(sl);
 }
 
@@ -179,11 +188,10 @@ static void on_release_done(redlock_lock_t *lock, int status,
                             const redlock_result *res, void *arg) {
   sync_call *call = arg;
   redlock_sync_lock_t *sl = call->slock;
-  (void)res;
   redlock_lock_free(lock);
   sl->lock = NULL;
   sl->active = NULL;
-  call_done(call, status);
+  call_done_res(call, status, res);
   run_deferred(sl);   /* they find the handle released */
   slock_unref(sl->sync, sl);   /* the owner's */
 }
@@ -192,13 +200,12 @@ static void on_acquire_done(redlock_lock_t *lock, int status,
                             const redlock_result *res, void *arg) {
   sync_call *call = arg;
   redlock_sync_lock_t *sl = call->slock;
-  (void)res;
   if (status != 0) {
     redlock_lock_free(lock);
     call->slock = NULL;
     slock_release(sl);
   }
-  call_done(call, status);
+  call_done_res(call, status, res);
 }
 
 static void start_acquire(redlock_sync_t *s, sync_call *call) {

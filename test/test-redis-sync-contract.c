@@ -7,7 +7,8 @@
  *     that fail with EINVAL on the background thread (bad ttl for extend,
  *     fencing on a read-write lock, a key too long, too many resources)
  *     must leave a message that describes the call in the caller's
- *     thread, not a stale one from an earlier unrelated failure.
+ *     thread, not a stale one from an earlier unrelated failure; a failed
+ *     acquisition leaves the per-master explanation.
  *  b. on_lost. In the blocking API on_lost must be called with the
  *     caller's handle: the redlock_sync_lock_t * returned by the acquire,
  *     cast to redlock_lock_t * (the internal async handle is not the
@@ -283,6 +284,17 @@ static void part_a(redlock_sync_t *s) {
     EXPECT(rc == REDLOCK_ETAKEN, "taken: %s", redlock_err_name(rc));
     EXPECT(strcmp(redlock_last_error(), stale) != 0,
            "ETAKEN left the stale message \"%s\"", redlock_last_error());
+  }
+  /* A failed acquisition says why, per master, as the async result does
+   * (redlock_result_explain), not only "timed out" (issue 21, item 3). */
+  make_stale();
+  {
+    redlock_acquire_opts wait = {.wait_ms = 300};
+    rc = redlock_sync_acquire(s, "msg", 3, 10000, &wait, &out);
+    EXPECT(rc == REDLOCK_ETIMEDOUT, "wait: %s", redlock_err_name(rc));
+    EXPECT(strstr(redlock_last_error(), "masters held by another owner") != NULL,
+           "a wait that ended: redlock_last_error() is \"%s\", wanted "
+           "the per-master explanation", redlock_last_error());
   }
   ASSERT_EQ(redlock_sync_release(l), 0);
 }
