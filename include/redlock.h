@@ -500,6 +500,12 @@ typedef struct redlock_acquire_opts {
    * retry delay stays as the fallback. Releases by this library publish;
    * other implementations' do not (then the delay applies). */
   int wake;
+  /* With auto_extend: a lock that could not be extended is declared lost
+   * (on_lost, REDLOCK_EEXPIRED) this long BEFORE its validity ends, so
+   * that whatever it protects can stop while the lock still holds (as an
+   * elected leader steps down). 0 = at the end of the validity; below half
+   * the ttl (EINVAL otherwise). */
+  int lost_margin_ms;
 } redlock_acquire_opts;
 
 /* Creates a handle for `resource` (binary-safe, 1..REDLOCK_MAX_KEY bytes

@@ -540,6 +540,12 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
     c->in_api--;
     return 0;
   }
+  if (opts->lost_margin_ms < 0 ||
+      (opts->lost_margin_ms > 0 && opts->lost_margin_ms >= ttl_ms / 2))
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_acquire: lost_margin_ms %d must be "
+                         "0..half the ttl (%lld ms)", opts->lost_margin_ms,
+                         (long long)ttl_ms);
   if (opts->fence && redlock__lock_fence_key(l) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   /* Any auto-extension still running (a lock that just ran out, its
@@ -567,6 +573,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   l->heal = opts->heal != 0;
   l->lost_cb = opts->on_lost;
   l->lost_arg = opts->lost_arg;
+  l->step_down_ms = opts->lost_margin_ms;
   l->lost = 0;
   l->fence = 0;
   l->holds = 0;

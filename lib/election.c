@@ -142,6 +142,7 @@ static void campaign(redlock_election_t *e) {
   o.wake = 1;
   o.on_lost = on_lost;
   o.lost_arg = e;
+  o.lost_margin_ms = (int)e->lock->step_down_ms;   /* the step-down point */
   e->state = E_CAMPAIGNING;
   if (redlock_lock_acquire(e->lock, e->opts.ttl_ms, &o, on_acquired, e) !=
       0)

@@ -1,7 +1,7 @@
 /* The redlock command-line tool against a master whose handshake fails:
  * `redlock --servers redis://HOST:PORT/99 acquire k` on a server with the
  * default 16 dbs. SELECT 99 fails, so the master is down: the acquire must
- * exit 75 (not acquired), print nothing on stdout (no token), say why on
+ * exit 78 (the configuration is refused: issue 21), print nothing on stdout (no token), say why on
  * stderr, and leave no key in db 0. Ignoring the SELECT error instead runs
  * the SET queued behind the handshake in db 0: the tool prints a token
  * for a lock in the wrong db that the same URI can never release. */
@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
           "> %s 2> %s", cli, srv[0].port, out, err);
   harness_read_file(out, buf, sizeof(buf));
   fprintf(stderr, "exit %d, stdout \"%s\"\n", rc, buf);
-  ASSERT_EQ(rc, 75);
+  ASSERT_EQ(rc, 78);
   ASSERT_STR_EQ(buf, "");                     /* no token printed */
   ASSERT_EQ(harness_dbsize(&srv[0]), 0);      /* nothing in db 0 */
   harness_read_file(err, buf, sizeof(buf));

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -162,7 +163,7 @@ static const char help_run[] =
     "  --wait D     how long to wait for the lock (default: forever; 0: one\n"
     "               attempt)\n"
     "  --grace D    after SIGTERM to CMD, SIGKILL it this much later\n"
-    "               (default 10s)\n"
+    "               (default 10s; for a lost lock: when the validity ends)\n"
     "  --heal       extensions re-create the key on masters that lost it\n"
     "  --fence      REDLOCK_FENCE: a number that strictly increases across\n"
     "               holders (masters need appendonly)\n"
@@ -171,14 +172,17 @@ static const char help_run[] =
     "  --read, --write  take KEY's read-write lock (many readers or one\n"
     "               writer)\n"
     "\n"
-    "Signals: SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGUSR1 and SIGUSR2 are\n"
-    "forwarded to CMD, except when CMD already got it from the terminal\n"
-    "(Ctrl-C reaches the whole foreground process group once). SIGTERM to\n"
-    "run: CMD gets SIGTERM, then SIGKILL after --grace; the lock is\n"
-    "released; exit 143 if CMD had to be killed. While waiting for the lock,\n"
+    "CMD runs in a process group of its own (in front on the terminal when\n"
+    "run was): every signal for it goes to the whole group, so what CMD\n"
+    "started stops with it. SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGUSR1 and\n"
+    "SIGUSR2 to run are forwarded to the group. SIGTERM to run: the group\n"
+    "gets SIGTERM, then SIGKILL after --grace; the lock is released; exit\n"
+    "143 if CMD had to be killed. While waiting for the lock,\n"
     "SIGINT/SIGTERM/SIGHUP/SIGQUIT give up: exit 128+N, nothing held.\n"
-    "If the lock is lost: CMD gets SIGTERM, then SIGKILL after --grace; exit\n"
-    "76. If run itself is killed, CMD gets SIGTERM (Linux, PR_SET_PDEATHSIG).\n";
+    "If the lock cannot be extended, the group gets SIGTERM before the\n"
+    "validity ends (ttl/10, at least two --timeout) and SIGKILL when it\n"
+    "ends; exit 76. If run itself is killed, the group gets SIGTERM (then\n"
+    "SIGKILL after --grace; Linux, PR_SET_PDEATHSIG).\n";
 
 static const char help_acquire[] =
     "usage: redlock acquire [OPTIONS] KEY\n"
@@ -375,9 +379,10 @@ static struct {
   int64_t max_ttl_ms;   /* 0: not given */
   int quiet;
   int64_t set_record_ms;   /* guard --set-record; -1: not given */
+  int grace_given;
 } opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
-         NULL, 0, 0, NULL, 0, 0, 0, 0, -1};
+         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -752,6 +757,7 @@ static void set_option(const optdef *o, const char *v) {
       break;
     case O_GRACE:
       opt.grace_ms = duration_arg("--grace", v);
+      opt.grace_given = 1;
       break;
     case O_HEAL:
       opt.heal = 1;
@@ -1635,24 +1641,43 @@ static void close_signals(void) {
   uv_close((uv_handle_t *)&grace_timer, NULL);
 }
 
+/* The command runs in a process group of its own (the exec helper makes
+ * it): a signal for it goes to the whole group, so a shell's children stop
+ * with it. Until the helper has made the group, to the helper alone. */
+static void signal_job(int sig) {
+  int pid = uv_process_get_pid(&child);
+  if (pid <= 0)
+    return;
+  if (kill(-pid, sig) != 0)
+    kill(pid, sig);
+}
+
+static int64_t grace_now_ms;   /* this escalation's grace */
+
 static void on_grace_over(uv_timer_t *t) {
   (void)t;
   if (!child_running)
     return;
   fprintf(stderr, "redlock: %s still running %lld ms after SIGTERM: "
-          "SIGKILL\n", child_argv[0], (long long)opt.grace_ms);
+          "SIGKILL\n", child_argv[0], (long long)grace_now_ms);
   if (!lost)
     term_escalated = 1;
-  uv_process_kill(&child, SIGKILL);
+  signal_job(SIGKILL);
+}
+
+static void start_grace_ms(int64_t ms) {
+  if (uv_is_active((uv_handle_t *)&grace_timer))
+    return;
+  grace_now_ms = ms;
+  uv_timer_start(&grace_timer, on_grace_over, (uint64_t)ms, 0);
 }
 
 static void start_grace(void) {
-  if (!uv_is_active((uv_handle_t *)&grace_timer))
-    uv_timer_start(&grace_timer, on_grace_over, (uint64_t)opt.grace_ms, 0);
+  start_grace_ms(opt.grace_ms);
 }
 
 static void term_child(void) {
-  uv_process_kill(&child, SIGTERM);
+  signal_job(SIGTERM);
   start_grace();
 }
 
@@ -1672,11 +1697,12 @@ static void on_signal(const sig_event *ev) {
     finish(wait_signal);
     return;
   }
-  /* The terminal sent it to the whole foreground process group: the
-   * child, in our group, got it too. Anything else (kill PID) only we
-   * got: forward it. */
+  /* The terminal sent it to the whole foreground process group: when the
+   * job is in that group (it took the terminal), it got it too. Anything
+   * else (kill PID, a terminal that still has us in front) only we got:
+   * forward it to the job's group. */
   if (!(ev->from_kernel && getpgid(uv_process_get_pid(&child)) == getpgrp()))
-    uv_process_kill(&child, ev->signum);
+    signal_job(ev->signum);
   if (ev->signum != SIGUSR1 && ev->signum != SIGUSR2)
     stopping = 1;   /* elect: no new campaign after this child */
   /* SIGTERM to run: the child has --grace to finish, then SIGKILL. */
@@ -1782,15 +1808,36 @@ static void on_election_change(redlock_election_t *e,
   }
 }
 
+static int64_t lost_margin_ms(void);
+
 static void on_lost(redlock_lock_t *l, int reason, void *arg) {
   (void)l;
   (void)arg;
   lost = 1;
   fprintf(stderr, "redlock: lock on %s lost (%s): sending SIGTERM\n", key,
-          reason == REDLOCK_ENOTHELD ? "a majority says it is not ours"
-                                     : "validity ran out");
-  if (child_running)
-    term_child();
+          reason == REDLOCK_ENOTHELD
+              ? "a majority says it is not ours"
+              : "not extended in time: stopping before the validity ends");
+  if (child_running) {
+    /* Default grace: what is left of the validity (the margin), so that
+     * SIGKILL comes when the lock would have run out. */
+    signal_job(SIGTERM);
+    start_grace_ms(opt.grace_given ? opt.grace_ms : lost_margin_ms());
+  }
+}
+
+/* run: a lock that could not be extended is lost this long before its
+ * validity ends (the command gets SIGTERM then; SIGKILL at the end of the
+ * validity by default): a tenth of the ttl, at least two command
+ * timeouts, below half the ttl. */
+static int64_t lost_margin_ms(void) {
+  int64_t timeout = opt.timeout_ms > 0 ? opt.timeout_ms : 50;
+  int64_t m = opt.ttl_ms / 10;
+  if (m < 2 * timeout)
+    m = 2 * timeout;
+  if (m >= opt.ttl_ms / 2)
+    m = opt.ttl_ms / 2 - 1;
+  return m > 0 ? m : 0;
 }
 
 /* The child's environment: ours, without credentials, plus the lock's. */
@@ -1854,7 +1901,7 @@ static void start_child(void) {
   char **envp = child_env();
   char **args = child_argv;
   char **helper = NULL;
-  char ppid[24];
+  char ppid[24], grace[24];
   size_t i, n = 0;
   int rc;
   if (envp == NULL) {
@@ -1868,20 +1915,23 @@ static void start_child(void) {
   if (access("/proc/self/exe", X_OK) == 0) {
     while (child_argv[n] != NULL)
       n++;
-    helper = calloc(n + 4, sizeof(*helper));
+    helper = calloc(n + 5, sizeof(*helper));
     if (helper != NULL) {
       snprintf(ppid, sizeof(ppid), "%ld", (long)getpid());
+      snprintf(grace, sizeof(grace), "%lld", (long long)opt.grace_ms);
       helper[0] = "redlock";
       helper[1] = EXEC_HELPER;
       helper[2] = ppid;
+      helper[3] = grace;
       for (i = 0; i < n; i++)
-        helper[3 + i] = child_argv[i];
+        helper[4 + i] = child_argv[i];
       args = helper;
       po.file = "/proc/self/exe";
     }
   }
 #else
   (void)ppid;
+  (void)grace;
   (void)n;
 #endif
   po.args = args;
@@ -1905,21 +1955,105 @@ static void start_child(void) {
   child_running = 1;
 }
 
-/* The exec helper: "redlock __exec PPID CMD ARGS...". */
+/* The exec helper: "redlock __exec PPID GRACE_MS CMD ARGS...", between
+ * run (or elect) and the command. It makes the job's process group (and
+ * gives it the terminal when run had it in front), starts CMD in it, and
+ * stays as a small supervisor:
+ *  - signals for the job reach the whole group (run sends them there);
+ *    the helper ignores them itself;
+ *  - if run dies (SIGKILL, out of memory), the kernel tells the helper
+ *    (PR_SET_PDEATHSIG), which sends SIGTERM to the whole group, then
+ *    SIGKILL after GRACE_MS: no process of the job goes on without the
+ *    lock, not only the direct child;
+ *  - it exits as CMD did (the same status, or the same signal), after
+ *    giving the terminal back. */
+static const int helper_ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM,
+                                     SIGUSR1, SIGUSR2, SIGTTOU};
+#define N_HELPER_IGNORED (sizeof(helper_ignored) / sizeof(helper_ignored[0]))
+
+static void on_parent_gone(int sig) {
+  (void)sig;
+  kill(0, SIGTERM);   /* the group: the helper ignores it */
+}
+
+static void on_helper_grace(int sig) {
+  (void)sig;
+  kill(0, SIGKILL);
+}
+
 static int exec_helper(int argc, char **argv) {
+  long parent = strtol(argv[2], NULL, 10);
+  long grace_ms = strtol(argv[3], NULL, 10);
+  pid_t front = -1;
+  pid_t pid;
+  int st;
+  size_t i;
   (void)argc;
+  if (argc < 5)
+    return EXIT_USAGE;
+  for (i = 0; i < N_HELPER_IGNORED; i++)
+    signal(helper_ignored[i], SIG_IGN);
+  setpgid(0, 0);
+  /* run was in front on its terminal: the job takes its place, so that
+   * Ctrl-C and a reading command work as without us. */
+  if (isatty(STDIN_FILENO) &&
+      tcgetpgrp(STDIN_FILENO) == getpgid((pid_t)parent)) {
+    front = getpgid((pid_t)parent);
+    tcsetpgrp(STDIN_FILENO, getpgrp());
+  }
 #ifdef __linux__
-  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
-    fprintf(stderr, "redlock: prctl: %s\n", strerror(errno));
+  {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_parent_gone;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGRTMIN + 3, &sa, NULL);
+    sa.sa_handler = on_helper_grace;
+    sigaction(SIGALRM, &sa, NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGRTMIN + 3) != 0) {
+      fprintf(stderr, "redlock: prctl: %s\n", strerror(errno));
+      return EXIT_NOEXEC;
+    }
+  }
+#endif
+  /* run died before the prctl: never start without the lock. */
+  if ((long)getppid() != parent)
+    return EXIT_FAIL;
+  pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "redlock: fork: %s\n", strerror(errno));
     return EXIT_NOEXEC;
   }
-  /* run died before the prctl: never start without the lock. */
-  if ((long)getppid() != strtol(argv[2], NULL, 10))
-    return EXIT_FAIL;
-#endif
-  execvp(argv[3], argv + 3);
-  fprintf(stderr, "redlock: cannot run %s: %s\n", argv[3], strerror(errno));
-  return errno == ENOENT ? EXIT_NOEXEC : 126;
+  if (pid == 0) {
+    for (i = 0; i < N_HELPER_IGNORED; i++)
+      signal(helper_ignored[i], SIG_DFL);
+    signal(SIGALRM, SIG_DFL);
+    execvp(argv[4], argv + 4);
+    fprintf(stderr, "redlock: cannot run %s: %s\n", argv[4],
+            strerror(errno));
+    _exit(errno == ENOENT ? EXIT_NOEXEC : 126);
+  }
+  for (;;) {
+    pid_t w = waitpid(pid, &st, 0);
+    if (w == pid)
+      break;
+    if (w < 0 && errno != EINTR)
+      return EXIT_FAIL;
+    if ((long)getppid() != parent && grace_ms >= 0) {
+      /* run is gone: SIGTERM went out (on_parent_gone); SIGKILL after
+       * the grace, once. */
+      alarm((unsigned)(grace_ms / 1000 > 0 ? grace_ms / 1000 : 1));
+      grace_ms = -1;
+    }
+  }
+  if (front >= 0 && (long)getppid() == parent)
+    tcsetpgrp(STDIN_FILENO, front);
+  if (WIFSIGNALED(st)) {
+    signal(WTERMSIG(st), SIG_DFL);
+    raise(WTERMSIG(st));
+    return 128 + WTERMSIG(st);
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_FAIL;
 }
 
 static void on_run_acquired(redlock_lock_t *l, int status,
@@ -2077,7 +2211,7 @@ int main(int argc, char **argv) {
   int rc;
   redlock_acquire_opts ao;
 
-  if (argc >= 4 && strcmp(argv[1], EXEC_HELPER) == 0)
+  if (argc >= 5 && strcmp(argv[1], EXEC_HELPER) == 0)
     return exec_helper(argc, argv);
 
   /* A closed standard descriptor would be taken by the first socket or
@@ -2156,6 +2290,7 @@ int main(int argc, char **argv) {
     ao.fence = opt.fence;
     ao.wake = opt.wake;
     ao.on_lost = on_lost;
+    ao.lost_margin_ms = (int)lost_margin_ms();
     if (open_signals() != 0) {
       fprintf(stderr, "redlock: cannot set up signals: %s\n",
               strerror(errno));
