@@ -12,7 +12,11 @@
  *  d) A lock held by another owner: `run --wait 2s` says why it waits on
  *     stderr ("waiting for KEY: held by another owner ...") once, after a
  *     second, and exits 75 at the wait, not before it (item 2: it gave up
- *     up to 150 ms early); -q says nothing. */
+ *     up to 150 ms early); -q says nothing.
+ *  e) flock(1)'s options: -n (one attempt), -w SECS, -E CODE (cron: 0),
+ *     -s/-x (read/write; both: a usage error), -o (accepted); ttls: 1m30s
+ *     accepted; 1e3, 0x10, 1s1m refused; 2 ms refused as too short, the
+ *     message naming the minimum (it was accepted, and run spun on it). */
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -117,6 +121,33 @@ int main(int argc, char **argv) {
                err), 75);
   harness_read_file(err, buf, sizeof(buf));
   ASSERT_EQ(count_of(buf, "waiting for"), 0);
+
+  /* e) flock(1)'s options and strict values (items 8 and 9). */
+  t0 = harness_now_ms();
+  ASSERT_EQ(sh("%s run -n held -- touch %s 2> /dev/null", cli, ran), 75);
+  ASSERT_LT(harness_now_ms() - t0, (uint64_t)harness_bound_ms(1000));
+  ASSERT_EQ(sh("%s run -n -E 0 held -- touch %s 2> /dev/null", cli, ran),
+            0);   /* cron: a busy lock is not an error */
+  ASSERT_NE(access(ran, F_OK), 0);
+  t0 = harness_now_ms();
+  ASSERT_EQ(sh("%s -q run -w 1 held -- touch %s", cli, ran), 75);
+  ASSERT_GE(harness_now_ms() - t0, 1000);
+  ASSERT_EQ(sh("%s acquire -s -x rw-key 2> %s", cli, err), 64);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "exclude each other"));
+  ASSERT_EQ(sh("%s run -s rw-key -- true", cli), 0);
+  ASSERT_EQ(sh("%s run -x -o rw-key -- true", cli), 0);
+  ASSERT_EQ(sh("%s acquire --ttl 2ms short 2> %s", cli, err), 64);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "too short to be safe: at least 150ms"));
+  ASSERT_EQ(sh("%s acquire --ttl 1e3 short 2> /dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire --ttl 0x10 short 2> /dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire --ttl 1s1m short 2> /dev/null", cli), 64);
+  ASSERT_EQ(sh("%s acquire --ttl 1m30s long > /dev/null", cli), 0);
+  ASSERT_GT(harness_pttl(&srv[0], "long"), 85000);
+  ASSERT_LE(harness_pttl(&srv[0], "long"), 90000);
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_get(&srv[i], "short", buf, sizeof(buf)), 0);
 
   /* a) (last: the masters keep their password) the wrong password: 77
    * at once, each master named once. */

@@ -161,7 +161,8 @@ static const char help_run[] =
     "\n"
     "  --ttl D      lock ttl, extended every ttl/3 (default 30s)\n"
     "  --wait D     how long to wait for the lock (default: forever; 0: one\n"
-    "               attempt)\n"
+    "               attempt); flock's -w SECS and -n (= --wait 0)\n"
+    "  -E CODE      exit code when not acquired (default 75; flock's -E)\n"
     "  --grace D    after SIGTERM to CMD, SIGKILL it this much later\n"
     "               (default 10s; for a lost lock: when the validity ends)\n"
     "  --heal       extensions re-create the key on masters that lost it\n"
@@ -170,7 +171,8 @@ static const char help_run[] =
     "  --wake       wait for the holder's release message instead of polling\n"
     "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
     "  --read, --write  take KEY's read-write lock (many readers or one\n"
-    "               writer)\n"
+    "               writer); flock's -s and -x\n"
+    "  -o           accepted for flock(1): CMD never holds the lock\n"
     "\n"
     "CMD runs in a process group of its own (in front on the terminal when\n"
     "run was): every signal for it goes to the whole group, so what CMD\n"
@@ -192,7 +194,8 @@ static const char help_acquire[] =
     "or release it with the token.\n"
     "\n"
     "  --ttl D      lock ttl (default 30s)\n"
-    "  --wait D     keep trying this long (default 0: one attempt)\n"
+    "  --wait D     keep trying this long (default 0: one attempt); -w SECS,\n"
+    "               -n (one attempt), -E CODE (exit code when not acquired)\n"
     "  --fence      also print the fencing number (second line)\n"
     "  --wake       wait for the holder's release message instead of polling\n"
     "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
@@ -283,7 +286,8 @@ enum {
   O_TLS_KEY, O_TLS_KEY_PASS_FILE, O_TLS_SERVER_NAME, O_TLS_INSECURE,
   O_HELP, O_VERSION, O_TTL, O_WAIT, O_GRACE, O_HEAL, O_FENCE, O_WAKE,
   O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
-  O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD
+  O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
+  O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE
 };
 
 typedef struct optdef {
@@ -314,6 +318,14 @@ static const optdef options[] = {
     {"max-ttl", 0, 1, C_ALL, O_MAX_TTL},
     {"quiet", 'q', 0, C_ALL, O_QUIET},
     {"set-record", 0, 1, C_GUARD, O_SET_RECORD},
+    /* flock(1)'s spellings */
+    {"nonblock", 'n', 0, C_RUN | C_ACQUIRE, O_NOWAIT},
+    {"timeout-secs", 'w', 1, C_RUN | C_ACQUIRE, O_WAIT_SECS},
+    {"conflict-exit-code", 'E', 1, C_RUN | C_ACQUIRE, O_CONFLICT_EXIT},
+    {"shared", 's', 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_SHARED},
+    {"exclusive", 'x', 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE,
+     O_EXCLUSIVE},
+    {"close", 'o', 0, C_RUN, O_CLOSE},
     {"help", 'h', 0, C_ALL, O_HELP},
     {"version", 'V', 0, C_ALL, O_VERSION},
     {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT, O_TTL},
@@ -380,9 +392,11 @@ static struct {
   int quiet;
   int64_t set_record_ms;   /* guard --set-record; -1: not given */
   int grace_given;
+  int conflict_code;    /* exit code when not acquired (-E) */
+  int rw_given;         /* --read/--write/-s/-x seen: which one */
 } opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
-         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0};
+         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -777,11 +791,34 @@ static void set_option(const optdef *o, const char *v) {
       opt.also[opt.n_also++] = v;
       break;
     case O_READ:
-      opt.rw = 1;
-      break;
+    case O_SHARED:
     case O_WRITE:
-      opt.rw = 2;
+    case O_EXCLUSIVE: {
+      int side = o->id == O_READ || o->id == O_SHARED ? 1 : 2;
+      if (opt.rw_given != 0 && opt.rw_given != side)
+        usage_error("--read/-s and --write/-x exclude each other");
+      opt.rw = opt.rw_given = side;
       break;
+    }
+    case O_NOWAIT:
+      opt.wait_ms = 0;
+      opt.wait_given = 1;
+      break;
+    case O_WAIT_SECS:
+      /* flock -w: seconds, a decimal allowed; our durations work too. */
+      opt.wait_ms = duration_arg("-w", v);
+      opt.wait_given = 1;
+      break;
+    case O_CONFLICT_EXIT: {
+      char *end;
+      long code = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || code < 0 || code > 255)
+        usage_error("bad -E/--conflict-exit-code '%s' (0..255)", v);
+      opt.conflict_code = (int)code;
+      break;
+    }
+    case O_CLOSE:
+      break;   /* the command never inherits the lock: nothing to close */
     case O_TOKEN:
       opt.token = v;
       break;
@@ -1443,7 +1480,7 @@ static void on_acquire_cmd(redlock_lock_t *l, int status,
   }
   if (status != REDLOCK_ECANCELED) {
     int code = config_verdict(r, 1);
-    finish(code != 0 ? code : EXIT_NOT_ACQUIRED);
+    finish(code != 0 ? code : opt.conflict_code);
     return;
   }
   finish(EXIT_FAIL);
@@ -2070,7 +2107,7 @@ static void on_run_acquired(redlock_lock_t *l, int status,
     report_result("run", status, r);
     if (status != REDLOCK_ECANCELED) {
       int code = config_verdict(r, 1);
-      finish(code != 0 ? code : EXIT_NOT_ACQUIRED);
+      finish(code != 0 ? code : opt.conflict_code);
       return;
     }
     finish(EXIT_FAIL);
@@ -2260,6 +2297,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "redlock: acquire: standard output is closed: the "
             "token would be lost (nothing acquired)\n");
     return EXIT_FAIL;
+  }
+  if ((cmd_bit & (C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT)) && opt.ttl_given) {
+    /* A lock must outlive its own round trips: a 2 ms ttl was accepted
+     * and run spun on it silently. */
+    int64_t timeout = opt.timeout_ms > 0 ? opt.timeout_ms : 50;
+    int64_t min = 3 * timeout > 100 ? 3 * timeout : 100;
+    if (opt.ttl_ms < min)
+      usage_error("--ttl %lldms is too short to be safe: at least %lldms "
+                  "(3 x --timeout, and 100ms)", (long long)opt.ttl_ms,
+                  (long long)min);
   }
   if (uv_loop_init(&loop) != 0)
     return EXIT_FAIL;
