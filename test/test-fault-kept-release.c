@@ -103,6 +103,7 @@ int main(int argc, char **argv) {
 
   ASSERT_EQ(redlock_lock_free(l), 0);
   tu_close_client(&loop, c);
+  harness_loop_close(&loop, 5000);
   harness_stop_all();
   return 0;
 }
