@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
   ASSERT_EQ(sh("%s run -x -o rw-key -- true", cli), 0);
   ASSERT_EQ(sh("%s acquire --ttl 2ms short 2> %s", cli, err), 64);
   harness_read_file(err, buf, sizeof(buf));
-  ASSERT_NOT_NULL(strstr(buf, "too short to be safe: at least 150ms"));
+  ASSERT_NOT_NULL(strstr(buf, "too short to be safe: at least 100ms"));
   ASSERT_EQ(sh("%s acquire --ttl 1e3 short 2> /dev/null", cli), 64);
   ASSERT_EQ(sh("%s acquire --ttl 0x10 short 2> /dev/null", cli), 64);
   ASSERT_EQ(sh("%s acquire --ttl 1s1m short 2> /dev/null", cli), 64);

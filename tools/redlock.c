@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -50,6 +51,7 @@
 #define EXIT_NOT_ACQUIRED 75 /* EX_TEMPFAIL: taken, or no quorum in time */
 #define EXIT_LOST 76         /* run: the lock was lost, child terminated */
 #define EXIT_UNAVAILABLE 69  /* EX_UNAVAILABLE: masters refuse connections */
+#define EXIT_CANTCREAT 73    /* EX_CANTCREAT: --stats-file cannot be written */
 #define EXIT_NOPERM 77       /* EX_NOPERM: authentication refused */
 #define EXIT_CONFIG 78       /* EX_CONFIG: a bad value in the environment;
                                 TLS verification or SELECT refused */
@@ -287,7 +289,7 @@ enum {
   O_HELP, O_VERSION, O_TTL, O_WAIT, O_GRACE, O_HEAL, O_FENCE, O_WAKE,
   O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
   O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
-  O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE
+  O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL
 };
 
 typedef struct optdef {
@@ -342,6 +344,7 @@ static const optdef options[] = {
     {"once", 0, 0, C_ELECT, O_ONCE},
     {"stats", 0, 0, C_STATUS, O_STATS},
     {"stats-file", 0, 1, C_RUN | C_ELECT, O_STATS_FILE},
+    {"stats-label", 0, 1, C_RUN | C_ELECT, O_STATS_LABEL},
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -411,6 +414,10 @@ static int stdout_closed;      /* started with fd 1 closed */
 
 static void usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn));
+
+#define MAX_LABELS 8
+static const char *labels[MAX_LABELS];   /* --stats-label NAME=VALUE */
+static int n_labels;
 
 static void usage_error(const char *fmt, ...) {
   va_list ap;
@@ -834,8 +841,29 @@ static void set_option(const optdef *o, const char *v) {
       opt.stats = 1;
       break;
     case O_STATS_FILE:
+      if (*v == '\0')
+        usage_error("--stats-file needs a file name");
       opt.stats_file = v;
       break;
+    case O_STATS_LABEL: {
+      const char *eq = strchr(v, '=');
+      const char *c;
+      if (n_labels == MAX_LABELS)
+        usage_error("at most %d --stats-label", MAX_LABELS);
+      if (eq == NULL || eq == v)
+        usage_error("--stats-label wants NAME=VALUE, not '%s'", v);
+      for (c = v; c < eq; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              *c == '_' || (c > v && *c >= '0' && *c <= '9')))
+          usage_error("--stats-label: '%.*s' is not a Prometheus label name",
+                      (int)(eq - v), v);
+      if ((eq - v == 3 && strncmp(v, "key", 3) == 0) ||
+          (eq - v == 6 && strncmp(v, "master", 6) == 0))
+        usage_error("--stats-label: '%.*s' is set by redlock itself",
+                    (int)(eq - v), v);
+      labels[n_labels++] = v;
+      break;
+    }
   }
 }
 
@@ -955,16 +983,40 @@ static int parse_args(int argc, char **argv, const char **positional,
 
 /* ---- output -------------------------------------------------------------- */
 
-static void json_str(const char *s) {
+/* Bytes as a JSON string: escapes, and U+FFFD for each byte that does not
+ * start a valid UTF-8 sequence (JSON must be Unicode; a key or a server's
+ * error may be anything). */
+static void json_str(const char *str) {
+  const unsigned char *p = (const unsigned char *)str;
   putchar('"');
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      printf("\\%c", c);
-    else if (c < 0x20)
-      printf("\\u%04x", c);
-    else
-      putchar(c);
+  while (*p != '\0') {
+    unsigned c = *p;
+    size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+               : (c & 0xf8) == 0xf0 ? 4 : 0;
+    size_t k;
+    unsigned cp;
+    if (n == 1) {
+      if (c == '"' || c == '\\')
+        printf("\\%c", c);
+      else if (c < 0x20)
+        printf("\\u%04x", c);
+      else
+        putchar((int)c);
+      p++;
+      continue;
+    }
+    cp = n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (k = 1; k < n && (p[k] & 0xc0) == 0x80; k++)
+      cp = (cp << 6) | (p[k] & 0x3f);
+    if (n == 0 || k < n || (n == 2 && cp < 0x80) ||
+        (n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
+      fputs("\\ufffd", stdout);
+      p++;
+      continue;
+    }
+    fwrite(p, 1, n, stdout);
+    p += n;
   }
   putchar('"');
 }
@@ -1056,56 +1108,219 @@ static void close_signals(void);
 static uv_timer_t stats_timer;
 static int stats_timer_open;
 
-static void write_stats_file(void) {
+/* A label value as Prometheus quotes it. */
+static void put_label_value(char **o, const char *v, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    if (v[i] == '\\' || v[i] == '"') {
+      *(*o)++ = '\\';
+      *(*o)++ = v[i];
+    } else if (v[i] == '\n') {
+      *(*o)++ = '\\';
+      *(*o)++ = 'n';
+    } else {
+      *(*o)++ = v[i];
+    }
+  }
+}
+
+/* key="KEY",NAME="VALUE"... for every sample: two jobs that export
+ * through node_exporter's textfile collector do not collide. */
+static char *label_set(void) {
+  size_t need = strlen(key) * 2 + 16;
+  char *out, *o;
+  int i;
+  for (i = 0; i < n_labels; i++)
+    need += strlen(labels[i]) * 2 + 8;
+  out = malloc(need);
+  if (out == NULL)
+    return NULL;
+  o = out;
+  memcpy(o, "key=\"", 5);
+  o += 5;
+  put_label_value(&o, key, strlen(key));
+  *o++ = '"';
+  for (i = 0; i < n_labels; i++) {
+    const char *eq = strchr(labels[i], '=');
+    *o++ = ',';
+    memcpy(o, labels[i], (size_t)(eq - labels[i]));
+    o += eq - labels[i];
+    *o++ = '=';
+    *o++ = '"';
+    put_label_value(&o, eq + 1, strlen(eq + 1));
+    *o++ = '"';
+  }
+  *o = '\0';
+  return out;
+}
+
+/* The library's text with our labels on every sample, and the gauges of
+ * this process: the lock held (run, elect) and leadership (elect). */
+static char *stats_text(void) {
   static redlock_stats st;
-  char tmp[4096];
-  char *text;
+  char *text, *lab, *out, *o;
+  const char *p;
   int len;
-  FILE *f;
-  if (opt.stats_file == NULL || client == NULL ||
-      redlock_client_stats(client, &st) != 0)
-    return;
+  size_t lablen, lines = 0, need;
+  if (client == NULL || redlock_client_stats(client, &st) != 0)
+    return NULL;
   len = redlock_stats_prometheus(&st, NULL, 0);
   text = malloc((size_t)len + 1);
-  if (text == NULL)
-    return;
+  lab = label_set();
+  if (text == NULL || lab == NULL) {
+    free(text);
+    free(lab);
+    return NULL;
+  }
   redlock_stats_prometheus(&st, text, (size_t)len + 1);
+  for (p = text; *p != '\0'; p++)
+    lines += *p == '\n';
+  lablen = strlen(lab);
+  need = (size_t)len + (lines + 1) * (lablen + 3) + 2 * lablen + 512;
+  out = malloc(need);
+  if (out == NULL) {
+    free(text);
+    free(lab);
+    return NULL;
+  }
+  o = out;
+  for (p = text; *p != '\0';) {
+    const char *eol = strchr(p, '\n');
+    size_t n = eol != NULL ? (size_t)(eol - p + 1) : strlen(p);
+    if (*p != '#' && n > 1) {
+      size_t name = strcspn(p, "{ ");
+      memcpy(o, p, name);
+      o += name;
+      *o++ = '{';
+      memcpy(o, lab, lablen);
+      o += lablen;
+      if (p[name] == '{') {
+        *o++ = ',';
+        name++;
+      } else {
+        *o++ = '}';
+      }
+      memcpy(o, p + name, n - name);
+      o += n - name;
+    } else {
+      memcpy(o, p, n);
+      o += n;
+    }
+    p += n;
+  }
+  {
+    redlock_lock_t *held = lock != NULL ? lock
+                           : election != NULL ? redlock_election_lock(election)
+                                              : NULL;
+    o += sprintf(o, "# HELP redlock_lock_held 1 while this process holds "
+                 "the lock.\n# TYPE redlock_lock_held gauge\n"
+                 "redlock_lock_held{%s} %d\n", lab,
+                 held != NULL && redlock_lock_is_held(held) && !finishing);
+    if (cmd_bit == C_ELECT)
+      o += sprintf(o, "# HELP redlock_leader 1 while this process leads.\n"
+                   "# TYPE redlock_leader gauge\nredlock_leader{%s} %d\n",
+                   lab, election != NULL &&
+                            redlock_election_is_leader(election) &&
+                            !finishing);
+  }
+  *o = '\0';
+  free(text);
+  free(lab);
+  return out;
+}
+
+/* Rewrites --stats-file atomically (a temporary file, then rename).
+ * Returns 0 or an errno. */
+static int write_stats_file(void) {
+  char tmp[4096];
+  char *text;
+  size_t len;
+  FILE *f;
+  int err = 0;
+  if (opt.stats_file == NULL)
+    return 0;
+  text = stats_text();
+  if (text == NULL)
+    return ENOMEM;
+  len = strlen(text);
   snprintf(tmp, sizeof(tmp), "%s.tmp", opt.stats_file);
   f = fopen(tmp, "w");
-  if (f != NULL) {
-    int ok = fwrite(text, 1, (size_t)len, f) == (size_t)len;
-    ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp, opt.stats_file) != 0)
-      ok = 0;
-    if (!ok)
+  if (f == NULL) {
+    err = errno;
+  } else {
+    if (fwrite(text, 1, len, f) != len)
+      err = errno != 0 ? errno : EIO;
+    if (fclose(f) != 0 && err == 0)
+      err = errno;
+    if (err == 0 && rename(tmp, opt.stats_file) != 0)
+      err = errno;
+    if (err != 0)
       unlink(tmp);
   }
   free(text);
+  return err;
+}
+
+/* A write that fails is said on stderr, once per cause. */
+static void write_stats_reported(void) {
+  static int said;
+  int err = write_stats_file();
+  if (err != 0 && err != said)
+    fprintf(stderr, "redlock: --stats-file %s: %s\n", opt.stats_file,
+            strerror(err));
+  said = err;
 }
 
 static void on_stats_timer(uv_timer_t *t) {
   (void)t;
-  write_stats_file();
+  write_stats_reported();
+}
+
+/* Before anything is acquired: --stats-file can be written (its
+ * directory exists and takes a new file; it is not itself a directory).
+ * Else the command ends with 73 and says why: a metrics file that stays
+ * silently empty is an outage nobody sees. */
+static int check_stats_file(void) {
+  char tmp[4096];
+  struct stat sb;
+  int fd;
+  if (opt.stats_file == NULL)
+    return 0;
+  if (stat(opt.stats_file, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fprintf(stderr, "redlock: --stats-file %s: %s\n", opt.stats_file,
+            strerror(EISDIR));
+    return EXIT_CANTCREAT;
+  }
+  snprintf(tmp, sizeof(tmp), "%s.tmp", opt.stats_file);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "redlock: --stats-file %s: %s\n", opt.stats_file,
+            strerror(errno));
+    return EXIT_CANTCREAT;
+  }
+  close(fd);
+  unlink(tmp);
+  return 0;
 }
 
 static void start_stats_file(void) {
   if (opt.stats_file == NULL)
     return;
   uv_timer_init(&loop, &stats_timer);
-  uv_timer_start(&stats_timer, on_stats_timer, 0, 5000);
+  uv_timer_start(&stats_timer, on_stats_timer, 5000, 5000);
   stats_timer_open = 1;
 }
 
 /* Ends the run with `code` (the first call decides; closing the client
  * cancels what is in flight, whose callbacks then come back here). */
-static void finish(int code) {
-  if (finishing)
-    return;
-  finishing = 1;
-  exit_code = code;
-  close_signals();
+static int final_release;   /* finish() waits for its release */
+
+/* The last stats (after the release: releases_total counts it), then the
+ * lock and the client go. */
+static void finish_close(void) {
+  final_release = 0;
   if (stats_timer_open) {
-    write_stats_file();
+    write_stats_reported();
     stats_timer_open = 0;
     uv_close((uv_handle_t *)&stats_timer, NULL);
   }
@@ -1114,6 +1329,39 @@ static void finish(int code) {
     lock = NULL;   /* released in the background if held */
   if (client != NULL)
     redlock_client_close(client, on_client_closed, NULL);
+}
+
+static void on_final_release(redlock_lock_t *l, int status,
+                             const redlock_result *r, void *arg) {
+  (void)l;
+  (void)status;
+  (void)r;
+  (void)arg;
+  if (final_release)
+    finish_close();
+}
+
+static void finish(int code) {
+  if (finishing)
+    return;
+  finishing = 1;
+  exit_code = code;
+  close_signals();
+  /* With --stats-file, release before the last write so that it shows
+   * (an election resigns: its release comes as an event). */
+  if (stats_timer_open && client != NULL) {
+    if (lock != NULL && redlock_lock_is_held(lock) &&
+        redlock_lock_release(lock, on_final_release, NULL) == 0) {
+      final_release = 1;
+      return;
+    }
+    if (election != NULL && redlock_election_is_leader(election) &&
+        redlock_election_resign(election) == 0) {
+      final_release = 1;
+      return;
+    }
+  }
+  finish_close();
 }
 
 static void print_stats(void);
@@ -1439,6 +1687,11 @@ static void on_client_event(redlock_client_t *c, const redlock_event *ev,
   int code;
   (void)c;
   (void)arg;
+  if (ev->kind == REDLOCK_EV_RELEASE && final_release &&
+      cmd_bit == C_ELECT) {
+    finish_close();   /* the resignation's release came */
+    return;
+  }
   if (ev->kind != REDLOCK_EV_ATTEMPT || finishing)
     return;
   code = config_verdict(ev->result, 0);
@@ -1513,9 +1766,23 @@ static int status_status;
 /* After the table: the guard's notes, once its reads ended. */
 static void status_finish(void) {
   print_guard_notes();
+  if (opt.json && opt.stats) {
+    /* One JSON object: the Prometheus text as a string in it. */
+    static redlock_stats st;
+    char *text = NULL;
+    int len;
+    if (redlock_client_stats(client, &st) == 0 &&
+        (len = redlock_stats_prometheus(&st, NULL, 0)) > 0 &&
+        (text = malloc((size_t)len + 1)) != NULL) {
+      redlock_stats_prometheus(&st, text, (size_t)len + 1);
+      printf(",\"prometheus\":");
+      json_str(text);
+    }
+    free(text);
+  }
   if (opt.json)
     printf("}\n");
-  if (opt.stats)
+  if (opt.stats && !opt.json)
     print_stats();
   finish(status_status == 0 ? EXIT_OK : EXIT_FAIL);
 }
@@ -1811,6 +2078,13 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   } else if (cmd_bit == C_ELECT && deposed_kill) {
     code = EXIT_LOST;   /* lost, then asked to stop */
   }
+  if (opt.json && cmd_bit == C_RUN) {
+    printf("{\"command\":\"run\",\"key\":");
+    json_str(key);
+    printf(",\"ok\":%s,\"exit\":%d,\"lost\":%s}\n",
+           code == 0 ? "true" : "false", code, lost ? "true" : "false");
+    fflush(stdout);
+  }
   finish(code);   /* releases the lock (auto-extension stops first) */
 }
 
@@ -1824,6 +2098,8 @@ static void on_election_change(redlock_election_t *e,
     return;
   if (ev == REDLOCK_ELECTED) {
     fprintf(stderr, "redlock: elected leader of %s as %s\n", key, opt.id);
+    if (stats_timer_open)
+      write_stats_reported();   /* leader: 1, at once */
     if (child_running)
       start_when_exited = 1;   /* the previous term's command is going */
     else
@@ -2117,6 +2393,8 @@ static void on_run_acquired(redlock_lock_t *l, int status,
     finish(wait_signal);   /* granted in the same turn as the signal */
     return;
   }
+  if (stats_timer_open)
+    write_stats_reported();   /* held: 1, at once */
   start_child();
 }
 
@@ -2302,10 +2580,10 @@ int main(int argc, char **argv) {
     /* A lock must outlive its own round trips: a 2 ms ttl was accepted
      * and run spun on it silently. */
     int64_t timeout = opt.timeout_ms > 0 ? opt.timeout_ms : 50;
-    int64_t min = 3 * timeout > 100 ? 3 * timeout : 100;
+    int64_t min = 2 * timeout > 100 ? 2 * timeout : 100;
     if (opt.ttl_ms < min)
       usage_error("--ttl %lldms is too short to be safe: at least %lldms "
-                  "(3 x --timeout, and 100ms)", (long long)opt.ttl_ms,
+                  "(2 x --timeout, and 100ms)", (long long)opt.ttl_ms,
                   (long long)min);
   }
   if (uv_loop_init(&loop) != 0)
@@ -2317,6 +2595,12 @@ int main(int argc, char **argv) {
   wait_start_ms = uv_now(&loop);
   if (cmd_bit & (C_ACQUIRE | C_RUN | C_ELECT))
     redlock_client_set_event_hook(client, on_client_event, NULL);
+  if ((rc = check_stats_file()) != 0) {
+    finish(rc);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return rc;
+  }
   memset(&ao, 0, sizeof(ao));
   if (cmd_bit == C_ACQUIRE || cmd_bit == C_RUN) {
     int64_t wait = opt.wait_ms;
