@@ -619,6 +619,22 @@ REDLOCK_EXTERN int redlock_lock_extend(redlock_lock_t *lock, int64_t ttl_ms,
 REDLOCK_EXTERN int redlock_lock_release(redlock_lock_t *lock,
                                         redlock_lock_cb cb, void *arg);
 
+/* An operator's forced release (`redlock unlock --force`, as Redisson's
+ * forceUnlock, `consul kv delete`, `etcdctl del`): deletes the handle's
+ * keys, and a read-write lock's hash of the same name, on every master
+ * whatever token they hold, and wakes their waiters. The holder is not
+ * told: it believes it holds the lock until its next extension finds it
+ * gone (or its validity ends), so use it only for a holder known to be
+ * dead or stuck; the fencing counter stays, so a fenced resource still
+ * rejects that holder's writes once a new holder has written. Waits for
+ * every master: status 0 once all of them answered, else ENOQUORUM (the
+ * result says which did not: the keys may remain there until their ttl).
+ * Not on a handle that holds its lock (EBUSY) or a read-write handle
+ * (EINVAL: use a plain handle of the same name). */
+REDLOCK_EXTERN int redlock_lock_force_release(redlock_lock_t *lock,
+                                              redlock_lock_cb cb,
+                                              void *arg);
+
 /* Reads the key on every master (its value and remaining ttl), without
  * changing anything; waits for every master (bounded by the command
  * timeout). Per master: vote YES if the key exists (holder, pttl_ms), NO

@@ -564,7 +564,8 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
   redlock_lock_t *l = r->lock;
   (void)now;
   l->status = st == REDLOCK__ROUND_REACHED ? 0 : REDLOCK_ENOQUORUM;
-  if (r->cmd == REDLOCK__CMD_MAXTTL_SET && r->yes < l->client->n)
+  if ((r->cmd == REDLOCK__CMD_MAXTTL_SET ||
+       r->cmd == REDLOCK__CMD_FORCE_RELEASE) && r->yes < l->client->n)
     l->status = REDLOCK_ENOQUORUM;   /* every master must have it */
   if (l->client->in_api > 0) {
     /* Every master failed at once: deliver on the next loop turn. */
@@ -884,6 +885,25 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_inspect: callback is NULL");
   return side_round(l, REDLOCK__CMD_INSPECT, 0, cb, arg);
+}
+
+int redlock_lock_force_release(redlock_lock_t *l, redlock_lock_cb cb,
+                               void *arg) {
+  int rc = redlock__lock_usable(l, "redlock_lock_force_release");
+  if (rc != 0)
+    return rc;
+  if (REDLOCK__KIND_IS_RW(l->kind))
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_force_release: use a plain handle of "
+                         "the same name (its read-write hash goes too)");
+  if (cb == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_force_release: callback is NULL");
+  if (redlock_lock_is_held(l))
+    return redlock__fail(REDLOCK_EBUSY,
+                         "redlock_lock_force_release: this handle holds the "
+                         "lock: release it");
+  return side_round(l, REDLOCK__CMD_FORCE_RELEASE, 0, cb, arg);
 }
 
 int redlock__lock_set_record(redlock_lock_t *l, int64_t ttl_ms,

@@ -549,6 +549,16 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
       for (k = 0; k < l->nkeys; k++)
         ARG(l->keys[k], l->keylens[k]);
       break;
+    case REDLOCK__CMD_FORCE_RELEASE:
+      if (l->kind == REDLOCK__KIND_MULTI) {
+        NUM(1, l->nkeys);
+        for (k = 0; k < l->nkeys; k++)
+          ARG(l->keys[k], l->keylens[k]);
+      } else {
+        ARG("1", 1);
+        ARG(l->key, l->keylen);
+      }
+      break;
     case REDLOCK__CMD_MULTI_ACQUIRE:
     case REDLOCK__CMD_MULTI_RELEASE:
     case REDLOCK__CMD_MULTI_EXTEND:

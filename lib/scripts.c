@@ -253,6 +253,17 @@ static const char clock_note_script[] =
     "if ARGV[4] == 'x' then redis.call('hset',KEYS[1],'step',now) end "
     "return 1";
 
+/* An operator's forced release (redlock_lock_force_release): each key and
+ * the read-write hash of the same name go, whoever holds them, and their
+ * waiters hear a release. The fencing counter stays (tokens must not go
+ * back). Returns how many keys went. */
+static const char force_release_script[] =
+    "local n = 0 for i=1,#KEYS do "
+    "n = n + redis.call('del',KEYS[i],KEYS[i]..':rw') "
+    "redis.call('publish','__redlock__:'..KEYS[i],'1') "
+    "redis.call('publish','__redlock__:'..KEYS[i]..':rw','1') end "
+    "return n";
+
 /* An operator sets the ttl record (lowering it: redlock.h). */
 static const char maxttl_set_script[] =
     "redis.call('set',KEYS[1],ARGV[1]) return tonumber(ARGV[1])";
@@ -286,6 +297,7 @@ static redlock__script table[REDLOCK__N_CMDS] = {
     [REDLOCK__CMD_TAKEOVER] = S(takeover_script),
     [REDLOCK__CMD_CLOCK_NOTE] = S(clock_note_script),
     [REDLOCK__CMD_MAXTTL_SET] = S(maxttl_set_script),
+    [REDLOCK__CMD_FORCE_RELEASE] = S(force_release_script),
 };
 
 static const char *texts[REDLOCK__N_CMDS];
@@ -382,6 +394,7 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
     case REDLOCK__CMD_MAXTTL_SET:
     case REDLOCK__CMD_CLOCK_NOTE:
     case REDLOCK__CMD_RW_GIVEUP:
+    case REDLOCK__CMD_FORCE_RELEASE:
       if (r->type == REDLOCK__R_INTEGER)
         vote(out, REDLOCK_VOTE_YES, r->integer);
       return;

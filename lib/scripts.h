@@ -33,6 +33,7 @@ typedef enum {
                                   tokens (stale keys of this client) */
   REDLOCK__CMD_CLOCK_NOTE,     /* the clock record of a master (guard.c) */
   REDLOCK__CMD_MAXTTL_SET,     /* an operator sets the ttl record */
+  REDLOCK__CMD_FORCE_RELEASE,  /* an operator deletes keys, any token */
   REDLOCK__N_CMDS
 } redlock__cmd;
 

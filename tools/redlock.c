@@ -61,7 +61,7 @@
 
 enum { C_RUN = 1, C_ACQUIRE = 2, C_EXTEND = 4, C_RELEASE = 8, C_STATUS = 16,
        C_ELECT = 32, C_LEADER = 64, C_STATS = 128, C_GUARD = 256,
-       C_ALL = 511 };
+       C_UNLOCK = 512, C_ALL = 1023 };
 
 static const char usage_text[] =
     "usage: redlock [OPTIONS] COMMAND [OPTIONS] ARGS\n"
@@ -76,9 +76,11 @@ static const char usage_text[] =
     "  status KEY                show KEY on every master\n"
     "  elect --id NAME KEY -- CMD...  run CMD only while this process is\n"
     "                            KEY's leader; campaign again when it is not\n"
-    "  leader KEY                who leads KEY, and for how long\n"
+    "  leader KEY                who leads KEY, and for how long (--watch:\n"
+    "                            one line per change)\n"
     "  stats                     each master's counters and latency\n"
     "                            (Prometheus text)\n"
+    "  unlock --force KEY        an operator's forced release (any holder)\n"
     "  guard                     each master's restart-guard state: does\n"
     "                            its vote count, why not, the ttl record\n"
     "\n";
@@ -254,7 +256,10 @@ static const char help_leader[] =
     "\n"
     "Print the identity of KEY's leader (line 1) and how long it stays\n"
     "leader without an extension, in ms (line 2), as a quorum of masters\n"
-    "sees it. Exit 1 when there is no leader. --json: one object.\n";
+    "sees it. Exit 1 when there is no leader. --json: one object.\n"
+    "  --watch      keep watching: one line per change of leader (its\n"
+    "               identity, or '-' for none; --json: one object a line),\n"
+    "               until SIGINT or SIGTERM\n";
 
 static const char help_guard[] =
     "usage: redlock guard [OPTIONS]\n"
@@ -273,6 +278,19 @@ static const char help_guard[] =
     "               lock with a longer ttl was taken or extended longer ago\n"
     "               than its ttl. Needs every master up (exit 1 otherwise).\n";
 
+static const char help_unlock[] =
+    "usage: redlock unlock --force [OPTIONS] KEY\n"
+    "\n"
+    "An operator's forced release: delete KEY (and a read-write lock of\n"
+    "that name) on every master, whoever holds it, and wake its waiters.\n"
+    "The holder is NOT told: it believes it holds the lock until its next\n"
+    "extension finds it gone (or its validity ends), so two owners may act\n"
+    "at once meanwhile. Use it only for a holder known to be dead or\n"
+    "stuck. The fencing counter stays. Exit 1 if a master did not answer\n"
+    "(the key may remain there until its ttl).\n"
+    "  --force      required: says you mean it\n"
+    "  --also KEY2  the other keys of a multi-resource lock (repeatable)\n";
+
 static const char help_stats[] =
     "usage: redlock stats [OPTIONS]\n"
     "\n"
@@ -289,7 +307,8 @@ enum {
   O_HELP, O_VERSION, O_TTL, O_WAIT, O_GRACE, O_HEAL, O_FENCE, O_WAKE,
   O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
   O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
-  O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL
+  O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL, O_FORCE,
+  O_WATCH
 };
 
 typedef struct optdef {
@@ -336,7 +355,8 @@ static const optdef options[] = {
     {"heal", 0, 0, C_RUN, O_HEAL},
     {"fence", 0, 0, C_RUN | C_ACQUIRE, O_FENCE},
     {"wake", 0, 0, C_RUN | C_ACQUIRE, O_WAKE},
-    {"also", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_ALSO},
+    {"also", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE | C_UNLOCK,
+     O_ALSO},
     {"read", 0, 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_READ},
     {"write", 0, 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_WRITE},
     {"token", 0, 1, C_STATUS, O_TOKEN},
@@ -345,6 +365,8 @@ static const optdef options[] = {
     {"stats", 0, 0, C_STATUS, O_STATS},
     {"stats-file", 0, 1, C_RUN | C_ELECT, O_STATS_FILE},
     {"stats-label", 0, 1, C_RUN | C_ELECT, O_STATS_LABEL},
+    {"force", 0, 0, C_UNLOCK, O_FORCE},
+    {"watch", 0, 0, C_LEADER, O_WATCH},
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -358,6 +380,7 @@ static const struct {
     {"status", C_STATUS, help_status},
     {"elect", C_ELECT, help_elect},    {"leader", C_LEADER, help_leader},
     {"stats", C_STATS, help_stats},    {"guard", C_GUARD, help_guard},
+    {"unlock", C_UNLOCK, help_unlock},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -397,9 +420,11 @@ static struct {
   int grace_given;
   int conflict_code;    /* exit code when not acquired (-E) */
   int rw_given;         /* --read/--write/-s/-x seen: which one */
+  int force;            /* unlock --force */
+  int watch;            /* leader --watch */
 } opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
-         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0};
+         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0};
 
 static uv_loop_t loop;
 static redlock_client_t *client;
@@ -826,6 +851,12 @@ static void set_option(const optdef *o, const char *v) {
     }
     case O_CLOSE:
       break;   /* the command never inherits the lock: nothing to close */
+    case O_FORCE:
+      opt.force = 1;
+      break;
+    case O_WATCH:
+      opt.watch = 1;
+      break;
     case O_TOKEN:
       opt.token = v;
       break;
@@ -890,16 +921,16 @@ static int parse_args(int argc, char **argv, const char **positional,
       int h = i + 1 < argc ? find_command(argv[i + 1]) : -1;
       if (i + 1 < argc && h < 0)
         usage_error("no command '%s' (run, acquire, extend, release, "
-                    "status, elect, leader, stats, guard)", argv[i + 1]);
+                    "status, elect, leader, stats, guard, unlock)", argv[i + 1]);
       print_help(h);
     }
   }
   if (cmd_at < 0)
     usage_error("no command (run, acquire, extend, release, status, elect, "
-                "leader, stats, guard)");
+                "leader, stats, guard, unlock)");
   if (cmd_index < 0)
     usage_error("unknown command '%s' (run, acquire, extend, release, "
-                "status, elect, leader, stats, guard)", argv[cmd_at]);
+                "status, elect, leader, stats, guard, unlock)", argv[cmd_at]);
   cmd_name = commands[cmd_index].name;
   cmd_bit = commands[cmd_index].bit;
 
@@ -1313,6 +1344,7 @@ static void start_stats_file(void) {
 
 /* Ends the run with `code` (the first call decides; closing the client
  * cancels what is in flight, whose callbacks then come back here). */
+static void close_watch(void);
 static int final_release;   /* finish() waits for its release */
 
 /* The last stats (after the release: releases_total counts it), then the
@@ -1347,6 +1379,7 @@ static void finish(int code) {
   finishing = 1;
   exit_code = code;
   close_signals();
+  close_watch();
   /* With --stats-file, release before the last write so that it shows
    * (an election resigns: its release comes as an event). */
   if (stats_timer_open && client != NULL) {
@@ -1871,6 +1904,112 @@ static void on_stats_cmd(redlock_lock_t *l, int status,
   (void)arg;
   print_stats();
   finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+}
+
+/* ---- leader --watch: one line per change -------------------------------- */
+
+static uv_timer_t watch_timer;
+static char watch_last[256] = "\001";   /* nothing printed yet */
+
+static void on_watch_timer(uv_timer_t *t);
+
+static void on_leader_watched(redlock_client_t *c, int status,
+                              const char *identity, int64_t ttl_ms,
+                              void *arg) {
+  const char *now = status == 0 && identity[0] != '\0' ? identity : "-";
+  (void)c;
+  (void)arg;
+  if (finishing)
+    return;
+  if (status == 0 && strncmp(now, watch_last, sizeof(watch_last) - 1) != 0) {
+    snprintf(watch_last, sizeof(watch_last), "%s", now);
+    if (opt.json) {
+      printf("{\"command\":\"leader\",\"key\":");
+      json_str(key);
+      printf(",\"leader\":");
+      json_str(now[0] == '-' && now[1] == '\0' ? "" : now);
+      printf(",\"ttl_ms\":%lld}\n", (long long)ttl_ms);
+    } else {
+      printf("%s\n", now);
+    }
+    if (fflush(stdout) != 0) {
+      finish(EXIT_FAIL);   /* nobody reads us any more */
+      return;
+    }
+  } else if (status != 0 && !opt.quiet) {
+    fprintf(stderr, "redlock: leader %s: %s\n", key,
+            redlock_strerror(status));
+  }
+  uv_timer_start(&watch_timer, on_watch_timer, 200, 0);
+}
+
+static void on_watch_timer(uv_timer_t *t) {
+  (void)t;
+  if (finishing || client == NULL)
+    return;
+  if (redlock_election_leader(client, key, strlen(key), on_leader_watched,
+                              NULL) != 0)
+    finish(EXIT_FAIL);
+}
+
+static void close_watch(void) {
+  if (opt.watch && cmd_bit == C_LEADER &&
+      !uv_is_closing((uv_handle_t *)&watch_timer))
+    uv_close((uv_handle_t *)&watch_timer, NULL);
+}
+
+/* ---- unlock --force -------------------------------------------------------- */
+
+static void on_unlock_done(redlock_lock_t *l, int status,
+                           const redlock_result *r, void *arg) {
+  unsigned i, deleted = 0, yes = 0;
+  (void)l;
+  (void)arg;
+  for (i = 0; i < r->n_nodes; i++)
+    if (r->nodes[i].vote == REDLOCK_VOTE_YES) {
+      yes++;
+      deleted += r->nodes[i].pttl_ms > 0;
+    }
+  if (opt.json) {
+    report_result("unlock", status, r);
+  } else if (status == 0) {
+    printf("released %s by force on %u of %u masters\n", key, yes,
+           r->n_nodes);
+  } else {
+    report_result("unlock", status, r);
+  }
+  (void)deleted;
+  finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+}
+
+static void on_unlock_inspected(redlock_lock_t *l, int status,
+                                const redlock_result *r, void *arg) {
+  unsigned i, held = 0;
+  char who[16] = "";
+  int rc;
+  (void)status;
+  (void)arg;
+  for (i = 0; i < r->n_nodes; i++)
+    if (r->nodes[i].vote == REDLOCK_VOTE_YES) {
+      held++;
+      if (who[0] == '\0')
+        snprintf(who, sizeof(who), "%.8s", r->nodes[i].holder);
+    }
+  if (opt.quiet)
+    ;
+  else if (held > 0)
+    fprintf(stderr, "redlock: warning: %s is held by %s... on %u of %u "
+            "masters; that holder is not told and believes it holds the "
+            "lock until its next extension (or its validity ends)\n", key,
+            who, held, r->n_nodes);
+  else
+    fprintf(stderr, "redlock: %s is not held on any master that answered; "
+            "deleting anyway\n", key);
+  rc = redlock_lock_force_release(l, on_unlock_done, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "redlock: unlock %s: %s\n", key, redlock_last_error());
+    finish(EXIT_FAIL);
+  }
 }
 
 static void on_leader_cmd(redlock_client_t *c, int status,
@@ -2667,9 +2806,26 @@ int main(int argc, char **argv) {
     if (rc == 0)
       rc = redlock_election_campaign(election);
     start_stats_file();
+  } else if (cmd_bit == C_LEADER && opt.watch) {
+    uv_timer_init(&loop, &watch_timer);
+    if (open_signals() != 0) {
+      fprintf(stderr, "redlock: cannot set up signals: %s\n",
+              strerror(errno));
+      return EXIT_FAIL;
+    }
+    rc = redlock_election_leader(client, key, strlen(key),
+                                 on_leader_watched, NULL);
   } else if (cmd_bit == C_LEADER) {
     rc = redlock_election_leader(client, key, strlen(key), on_leader_cmd,
                                  NULL);
+  } else if (cmd_bit == C_UNLOCK) {
+    if (!opt.force)
+      usage_error("unlock deletes KEY whoever holds it: say --force (to "
+                  "give up a lock you hold, use release with its token)");
+    rc = opt.n_also > 0 ? redlock_lock_force_release(lock, on_unlock_done,
+                                                     NULL)
+                        : redlock_lock_inspect(lock, on_unlock_inspected,
+                                               NULL);
   } else {
     rc = redlock_lock_inspect(lock, cmd_bit == C_STATS   ? on_stats_cmd
                                     : cmd_bit == C_GUARD ? on_guard_cmd
