@@ -290,6 +290,9 @@ typedef struct redlock_node_result {
   int64_t guard_window_ms;
   /* error ERESTARTED only: why (redlock_guard_cause). */
   int guard_cause;
+  /* redlock_lock_inspect only: a read-write lock of the same name exists
+   * there (its hash "<key>:rw": readers, a writer or waiters). */
+  int rw_lock;
 } redlock_node_result;
 
 /* Why the guard did not count a master's YES vote. */

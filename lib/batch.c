@@ -143,6 +143,7 @@ static void fill_results(const redlock__batch *b, unsigned j,
     res[i].latency_us = v == REDLOCK_VOTE_NONE ? 0 : b->lat_us[i];
     res[i].holder = "";
     res[i].pttl_ms = -2;
+    res[i].rw_lock = 0;
     res[i].guard_wait_ms = -1;
     res[i].guard_window_ms = -1;
   }

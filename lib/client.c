@@ -366,6 +366,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     c->idle[i].errstr = "";
     c->idle[i].holder = "";
     c->idle[i].pttl_ms = -2;
+    c->idle[i].rw_lock = 0;
     c->idle[i].guard_wait_ms = -1;
     c->idle[i].guard_window_ms = -1;
   }

@@ -103,6 +103,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     res->guard_wait_ms = -1;
     res->guard_window_ms = -1;
     res->guard_cause = REDLOCK_GUARD_NONE;
+    res->rw_lock = 0;
     errbuf(r, i)[0] = '\0';
     r->pend[i] = 0;
   }
@@ -391,6 +392,7 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
       r->res[i].holder = errbuf(r, i);
       r->res[i].errstr = "";
       r->res[i].pttl_ms = v.value;
+      r->res[i].rw_lock = v.rw;
     } else if ((r->cmd == REDLOCK__CMD_PTTL ||
                 r->cmd == REDLOCK__CMD_MULTI_PTTL) && v.error == 0) {
       r->res[i].pttl_ms = v.value;

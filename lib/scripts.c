@@ -39,7 +39,8 @@ static const char extend_script[] =
     "else return 0 end";
 
 static const char inspect_script[] =
-    "return {redis.call('get',KEYS[1]) or '', redis.call('pttl',KEYS[1])}";
+    "return {redis.call('get',KEYS[1]) or '', redis.call('pttl',KEYS[1]), "
+    "redis.call('exists',KEYS[1]..':rw')}";
 
 /* Fencing (DESIGN 5): the acquire also increments the resource's counter;
  * the second round raises the counter to T on the masters where we hold
@@ -349,6 +350,7 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
   out->holder = "";
   out->holder_len = 0;
   out->noscript = 0;
+  out->rw = 0;
   if (r->type == REDLOCK__R_ERROR) {
     out->error = REDLOCK_ESERVER;
     out->errstr = r->str;
@@ -370,13 +372,17 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
         vote(out, REDLOCK_VOTE_NO, 0);
       return;
     case REDLOCK__CMD_INSPECT:
-      if (r->type != REDLOCK__R_ARRAY || r->elements != 2 ||
-          r->element[0] == NULL || r->element[1] == NULL ||
+      if (r->type != REDLOCK__R_ARRAY || r->elements < 2 ||
+          r->elements > 3 || r->element[0] == NULL ||
+          r->element[1] == NULL ||
           r->element[0]->type != REDLOCK__R_STRING ||
           r->element[1]->type != REDLOCK__R_INTEGER)
         return;
       vote(out, r->element[0]->len > 0 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO,
            r->element[1]->integer);
+      out->rw = r->elements == 3 && r->element[2] != NULL &&
+                r->element[2]->type == REDLOCK__R_INTEGER &&
+                r->element[2]->integer > 0;
       out->holder = r->element[0]->str;
       out->holder_len = r->element[0]->len;
       return;

@@ -60,6 +60,7 @@ typedef struct redlock__vote {
   const char *holder;     /* INSPECT: the key's value ("" if free) */
   size_t holder_len;
   int noscript;           /* the server does not know the script */
+  int rw;                 /* INSPECT: a read-write lock of the name exists */
 } redlock__vote;
 
 /* Pure: turns a reply to `cmd` into a vote. Never fails. */

@@ -120,6 +120,13 @@ int main(int argc, char **argv) {
   slurp(out, buf, sizeof(buf));
   ASSERT_EQ(count_of(buf, "\"ttl_record_ms\":7200000"), N);
   ASSERT_EQ(count_of(buf, "\"counts\":false"), N);
+  /* status shows it too: a master inside its window is reachable, and
+   * its counts column says when its vote counts (issue 21, item 13). */
+  ASSERT_EQ(sh("%s status b-key > %s", cli, out), 0);
+  slurp(out, buf, sizeof(buf));
+  fprintf(stderr, "b) redlock status:\n%s", buf);
+  ASSERT_EQ(count_of(buf, " yes       "), N);   /* reachable */
+  ASSERT_EQ(count_of(buf, " -2 in 7"), N);     /* counts in ~7200 s */
 
   /* c) the operator lowers the record; the masters count again 1 s after
    * they were first seen, and a 1 s lock is granted. */
@@ -166,6 +173,19 @@ int main(int argc, char **argv) {
   ASSERT_EQ(count_of(buf, " yes     no  "), N);   /* declared, reports */
   ASSERT_EQ(count_of(buf, "is declared durable but reports appendonly no"),
             N);
+  ASSERT_EQ(sh("%s --durable status f-key > %s", cli, out), 0);
+  slurp(out, buf, sizeof(buf));
+  ASSERT_EQ(count_of(buf, " broken "), N);   /* declared, not durable */
+  ASSERT_EQ(sh("%s status f-key > %s", cli, out), 0);
+  slurp(out, buf, sizeof(buf));
+  ASSERT_EQ(count_of(buf, " broken "), 0);
+  /* A name used by a read-write lock: status says so. */
+  ASSERT_EQ(sh("%s --restart-guard off acquire --write --ttl 30s rw-name "
+               "> /dev/null", cli), 0);
+  ASSERT_EQ(sh("%s status rw-name > %s", cli, out), 0);
+  slurp(out, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "note: rw-name is also a read-write lock on "
+                              "3 of 3 masters"));
   ASSERT_EQ(sh("REDLOCK_DURABLE=yes %s --json guard > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
   ASSERT_EQ(count_of(buf, "\"declared_durable\":true"), N);

@@ -225,8 +225,12 @@ static const char help_release[] =
 static const char help_status[] =
     "usage: redlock status [OPTIONS] KEY\n"
     "\n"
-    "Show KEY on every master: reachable, latency, held, remaining ttl and\n"
-    "holder (its first 8 characters only; 'mine' when it is --token).\n"
+    "Show KEY on every master: reachable, latency, held, remaining ttl,\n"
+    "whether its vote counts now (or in how long: the restart guard),\n"
+    "durability (declared and reported; 'broken' when declared but not\n"
+    "reported) and holder (its first 8 characters only; 'mine' when it is\n"
+    "--token). Then why a master's vote does not count, configuration\n"
+    "warnings, and a note when KEY is also a read-write lock.\n"
     "  --token TOKEN  mark the masters where TOKEN holds KEY\n"
     "  --stats        then this client's statistics (Prometheus text)\n";
 
@@ -1796,8 +1800,102 @@ static void on_release_cmd(redlock_lock_t *l, int status,
 
 static int status_status;
 
-/* After the table: the guard's notes, once its reads ended. */
+/* What status shows of each master, copied from the inspect result (the
+ * table is printed once the guard's reads ended). */
+typedef struct status_row {
+  char server[256];
+  int up, held, mine, rw;
+  uint64_t latency_us;
+  int64_t pttl_ms;
+  char shown[16];       /* the holder: 8 characters, never a whole token */
+  char error[160];
+} status_row;
+static status_row status_rows[REDLOCK_MAX_SERVERS];
+static unsigned status_n, status_held, status_rw;
+
+/* "yes", "in 12.3s" (the restart guard: when it counts), "no" (not a
+ * matter of time), "-" (down). */
+static void counts_cell(const redlock_master_info *mi, char *buf,
+                        size_t len) {
+  if (!mi->up)
+    snprintf(buf, len, "-");
+  else if (mi->counts)
+    snprintf(buf, len, "yes");
+  else if (mi->guard_wait_ms >= 0)
+    snprintf(buf, len, "in %.1fs", (double)mi->guard_wait_ms / 1000.0);
+  else
+    snprintf(buf, len, "no");
+}
+
+/* "yes" (declared and it reports appendonly + always), "no" (not
+ * declared), "broken" (declared, but it reports otherwise). */
+static const char *durable_cell(const redlock_master_info *mi) {
+  if (!mi->declared_durable)
+    return "no";
+  return mi->durable ? "yes" : "broken";
+}
+
+/* The table, the guard's notes, then the rest; after the guard's reads. */
 static void status_finish(void) {
+  unsigned i;
+  if (opt.json) {
+    printf("{\"command\":\"status\",\"key\":");
+    json_str(key);
+    printf(",\"ok\":%s,\"quorum\":%u,\"held_on\":%u,\"rw_lock_on\":%u,"
+           "\"nodes\":[", status_status == 0 ? "true" : "false",
+           redlock_client_quorum(client), status_held, status_rw);
+  } else {
+    printf("key %s: held on %u of %u masters (quorum %u)\n", key,
+           status_held, status_n, redlock_client_quorum(client));
+    printf("%-28s %-9s %10s %-5s %10s %-8s %-7s %s\n", "master",
+           "reachable", "latency_us", "held", "pttl_ms", "counts",
+           "durable", "holder");
+  }
+  for (i = 0; i < status_n; i++) {
+    const status_row *n = &status_rows[i];
+    redlock_master_info mi;
+    char counts[24];
+    memset(&mi, 0, sizeof(mi));
+    if (redlock_client_master_info(client, i, &mi) != 0)
+      mi.up = 0;
+    counts_cell(&mi, counts, sizeof(counts));
+    if (opt.json) {
+      printf("%s{\"server\":", i ? "," : "");
+      json_str(n->server);
+      printf(",\"reachable\":%s", n->up ? "true" : "false");
+      if (n->up) {
+        printf(",\"latency_us\":%llu,\"held\":%s,\"pttl_ms\":%lld,"
+               "\"mine\":%s,\"rw_lock\":%s,\"holder\":",
+               (unsigned long long)n->latency_us, n->held ? "true" : "false",
+               (long long)n->pttl_ms, n->mine ? "true" : "false",
+               n->rw ? "true" : "false");
+        json_str(n->held ? n->shown : "");
+      } else {
+        printf(",\"error\":");
+        json_str(n->error);
+      }
+      printf(",\"counts\":%s,\"guard_wait_ms\":%lld,\"durable\":",
+             mi.up && mi.counts ? "true" : "false",
+             (long long)mi.guard_wait_ms);
+      json_str(durable_cell(&mi));
+      putchar('}');
+    } else if (n->up) {
+      printf("%-28s %-9s %10llu %-5s %10lld %-8s %-7s %s%s\n", n->server,
+             "yes", (unsigned long long)n->latency_us,
+             n->held ? "yes" : "no", (long long)(n->held ? n->pttl_ms : -2),
+             counts, durable_cell(&mi), n->held ? n->shown : "-",
+             n->mine ? " (mine)" : "");
+    } else {
+      printf("%-28s %-9s %10s %-5s %10s %-8s %-7s %s\n", n->server, "no",
+             "-", "-", "-", "-", durable_cell(&mi), n->error);
+    }
+  }
+  if (opt.json)
+    printf("]");
+  else if (status_rw > 0)
+    printf("note: %s is also a read-write lock on %u of %u masters "
+           "(readers, a writer or waiters): see it with --read/--write "
+           "commands\n", key, status_rw, status_n);
   print_guard_notes();
   if (opt.json && opt.stats) {
     /* One JSON object: the Prometheus text as a string in it. */
@@ -1823,61 +1921,29 @@ static void status_finish(void) {
 static void on_status_cmd(redlock_lock_t *l, int status,
                           const redlock_result *r, void *arg) {
   unsigned i;
-  unsigned held = 0;
   (void)l;
   (void)arg;
-  for (i = 0; i < r->n_nodes; i++)
-    held += r->nodes[i].vote == REDLOCK_VOTE_YES;
-  if (opt.json) {
-    printf("{\"command\":\"status\",\"key\":");
-    json_str(key);
-    printf(",\"ok\":%s,\"quorum\":%u,\"held_on\":%u,\"nodes\":[",
-           status == 0 ? "true" : "false", redlock_client_quorum(client),
-           held);
-  } else {
-    printf("key %s: held on %u of %u masters (quorum %u)\n", key, held,
-           r->n_nodes, redlock_client_quorum(client));
-    printf("%-28s %-9s %10s %-5s %10s  %s\n", "master", "reachable",
-           "latency_us", "held", "pttl_ms", "holder");
-  }
-  for (i = 0; i < r->n_nodes; i++) {
+  status_n = r->n_nodes < REDLOCK_MAX_SERVERS ? r->n_nodes
+                                              : REDLOCK_MAX_SERVERS;
+  status_held = status_rw = 0;
+  for (i = 0; i < status_n; i++) {
     const redlock_node_result *n = &r->nodes[i];
-    int up = n->vote == REDLOCK_VOTE_YES || n->vote == REDLOCK_VOTE_NO;
-    int is_held = n->vote == REDLOCK_VOTE_YES;
-    int mine = is_held && opt.token != NULL &&
-               strcmp(n->holder, opt.token) == 0;
-    char shown[16];
+    status_row *row = &status_rows[i];
+    row->up = n->vote == REDLOCK_VOTE_YES || n->vote == REDLOCK_VOTE_NO;
+    row->held = n->vote == REDLOCK_VOTE_YES;
+    row->mine = row->held && opt.token != NULL &&
+                strcmp(n->holder, opt.token) == 0;
+    row->rw = row->up && n->rw_lock;
+    row->latency_us = n->latency_us;
+    row->pttl_ms = n->pttl_ms;
+    snprintf(row->server, sizeof(row->server), "%s", n->server);
+    snprintf(row->error, sizeof(row->error), "%s", n->errstr);
     /* Never print another owner's full token: 8 characters identify it. */
-    snprintf(shown, sizeof(shown), "%.8s%s", n->holder,
+    snprintf(row->shown, sizeof(row->shown), "%.8s%s", n->holder,
              strlen(n->holder) > 8 ? "..." : "");
-    if (opt.json) {
-      printf("%s{\"server\":", i ? "," : "");
-      json_str(n->server);
-      printf(",\"reachable\":%s", up ? "true" : "false");
-      if (up)
-        printf(",\"latency_us\":%llu,\"held\":%s,\"pttl_ms\":%lld,"
-               "\"mine\":%s,\"holder\":",
-               (unsigned long long)n->latency_us, is_held ? "true" : "false",
-               (long long)n->pttl_ms, mine ? "true" : "false");
-      if (up)
-        json_str(is_held ? shown : "");
-      else {
-        printf(",\"error\":");
-        json_str(n->errstr);
-      }
-      putchar('}');
-    } else if (up) {
-      printf("%-28s %-9s %10llu %-5s %10lld  %s%s\n", n->server, "yes",
-             (unsigned long long)n->latency_us, is_held ? "yes" : "no",
-             (long long)(is_held ? n->pttl_ms : -2), is_held ? shown : "-",
-             mine ? " (mine)" : "");
-    } else {
-      printf("%-28s %-9s %10s %-5s %10s  %s\n", n->server, "no", "-", "-",
-             "-", n->errstr);
-    }
+    status_held += row->held;
+    status_rw += row->rw;
   }
-  if (opt.json)
-    printf("]");
   status_status = status;
   after_guard_reads(status_finish);
 }
