@@ -110,7 +110,7 @@ static int check_config(const redlock_client_config *cfg,
                          cfg->n_servers, REDLOCK_MAX_SERVERS);
   for (i = 0; i < cfg->n_servers; i++)
     if (cfg->servers[i] == NULL)
-      return redlock__fail(REDLOCK_EINVAL, "server %zu is NULL", i);
+      return redlock__fail(REDLOCK_EINVAL, "server %zu (counted from 1) is NULL", i + 1);
   c->n = (unsigned)cfg->n_servers;
   def_quorum = redlock__quorum_default(c->n);
   if (cfg->quorum > c->n)
@@ -280,7 +280,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     char err[200];
     rc = redlock__uri_parse(cfg->servers[i], &uris[i], err, sizeof(err));
     if (rc != 0) {
-      redlock__fail(rc, "server %zu: %s", i, err);
+      redlock__fail(rc, "server %zu: %s", i + 1, err);
       goto fail;
     }
     parsed++;
@@ -299,7 +299,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       o.insecure = cfg->tls_insecure != 0;
       rc = redlock__tls_ctx_new(&o, &c->env.tls, err, sizeof(err));
       if (rc != 0) {
-        redlock__fail(rc, "server %zu: %s", i, err);
+        redlock__fail(rc, "server %zu: %s", i + 1, err);
         goto fail;
       }
     }

@@ -189,8 +189,11 @@ int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
           r->n_nodes, r->quorum);
       return (int)o.used;
     case REDLOCK_ETAKEN:
-      put(&o, "held by another owner on %u of %u masters (quorum %u)",
-          r->no, r->n_nodes, r->quorum);
+      /* Counted when the refusal was decided: the masters not waited
+       * for may hold it too. */
+      put(&o, "held by another owner on %s%u of %u masters (quorum %u)",
+          r->yes + r->no + r->err < r->n_nodes ? "at least " : "", r->no,
+          r->n_nodes, r->quorum);
       break;
     case REDLOCK_ENOQUORUM:
       put(&o, "no quorum: %u of %u masters said yes, %u needed", r->yes,
@@ -230,7 +233,8 @@ int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
   /* A refusal is decided by the others' votes: who had not answered yet
    * says nothing. */
   if (r->status != REDLOCK_ETAKEN)
-    group(&o, r, "did not answer before the decision", m_none, 0, &first);
+    group(&o, r, "not waited for (decided without them)", m_none, 0,
+          &first);
   if (first) {
     /* Nothing to add: take the ": " back. */
     o.used -= 2;

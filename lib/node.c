@@ -1104,10 +1104,19 @@ static int conn_refused(const redlock__conn *c) {
 static void on_conn_failed(redlock__conn *c, int err, const char *msg) {
   redlock__node *n = c->data;
   int refused = n->state == REDLOCK__NODE_CONNECTING && conn_refused(c);
+  char hinted[sizeof(n->errstr)];
   (void)err;
   n->st.conn_failures++;
   n->refused = refused;   /* invariant 7 */
   n->hung = 0;
+  if (!n->uri.tls && !c->got_reply && !refused &&
+      n->state != REDLOCK__NODE_UP) {
+    /* Closed before the first reply of a plain handshake: what a TLS
+     * port does with plain bytes. */
+    snprintf(hinted, sizeof(hinted), "%s (closed before any reply: a TLS "
+             "port? use rediss://)", msg);
+    msg = hinted;
+  }
   node_teardown(n, REDLOCK_EIO, msg, !refused);
 }
 
@@ -1118,9 +1127,13 @@ static const redlock__conn_cbs node_conn_cbs = {
 
 static void on_conn_timeout(uv_timer_t *t) {
   redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
-  char why[96];
-  snprintf(why, sizeof(why), "connect/handshake timed out after %lld ms",
-           (long long)n->env->connect_timeout_ms);
+  char why[160];
+  snprintf(why, sizeof(why), "connect/handshake timed out after %lld ms%s",
+           (long long)n->env->connect_timeout_ms,
+           n->conn.state == REDLOCK__CONN_TLS
+               ? " in the TLS handshake (no TLS answer: a plain port? use "
+                 "redis://)"
+               : "");
   n->st.timeouts++;
   n->hung = 1;   /* invariant 6 */
   n->refused = 0;

@@ -15,8 +15,10 @@
  * Failures are reported with OpenSSL's reason text, e.g. "certificate
  * verify failed: unable to get local issuer certificate". */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "tls.h"
@@ -183,6 +185,13 @@ int redlock__tls_ctx_new(const redlock__tls_opts *o, redlock__tls_ctx **out,
   SSL_CTX_set_verify(t->ctx, o->insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER,
                      NULL);
   if (o->ca_file != NULL || o->ca_dir != NULL) {
+    const char *path = o->ca_file != NULL ? o->ca_file : o->ca_dir;
+    if (access(path, R_OK) != 0) {
+      /* Say it as the system does, not as an OpenSSL error number. */
+      snprintf(err, errlen, "cannot read the TLS CA %s: %s", path,
+               strerror(errno));
+      goto fail;
+    }
     if (SSL_CTX_load_verify_locations(t->ctx, o->ca_file, o->ca_dir) != 1) {
       char why[200];
       tls_error(NULL, "CA", why, sizeof(why));

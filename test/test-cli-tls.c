@@ -85,6 +85,21 @@ int main(int argc, char **argv) {
   }
   setenv("REDLOCK_SERVERS", servers, 1);
 
+  /* The wrong scheme either way says so (issue 21): redis:// to a TLS
+   * port is closed at once; rediss:// to a plain port never answers the
+   * TLS handshake. */
+  sh("%s --servers 127.0.0.1:%d acquire sk", cli, srv[0].tls_port);
+  slurp(err_path, err, sizeof(err));
+  if (strstr(err, "a TLS port? use rediss://") == NULL)
+    TEST_FAIL("redis:// to a TLS port: %s", err);
+  if (srv[0].port > 0) {
+    sh("%s --servers rediss://127.0.0.1:%d --tls-insecure acquire sk", cli,
+       srv[0].port);
+    slurp(err_path, err, sizeof(err));
+    if (strstr(err, "a plain port? use redis://") == NULL)
+      TEST_FAIL("rediss:// to a plain port: %s", err);
+  }
+
   /* --tls-ca: acquire prints a token, status shows it, release works. */
   ASSERT_EQ(sh("%s --tls-ca %s acquire --ttl 30s tk", cli,
                harness_tls_file("ca.crt")), 0);

@@ -74,7 +74,7 @@ static const char usage_text[] =
     "  extend KEY TOKEN          extend a lock held under TOKEN\n"
     "  release KEY TOKEN         release a lock held under TOKEN\n"
     "  status KEY                show KEY on every master\n"
-    "  elect --id NAME KEY -- CMD...  run CMD only while this process is\n"
+    "  elect KEY -- CMD...       run CMD only while this process is\n"
     "                            KEY's leader; campaign again when it is not\n"
     "  leader KEY                who leads KEY, and for how long (--watch:\n"
     "                            one line per change)\n"
@@ -235,7 +235,7 @@ static const char help_status[] =
     "  --stats        then this client's statistics (Prometheus text)\n";
 
 static const char help_elect[] =
-    "usage: redlock elect --id NAME [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "usage: redlock elect [--id NAME] [OPTIONS] KEY [--] CMD [ARGS...]\n"
     "\n"
     "Leader election: campaign for KEY and run CMD only while this process\n"
     "leads. A standby takes over as soon as the leader's lock expires or it\n"
@@ -509,6 +509,20 @@ static int env_bool(const char *name, int dflt) {
   }
   config_error("%s='%s' is not a boolean (1/0, true/false, yes/no)", name,
                v);
+}
+
+/* The library's last message for an operator: without the C function it
+ * names ("redlock_lock_new: key too long" -> "key too long"). */
+static const char *lib_error(void) {
+  const char *e = redlock_last_error();
+  const char *colon = strstr(e, ": ");
+  size_t i;
+  if (strncmp(e, "redlock_", 8) != 0 || colon == NULL)
+    return e;
+  for (i = 0; e + i < colon; i++)
+    if (!((e[i] >= 'a' && e[i] <= 'z') || e[i] == '_'))
+      return e;
+  return colon + 2;
 }
 
 static const char *opt_or_env(const char *v, const char *env) {
@@ -1597,7 +1611,7 @@ static void guard_show(void) {
                                      on_set_record, NULL);
   if (rc != 0) {
     fprintf(stderr, "redlock: guard --set-record: %s\n",
-            redlock_last_error());
+            lib_error());
     finish(rc == REDLOCK_EINVAL ? EXIT_USAGE : EXIT_FAIL);
   }
 }
@@ -2073,7 +2087,7 @@ static void on_unlock_inspected(redlock_lock_t *l, int status,
             "deleting anyway\n", key);
   rc = redlock_lock_force_release(l, on_unlock_done, NULL);
   if (rc != 0) {
-    fprintf(stderr, "redlock: unlock %s: %s\n", key, redlock_last_error());
+    fprintf(stderr, "redlock: unlock %s: %s\n", key, lib_error());
     finish(EXIT_FAIL);
   }
 }
@@ -2620,9 +2634,11 @@ static int make_client(void) {
   copy = strdup(list);
   if (copy == NULL)
     return EXIT_FAIL;
-  for (t = strtok_r(copy, ",", &save); t != NULL;
-       t = strtok_r(NULL, ",", &save)) {
+  for (t = copy; t != NULL; t = save) {
     char *end;
+    save = strchr(t, ',');
+    if (save != NULL)
+      *save++ = '\0';
     while (*t == ' ' || *t == '\t')
       t++;
     end = t + strlen(t);
@@ -2690,9 +2706,9 @@ static int make_client(void) {
   cfg.username = cfg.password ? opt_or_env(NULL, "REDLOCK_USERNAME") : NULL;
   rc = redlock_client_new(&loop, &cfg, &client);
   if (rc == REDLOCK_EINVAL)
-    usage_error("%s", redlock_last_error());
+    usage_error("%s", lib_error());
   if (rc != 0) {
-    fprintf(stderr, "redlock: %s\n", redlock_last_error());
+    fprintf(stderr, "redlock: %s\n", lib_error());
     return EXIT_FAIL;
   }
   if (opt.rw != 0 && (opt.n_also > 0 || opt.fence))
@@ -2719,7 +2735,7 @@ static int make_client(void) {
                                 &lock);
   }
   if (rc != 0)
-    usage_error("%s", redlock_last_error());
+    usage_error("%s", lib_error());
   free(copy);   /* the client copied the addresses */
   return 0;
 }
@@ -2899,9 +2915,9 @@ int main(int argc, char **argv) {
                               NULL);
   }
   if (rc == REDLOCK_EINVAL)
-    usage_error("%s", redlock_last_error());
+    usage_error("%s", lib_error());
   if (rc != 0) {
-    fprintf(stderr, "redlock: %s\n", redlock_last_error());
+    fprintf(stderr, "redlock: %s\n", lib_error());
     finish(EXIT_FAIL);
   }
   uv_run(&loop, UV_RUN_DEFAULT);
