@@ -148,6 +148,19 @@ int main(int argc, char **argv) {
   ASSERT_LE(harness_pttl(&srv[0], "long"), 90000);
   for (i = 0; i < N; i++)
     ASSERT_EQ(harness_get(&srv[i], "short", buf, sizeof(buf)), 0);
+  /* Small things: "a,,b" is a mistake, not two masters; messages do not
+   * name C functions. */
+  ASSERT_EQ(sh("%s --servers %s,,%s acquire k 2> %s", cli,
+               harness_addr(&srv[0]), harness_addr(&srv[1]), err), 64);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "empty entry in the server list"));
+  {
+    ASSERT_EQ(sh("%s acquire --ttl 2h k 2> %s", cli, err), 64);
+    harness_read_file(err, buf, sizeof(buf));
+    fprintf(stderr, "e) a ttl above the cap: %s", buf);
+    ASSERT_NOT_NULL(strstr(buf, "above the deployment's cap"));
+    ASSERT_NULL(strstr(buf, "redlock_lock_acquire"));
+  }
 
   /* a) (last: the masters keep their password) the wrong password: 77
    * at once, each master named once. */
