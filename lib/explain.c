@@ -92,15 +92,29 @@ static int m_guard_clock(const redlock_node_result *n) {
   return n->vote == REDLOCK_VOTE_ERR && n->error == REDLOCK_ERESTARTED &&
          is_clock(n);
 }
+/* The handshake's AUTH was refused: not a reachability problem (the
+ * error text is the handshake's "AUTH: ..." or Redis's own code). */
+static int auth_refused(const redlock_node_result *n) {
+  const char *e = n->errstr != NULL ? n->errstr : "";
+  return n->vote == REDLOCK_VOTE_ERR &&
+         (strncmp(e, "AUTH: ", 6) == 0 || strstr(e, "WRONGPASS") != NULL ||
+          strstr(e, "NOAUTH") != NULL);
+}
+static int m_auth(const redlock_node_result *n) {
+  return auth_refused(n);
+}
 static int m_unreachable(const redlock_node_result *n) {
-  return n->vote == REDLOCK_VOTE_ERR && unreachable(n->error);
+  return n->vote == REDLOCK_VOTE_ERR && unreachable(n->error) &&
+         !auth_refused(n);
 }
 static int m_error(const redlock_node_result *n) {
-  return n->vote == REDLOCK_VOTE_ERR && answered_error(n->error);
+  return n->vote == REDLOCK_VOTE_ERR && answered_error(n->error) &&
+         !auth_refused(n);
 }
 static int m_other_err(const redlock_node_result *n) {
   return n->vote == REDLOCK_VOTE_ERR && n->error != REDLOCK_ERESTARTED &&
-         !unreachable(n->error) && !answered_error(n->error);
+         !unreachable(n->error) && !answered_error(n->error) &&
+         !auth_refused(n);
 }
 static int m_no(const redlock_node_result *n) {
   return n->vote == REDLOCK_VOTE_NO;
@@ -225,6 +239,8 @@ int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
   clock_group(&o, r, &first);
   guard_group(&o, r, &first);
   group(&o, r, "refused by the restart guard", m_guard_other, 1, &first);
+  group(&o, r, "refused our credentials (authentication failed: check the "
+        "password and user)", m_auth, 1, &first);
   group(&o, r, "unreachable", m_unreachable, 1, &first);
   group(&o, r, "answered with an error", m_error, 1, &first);
   group(&o, r, "failed", m_other_err, 1, &first);

@@ -257,6 +257,14 @@ static void test_explain(void) {
   ASSERT_EQ(redlock_result_explain(&r, small, sizeof(small)), len);
   ASSERT_EQ(strlen(small), sizeof(small) - 1);
   ASSERT_EQ(redlock_result_explain(&r, NULL, 0), len);
+  /* A refused password is not "unreachable" (issue 21). */
+  node(&n[3], "d:1", REDLOCK_VOTE_ERR, REDLOCK_EIO,
+       "AUTH: WRONGPASS invalid username-password pair", -1, -1);
+  redlock_result_explain(&r, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "1 of 5 masters refused our credentials "
+                              "(authentication failed: check the password "
+                              "and user) (d:1: AUTH: WRONGPASS"));
+  ASSERT_NULL(strstr(buf, "unreachable"));
   /* Held by another owner: the count, no noise about late answers. */
   node(&n[0], "a:1", REDLOCK_VOTE_NO, 0, "", -1, -1);
   node(&n[1], "b:1", REDLOCK_VOTE_NO, 0, "", -1, -1);
