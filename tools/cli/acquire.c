@@ -1,0 +1,92 @@
+/* acquire.c: acquire, extend, release (a lock held across processes by
+ * its token). */
+#include "cli.h"
+
+const char help_acquire[] =
+    "usage: redlock acquire [OPTIONS] KEY\n"
+    "\n"
+    "Acquire KEY and print its token on stdout (one line; with --fence the\n"
+    "fencing number on a second line). The lock is not extended: extend it\n"
+    "or release it with the token.\n"
+    "\n"
+    "  --ttl D      lock ttl (default 30s)\n"
+    "  --wait D     keep trying this long (default 0: one attempt); -w SECS,\n"
+    "               -n (one attempt), -E CODE (exit code when not acquired)\n"
+    "  --fence      also print the fencing number (second line)\n"
+    "  --wake       wait for the holder's release message instead of polling\n"
+    "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
+    "  --read, --write  take KEY's read-write lock\n"
+    "\n"
+    "  tok=$(redlock acquire --ttl 1m deploy) || exit 1\n";
+
+const char help_extend[] =
+    "usage: redlock extend [OPTIONS] KEY TOKEN\n"
+    "\n"
+    "Extend the lock held under TOKEN to --ttl from now (default 30s), only\n"
+    "where the key still holds TOKEN. Prints the new validity in ms (how\n"
+    "long the lock is safe to use). Exit 1 if it is not held any more.\n"
+    "  --also KEY2, --read, --write  as given to acquire\n";
+
+const char help_release[] =
+    "usage: redlock release [OPTIONS] KEY TOKEN\n"
+    "\n"
+    "Release the lock held under TOKEN on every master (only where the key\n"
+    "holds TOKEN). Prints nothing; exit 1 if nothing of TOKEN was found.\n"
+    "  --also KEY2, --read, --write  as given to acquire\n";
+
+void on_acquire_cmd(redlock_lock_t *l, int status,
+                    const redlock_result *r, void *arg) {
+  (void)arg;
+  report_result("acquire", status, r);
+  if (status == 0) {
+    if (!opt.json) {
+      /* One value a line: tok=$(redlock acquire K) stays the token. */
+      printf("%s\n", redlock_lock_token(l));
+      if (opt.fence)
+        printf("%llu\n", (unsigned long long)redlock_lock_fence(l));
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+      /* Nobody has the token (/dev/full, a closed pipe): a lock that no
+       * one can release must not stay for its ttl. finish() releases. */
+      fprintf(stderr, "redlock: acquire %s: cannot write the token (%s): "
+              "released\n", key, strerror(errno));
+      finish(EXIT_FAIL);
+      return;
+    }
+    /* Keep the key: the caller releases it with the token. */
+    redlock_lock_detach(l);
+    lock = NULL;
+    redlock_client_close(client, on_client_closed, NULL);
+    exit_code = EXIT_OK;
+    finishing = 1;
+    return;
+  }
+  if (status != REDLOCK_ECANCELED) {
+    int code = config_verdict(r, 1);
+    finish(code != 0 ? code : opt.conflict_code);
+    return;
+  }
+  finish(EXIT_FAIL);
+}
+
+void on_extend_cmd(redlock_lock_t *l, int status,
+                   const redlock_result *r, void *arg) {
+  (void)arg;
+  report_result("extend", status, r);
+  if (status == 0 && !opt.json)
+    printf("%lld\n", (long long)redlock_lock_validity_ms(l));
+  /* Do not release it: the lock stays with its owner. */
+  redlock_lock_detach(l);
+  lock = NULL;
+  redlock_client_close(client, on_client_closed, NULL);
+  exit_code = status == 0 ? EXIT_OK : EXIT_FAIL;
+  finishing = 1;
+}
+
+void on_release_cmd(redlock_lock_t *l, int status,
+                    const redlock_result *r, void *arg) {
+  (void)l;
+  (void)arg;
+  report_result("release", status, r);
+  finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+}

@@ -1,0 +1,149 @@
+/* admin.c: the operator's tools: leader (--watch) and unlock --force. */
+#include "cli.h"
+
+const char help_leader[] =
+    "usage: redlock leader [OPTIONS] KEY\n"
+    "\n"
+    "Print the identity of KEY's leader (line 1) and how long it stays\n"
+    "leader without an extension, in ms (line 2), as a quorum of masters\n"
+    "sees it. Exit 1 when there is no leader. --json: one object.\n"
+    "  --watch      keep watching: one line per change of leader (its\n"
+    "               identity, or '-' for none; --json: one object a line),\n"
+    "               until SIGINT or SIGTERM\n";
+
+const char help_unlock[] =
+    "usage: redlock unlock --force [OPTIONS] KEY\n"
+    "\n"
+    "An operator's forced release: delete KEY (and a read-write lock of\n"
+    "that name) on every master, whoever holds it, and wake its waiters.\n"
+    "The holder is NOT told: it believes it holds the lock until its next\n"
+    "extension finds it gone (or its validity ends), so two owners may act\n"
+    "at once meanwhile. Use it only for a holder known to be dead or\n"
+    "stuck. The fencing counter stays. Exit 1 if a master did not answer\n"
+    "(the key may remain there until its ttl).\n"
+    "  --force      required: says you mean it\n"
+    "  --also KEY2  the other keys of a multi-resource lock (repeatable)\n";
+
+uv_timer_t watch_timer;
+static char watch_last[256] = "\001";   /* nothing printed yet */
+
+static void on_watch_timer(uv_timer_t *t);
+
+void on_leader_watched(redlock_client_t *c, int status,
+                       const char *identity, int64_t ttl_ms,
+                       void *arg) {
+  const char *now = status == 0 && identity[0] != '\0' ? identity : "-";
+  (void)c;
+  (void)arg;
+  if (finishing)
+    return;
+  if (status == 0 && strncmp(now, watch_last, sizeof(watch_last) - 1) != 0) {
+    snprintf(watch_last, sizeof(watch_last), "%s", now);
+    if (opt.json) {
+      printf("{\"command\":\"leader\",\"key\":");
+      json_str(key);
+      printf(",\"leader\":");
+      json_str(now[0] == '-' && now[1] == '\0' ? "" : now);
+      printf(",\"ttl_ms\":%lld}\n", (long long)ttl_ms);
+    } else {
+      printf("%s\n", now);
+    }
+    if (fflush(stdout) != 0) {
+      finish(EXIT_FAIL);   /* nobody reads us any more */
+      return;
+    }
+  } else if (status != 0 && !opt.quiet) {
+    fprintf(stderr, "redlock: leader %s: %s\n", key,
+            redlock_strerror(status));
+  }
+  uv_timer_start(&watch_timer, on_watch_timer, 200, 0);
+}
+
+static void on_watch_timer(uv_timer_t *t) {
+  (void)t;
+  if (finishing || client == NULL)
+    return;
+  if (redlock_election_leader(client, key, strlen(key), on_leader_watched,
+                              NULL) != 0)
+    finish(EXIT_FAIL);
+}
+
+void close_watch(void) {
+  if (opt.watch && cmd_bit == C_LEADER &&
+      !uv_is_closing((uv_handle_t *)&watch_timer))
+    uv_close((uv_handle_t *)&watch_timer, NULL);
+}
+
+void on_unlock_done(redlock_lock_t *l, int status,
+                    const redlock_result *r, void *arg) {
+  unsigned i, deleted = 0, yes = 0;
+  (void)l;
+  (void)arg;
+  for (i = 0; i < r->n_nodes; i++)
+    if (r->nodes[i].vote == REDLOCK_VOTE_YES) {
+      yes++;
+      deleted += r->nodes[i].pttl_ms > 0;
+    }
+  if (opt.json) {
+    report_result("unlock", status, r);
+  } else if (status == 0) {
+    printf("released %s by force on %u of %u masters\n", key, yes,
+           r->n_nodes);
+  } else {
+    report_result("unlock", status, r);
+  }
+  (void)deleted;
+  finish(status == 0 ? EXIT_OK : EXIT_FAIL);
+}
+
+void on_unlock_inspected(redlock_lock_t *l, int status,
+                         const redlock_result *r, void *arg) {
+  unsigned i, held = 0;
+  char who[16] = "";
+  int rc;
+  (void)status;
+  (void)arg;
+  for (i = 0; i < r->n_nodes; i++)
+    if (r->nodes[i].vote == REDLOCK_VOTE_YES) {
+      held++;
+      if (who[0] == '\0')
+        snprintf(who, sizeof(who), "%.8s", r->nodes[i].holder);
+    }
+  if (opt.quiet)
+    ;
+  else if (held > 0)
+    fprintf(stderr, "redlock: warning: %s is held by %s... on %u of %u "
+            "masters; that holder is not told and believes it holds the "
+            "lock until its next extension (or its validity ends)\n", key,
+            who, held, r->n_nodes);
+  else
+    fprintf(stderr, "redlock: %s is not held on any master that answered; "
+            "deleting anyway\n", key);
+  rc = redlock_lock_force_release(l, on_unlock_done, NULL);
+  if (rc != 0) {
+    fprintf(stderr, "redlock: unlock %s: %s\n", key, lib_error());
+    finish(EXIT_FAIL);
+  }
+}
+
+void on_leader_cmd(redlock_client_t *c, int status,
+                   const char *identity, int64_t ttl_ms, void *arg) {
+  (void)c;
+  (void)arg;
+  if (opt.json) {
+    printf("{\"command\":\"leader\",\"key\":");
+    json_str(key);
+    printf(",\"ok\":%s,\"status\":\"%s\",\"leader\":",
+           status == 0 && identity[0] != '\0' ? "true" : "false",
+           redlock_err_name(status));
+    json_str(identity);
+    printf(",\"ttl_ms\":%lld}\n", (long long)ttl_ms);
+  } else if (status != 0) {
+    fprintf(stderr, "redlock: leader %s: %s\n", key, redlock_strerror(status));
+  } else if (identity[0] == '\0') {
+    fprintf(stderr, "redlock: %s has no leader\n", key);
+  } else {
+    printf("%s\n%lld\n", identity, (long long)ttl_ms);
+  }
+  finish(status == 0 && identity[0] != '\0' ? EXIT_OK : EXIT_FAIL);
+}

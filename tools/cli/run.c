@@ -1,0 +1,549 @@
+/* run.c: run and elect. The command runs in a process group of its own
+ * behind a small exec helper; signals go to the group; a lost lock stops
+ * it before the validity ends. */
+#include "cli.h"
+
+const char help_run[] =
+    "usage: redlock run [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "\n"
+    "Hold KEY while CMD runs, extended automatically, and exit with CMD's\n"
+    "status. CMD sees REDLOCK_KEY and REDLOCK_TOKEN (and REDLOCK_FENCE with\n"
+    "--fence); never the masters' password.\n"
+    "\n"
+    "  --ttl D      lock ttl, extended every ttl/3 (default 30s)\n"
+    "  --wait D     how long to wait for the lock (default: forever; 0: one\n"
+    "               attempt); flock's -w SECS and -n (= --wait 0)\n"
+    "  -E CODE      exit code when not acquired (default 75; flock's -E)\n"
+    "  --grace D    after SIGTERM to CMD, SIGKILL it this much later\n"
+    "               (default 10s; for a lost lock: when the validity ends)\n"
+    "  --heal       extensions re-create the key on masters that lost it\n"
+    "  --fence      REDLOCK_FENCE: a number that strictly increases across\n"
+    "               holders (masters need appendonly)\n"
+    "  --wake       wait for the holder's release message instead of polling\n"
+    "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
+    "  --read, --write  take KEY's read-write lock (many readers or one\n"
+    "               writer); flock's -s and -x\n"
+    "  -o           accepted for flock(1): CMD never holds the lock\n"
+    "\n"
+    "CMD runs in a process group of its own (in front on the terminal when\n"
+    "run was): every signal for it goes to the whole group, so what CMD\n"
+    "started stops with it. SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGUSR1 and\n"
+    "SIGUSR2 to run are forwarded to the group. SIGTERM to run: the group\n"
+    "gets SIGTERM, then SIGKILL after --grace; the lock is released; exit\n"
+    "143 if CMD had to be killed. While waiting for the lock,\n"
+    "SIGINT/SIGTERM/SIGHUP/SIGQUIT give up: exit 128+N, nothing held.\n"
+    "If the lock cannot be extended, the group gets SIGTERM before the\n"
+    "validity ends (ttl/10, at least two --timeout) and SIGKILL when it\n"
+    "ends; exit 76. If run itself is killed, the group gets SIGTERM (then\n"
+    "SIGKILL after --grace; Linux, PR_SET_PDEATHSIG).\n";
+
+const char help_elect[] =
+    "usage: redlock elect [--id NAME] [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "\n"
+    "Leader election: campaign for KEY and run CMD only while this process\n"
+    "leads. A standby takes over as soon as the leader's lock expires or it\n"
+    "resigns (release message). When leadership is lost (a majority says\n"
+    "the lock is someone else's, or it could not be extended: the leader\n"
+    "steps down before its validity ends), CMD gets SIGTERM, then SIGKILL\n"
+    "after --grace, and the process campaigns again (--once: exits 76).\n"
+    "When CMD exits by itself, elect resigns and exits with its status.\n"
+    "SIGTERM: CMD gets it (SIGKILL after --grace), then elect resigns and\n"
+    "exits. CMD sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_LEADER_ID.\n"
+    "\n"
+    "  --id NAME    this instance's identity (1..80 bytes; default\n"
+    "               HOSTNAME:PID), shown by `redlock leader`\n"
+    "  --ttl D      leadership ttl, extended every ttl/3 (default 10s)\n"
+    "  --grace D    SIGKILL this long after SIGTERM (default 10s)\n"
+    "  --once       exit when leadership is lost instead of campaigning\n"
+    "  --stats-file F  write the statistics (Prometheus text) to F every\n"
+    "               5 s, for node_exporter's textfile collector\n";
+
+static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
+                                SIGUSR2};
+#define N_FORWARDED (sizeof(forwarded) / sizeof(forwarded[0]))
+
+int sig_pipe[2] = {-1, -1};
+static uv_poll_t sig_poll;
+static uv_timer_t grace_timer;
+static int signals_open;
+uv_process_t child;
+static int child_running;
+int lost;
+static int term_escalated;     /* SIGKILL after SIGTERM to run */
+static int stopping;           /* elect: a signal asked us to stop */
+static int deposed_kill;       /* elect: the child goes, we campaign on */
+static int start_when_exited;  /* elect: elected again while it went */
+static int wait_signal;        /* a signal ended the wait for the lock */
+char **child_argv;
+
+static void on_signal_raw(int signum, siginfo_t *si, void *ctx) {
+  sig_event ev;
+  int saved = errno;
+  (void)ctx;
+  ev.signum = signum;
+  ev.from_kernel = si != NULL && si->si_code == SI_KERNEL;
+  if (write(sig_pipe[1], &ev, sizeof(ev)) < 0) {
+    /* the pipe is full: the same signal is pending already */
+  }
+  errno = saved;
+}
+
+void close_signals(void) {
+  size_t i;
+  if (!signals_open)
+    return;
+  signals_open = 0;
+  for (i = 0; i < N_FORWARDED; i++)
+    signal(forwarded[i], SIG_DFL);
+  uv_close((uv_handle_t *)&sig_poll, NULL);
+  uv_close((uv_handle_t *)&grace_timer, NULL);
+}
+
+/* The command runs in a process group of its own (the exec helper makes
+ * it): a signal for it goes to the whole group, so a shell's children stop
+ * with it. Until the helper has made the group, to the helper alone. */
+static void signal_job(int sig) {
+  int pid = uv_process_get_pid(&child);
+  if (pid <= 0)
+    return;
+  if (kill(-pid, sig) != 0)
+    kill(pid, sig);
+}
+
+static int64_t grace_now_ms;   /* this escalation's grace */
+
+static void on_grace_over(uv_timer_t *t) {
+  (void)t;
+  if (!child_running)
+    return;
+  fprintf(stderr, "redlock: %s still running %lld ms after SIGTERM: "
+          "SIGKILL\n", child_argv[0], (long long)grace_now_ms);
+  if (!lost)
+    term_escalated = 1;
+  signal_job(SIGKILL);
+}
+
+static void start_grace_ms(int64_t ms) {
+  if (uv_is_active((uv_handle_t *)&grace_timer))
+    return;
+  grace_now_ms = ms;
+  uv_timer_start(&grace_timer, on_grace_over, (uint64_t)ms, 0);
+}
+
+static void start_grace(void) {
+  start_grace_ms(opt.grace_ms);
+}
+
+static void term_child(void) {
+  signal_job(SIGTERM);
+  start_grace();
+}
+
+static void on_signal(const sig_event *ev) {
+  if (!child_running) {
+    /* Still waiting for the lock: give up (nothing stays held). */
+    if (ev->signum == SIGUSR1 || ev->signum == SIGUSR2 || finishing ||
+        wait_signal != 0)
+      return;
+    wait_signal = 128 + ev->signum;
+    if (cmd_bit == C_ELECT) {
+      finish(wait_signal);   /* the close resigns */
+      return;
+    }
+    if (lock != NULL && redlock_lock_cancel(lock) == 0)
+      return;   /* its callback ends the run */
+    finish(wait_signal);
+    return;
+  }
+  /* The terminal sent it to the whole foreground process group: when the
+   * job is in that group (it took the terminal), it got it too. Anything
+   * else (kill PID, a terminal that still has us in front) only we got:
+   * forward it to the job's group. */
+  if (!(ev->from_kernel && getpgid(uv_process_get_pid(&child)) == getpgrp()))
+    signal_job(ev->signum);
+  if (ev->signum != SIGUSR1 && ev->signum != SIGUSR2)
+    stopping = 1;   /* elect: no new campaign after this child */
+  /* SIGTERM to run: the child has --grace to finish, then SIGKILL. */
+  if (ev->signum == SIGTERM)
+    start_grace();
+}
+
+static void on_sig_readable(uv_poll_t *h, int status, int events) {
+  sig_event ev;
+  (void)h;
+  (void)status;
+  (void)events;
+  while (read(sig_pipe[0], &ev, sizeof(ev)) == (ssize_t)sizeof(ev))
+    on_signal(&ev);
+}
+
+int open_signals(void) {
+  struct sigaction sa;
+  size_t i;
+  if (pipe(sig_pipe) != 0)
+    return -1;
+  for (i = 0; i < 2; i++) {
+    fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+    fcntl(sig_pipe[i], F_SETFL, fcntl(sig_pipe[i], F_GETFL) | O_NONBLOCK);
+  }
+  if (uv_poll_init(&loop, &sig_poll, sig_pipe[0]) != 0)
+    return -1;
+  uv_poll_start(&sig_poll, UV_READABLE, on_sig_readable);
+  uv_timer_init(&loop, &grace_timer);
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_signal_raw;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (i = 0; i < N_FORWARDED; i++)
+    sigaction(forwarded[i], &sa, NULL);
+  signals_open = 1;
+  return 0;
+}
+
+static void start_child(void);
+
+static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
+  int code;
+  child_running = 0;
+  uv_close((uv_handle_t *)p, NULL);
+  uv_timer_stop(&grace_timer);
+  code = sig != 0 ? 128 + sig : (int)status;
+  if (cmd_bit == C_ELECT && deposed_kill && !stopping && !finishing) {
+    /* Leadership was lost: the command is gone; campaign on. */
+    deposed_kill = 0;
+    if (opt.once) {
+      finish(EXIT_LOST);
+      return;
+    }
+    if (start_when_exited) {
+      start_when_exited = 0;
+      start_child();
+    }
+    return;
+  }
+  if (lost) {
+    fprintf(stderr, "redlock: lock on %s was lost; command terminated\n",
+            key);
+    code = EXIT_LOST;
+  } else if (term_escalated) {
+    code = 128 + SIGTERM;
+  } else if (cmd_bit == C_ELECT && deposed_kill) {
+    code = EXIT_LOST;   /* lost, then asked to stop */
+  }
+  if (opt.json && cmd_bit == C_RUN) {
+    printf("{\"command\":\"run\",\"key\":");
+    json_str(key);
+    printf(",\"ok\":%s,\"exit\":%d,\"lost\":%s}\n",
+           code == 0 ? "true" : "false", code, lost ? "true" : "false");
+    fflush(stdout);
+  }
+  finish(code);   /* releases the lock (auto-extension stops first) */
+}
+
+/* elect: leadership comes and goes. */
+void on_election_change(redlock_election_t *e,
+                        redlock_election_event ev, int reason,
+                        void *arg) {
+  (void)e;
+  (void)arg;
+  if (finishing)
+    return;
+  if (ev == REDLOCK_ELECTED) {
+    fprintf(stderr, "redlock: elected leader of %s as %s\n", key, opt.id);
+    if (stats_timer_open)
+      write_stats_reported();   /* leader: 1, at once */
+    if (child_running)
+      start_when_exited = 1;   /* the previous term's command is going */
+    else
+      start_child();
+    return;
+  }
+  if (reason == 0)
+    return;   /* our own resignation */
+  fprintf(stderr, "redlock: leadership of %s lost (%s)%s\n", key,
+          reason == REDLOCK_ENOTHELD ? "a majority says it is not ours"
+                                     : "could not extend: stepped down",
+          child_running ? ": sending SIGTERM" : "");
+  start_when_exited = 0;
+  if (child_running) {
+    deposed_kill = 1;
+    term_child();
+  } else if (opt.once) {
+    finish(EXIT_LOST);
+  }
+}
+
+void on_lost(redlock_lock_t *l, int reason, void *arg) {
+  (void)l;
+  (void)arg;
+  lost = 1;
+  fprintf(stderr, "redlock: lock on %s lost (%s): sending SIGTERM\n", key,
+          reason == REDLOCK_ENOTHELD
+              ? "a majority says it is not ours"
+              : "not extended in time: stopping before the validity ends");
+  if (child_running) {
+    /* Default grace: what is left of the validity (the margin), so that
+     * SIGKILL comes when the lock would have run out. */
+    signal_job(SIGTERM);
+    start_grace_ms(opt.grace_given ? opt.grace_ms : lost_margin_ms());
+  }
+}
+
+/* run: a lock that could not be extended is lost this long before its
+ * validity ends (the command gets SIGTERM then; SIGKILL at the end of the
+ * validity by default): a tenth of the ttl, at least two command
+ * timeouts, below half the ttl. */
+int64_t lost_margin_ms(void) {
+  int64_t timeout = opt.timeout_ms > 0 ? opt.timeout_ms : 50;
+  int64_t m = opt.ttl_ms / 10;
+  if (m < 2 * timeout)
+    m = 2 * timeout;
+  if (m >= opt.ttl_ms / 2)
+    m = opt.ttl_ms / 2 - 1;
+  return m > 0 ? m : 0;
+}
+
+/* The child's environment: ours, without credentials, plus the lock's. */
+static char **child_env(void) {
+  extern char **environ;
+  static char env_key[4096], env_tok[256], env_fence[64], env_id[128];
+  static char *env_servers;
+  char **envp;
+  size_t n = 0, k = 0, i;
+  while (environ[n] != NULL)
+    n++;
+  envp = calloc(n + 5, sizeof(*envp));
+  if (envp == NULL)
+    return NULL;
+  for (i = 0; i < n; i++) {
+    const char *e = environ[i];
+    if (strncmp(e, "REDLOCK_PASSWORD=", 17) == 0 ||
+        strncmp(e, "REDLOCK_KEY=", 12) == 0 ||
+        strncmp(e, "REDLOCK_TOKEN=", 14) == 0 ||
+        strncmp(e, "REDLOCK_FENCE=", 14) == 0 ||
+        strncmp(e, "REDLOCK_LEADER_ID=", 18) == 0)
+      continue;
+    if (strncmp(e, "REDLOCK_SERVERS=", 16) == 0) {
+      char *stripped = strip_userinfo(e + 16);
+      if (stripped == NULL)
+        continue;
+      free(env_servers);
+      env_servers = malloc(strlen(stripped) + 17);
+      if (env_servers == NULL) {
+        free(stripped);
+        continue;
+      }
+      sprintf(env_servers, "REDLOCK_SERVERS=%s", stripped);
+      free(stripped);
+      envp[k++] = env_servers;
+      continue;
+    }
+    envp[k++] = environ[i];
+  }
+  snprintf(env_key, sizeof(env_key), "REDLOCK_KEY=%s", key);
+  snprintf(env_tok, sizeof(env_tok), "REDLOCK_TOKEN=%s",
+           redlock_lock_token(lock != NULL ? lock
+                                           : redlock_election_lock(election)));
+  envp[k++] = env_key;
+  envp[k++] = env_tok;
+  if (cmd_bit == C_ELECT) {
+    snprintf(env_id, sizeof(env_id), "REDLOCK_LEADER_ID=%s", opt.id);
+    envp[k++] = env_id;
+  }
+  if (opt.fence) {
+    snprintf(env_fence, sizeof(env_fence), "REDLOCK_FENCE=%llu",
+             (unsigned long long)redlock_lock_fence(lock));
+    envp[k++] = env_fence;
+  }
+  return envp;
+}
+
+static void start_child(void) {
+  uv_process_options_t po;
+  static uv_stdio_container_t stdio[3];
+  char **envp = child_env();
+  char **args = child_argv;
+  char **helper = NULL;
+  char ppid[24], grace[24];
+  size_t i, n = 0;
+  int rc;
+  if (envp == NULL) {
+    finish(EXIT_FAIL);
+    return;
+  }
+  memset(&po, 0, sizeof(po));
+  po.file = child_argv[0];
+#ifdef __linux__
+  /* Through the exec helper, so that the child dies with us. */
+  if (access("/proc/self/exe", X_OK) == 0) {
+    while (child_argv[n] != NULL)
+      n++;
+    helper = calloc(n + 5, sizeof(*helper));
+    if (helper != NULL) {
+      snprintf(ppid, sizeof(ppid), "%ld", (long)getpid());
+      snprintf(grace, sizeof(grace), "%lld", (long long)opt.grace_ms);
+      helper[0] = "redlock";
+      helper[1] = EXEC_HELPER;
+      helper[2] = ppid;
+      helper[3] = grace;
+      for (i = 0; i < n; i++)
+        helper[4 + i] = child_argv[i];
+      args = helper;
+      po.file = "/proc/self/exe";
+    }
+  }
+#else
+  (void)ppid;
+  (void)grace;
+  (void)n;
+#endif
+  po.args = args;
+  po.env = envp;
+  po.exit_cb = on_child_exit;
+  po.stdio_count = 3;
+  for (i = 0; i < 3; i++) {
+    stdio[i].flags = UV_INHERIT_FD;
+    stdio[i].data.fd = (int)i;
+  }
+  po.stdio = stdio;
+  rc = uv_spawn(&loop, &child, &po);
+  free(envp);
+  free(helper);
+  if (rc != 0) {
+    fprintf(stderr, "redlock: cannot run %s: %s\n", child_argv[0],
+            uv_strerror(rc));
+    finish(EXIT_NOEXEC);
+    return;
+  }
+  child_running = 1;
+}
+
+/* The exec helper: "redlock __exec PPID GRACE_MS CMD ARGS...", between
+ * run (or elect) and the command. It makes the job's process group (and
+ * gives it the terminal when run had it in front), starts CMD in it, and
+ * stays as a small supervisor:
+ *  - signals for the job reach the whole group (run sends them there);
+ *    the helper ignores them itself;
+ *  - if run dies (SIGKILL, out of memory), the kernel tells the helper
+ *    (PR_SET_PDEATHSIG), which sends SIGTERM to the whole group, then
+ *    SIGKILL after GRACE_MS: no process of the job goes on without the
+ *    lock, not only the direct child;
+ *  - it exits as CMD did (the same status, or the same signal), after
+ *    giving the terminal back. */
+static const int helper_ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM,
+                                     SIGUSR1, SIGUSR2, SIGTTOU};
+#define N_HELPER_IGNORED (sizeof(helper_ignored) / sizeof(helper_ignored[0]))
+
+static void on_parent_gone(int sig) {
+  (void)sig;
+  kill(0, SIGTERM);   /* the group: the helper ignores it */
+}
+
+static void on_helper_grace(int sig) {
+  (void)sig;
+  kill(0, SIGKILL);
+}
+
+int exec_helper(int argc, char **argv) {
+  long parent = strtol(argv[2], NULL, 10);
+  long grace_ms = strtol(argv[3], NULL, 10);
+  pid_t front = -1;
+  pid_t pid;
+  int st;
+  size_t i;
+  (void)argc;
+  if (argc < 5)
+    return EXIT_USAGE;
+  for (i = 0; i < N_HELPER_IGNORED; i++)
+    signal(helper_ignored[i], SIG_IGN);
+  setpgid(0, 0);
+  /* run was in front on its terminal: the job takes its place, so that
+   * Ctrl-C and a reading command work as without us. */
+  if (isatty(STDIN_FILENO) &&
+      tcgetpgrp(STDIN_FILENO) == getpgid((pid_t)parent)) {
+    front = getpgid((pid_t)parent);
+    tcsetpgrp(STDIN_FILENO, getpgrp());
+  }
+#ifdef __linux__
+  {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_parent_gone;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGRTMIN + 3, &sa, NULL);
+    sa.sa_handler = on_helper_grace;
+    sigaction(SIGALRM, &sa, NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGRTMIN + 3) != 0) {
+      fprintf(stderr, "redlock: prctl: %s\n", strerror(errno));
+      return EXIT_NOEXEC;
+    }
+  }
+#endif
+  /* run died before the prctl: never start without the lock. */
+  if ((long)getppid() != parent)
+    return EXIT_FAIL;
+  pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "redlock: fork: %s\n", strerror(errno));
+    return EXIT_NOEXEC;
+  }
+  if (pid == 0) {
+    for (i = 0; i < N_HELPER_IGNORED; i++)
+      signal(helper_ignored[i], SIG_DFL);
+    signal(SIGALRM, SIG_DFL);
+    execvp(argv[4], argv + 4);
+    fprintf(stderr, "redlock: cannot run %s: %s\n", argv[4],
+            strerror(errno));
+    _exit(errno == ENOENT ? EXIT_NOEXEC : 126);
+  }
+  for (;;) {
+    pid_t w = waitpid(pid, &st, 0);
+    if (w == pid)
+      break;
+    if (w < 0 && errno != EINTR)
+      return EXIT_FAIL;
+    if ((long)getppid() != parent && grace_ms >= 0) {
+      /* run is gone: SIGTERM went out (on_parent_gone); SIGKILL after
+       * the grace, once. */
+      alarm((unsigned)(grace_ms / 1000 > 0 ? grace_ms / 1000 : 1));
+      grace_ms = -1;
+    }
+  }
+  if (front >= 0 && (long)getppid() == parent)
+    tcsetpgrp(STDIN_FILENO, front);
+  if (WIFSIGNALED(st)) {
+    signal(WTERMSIG(st), SIG_DFL);
+    raise(WTERMSIG(st));
+    return 128 + WTERMSIG(st);
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_FAIL;
+}
+
+void on_run_acquired(redlock_lock_t *l, int status,
+                     const redlock_result *r, void *arg) {
+  (void)l;
+  (void)arg;
+  if (status != 0) {
+    if (wait_signal != 0) {
+      finish(wait_signal);   /* a signal ended the wait */
+      return;
+    }
+    if (finishing)
+      return;
+    report_result("run", status, r);
+    if (status != REDLOCK_ECANCELED) {
+      int code = config_verdict(r, 1);
+      finish(code != 0 ? code : opt.conflict_code);
+      return;
+    }
+    finish(EXIT_FAIL);
+    return;
+  }
+  if (wait_signal != 0) {
+    finish(wait_signal);   /* granted in the same turn as the signal */
+    return;
+  }
+  if (stats_timer_open)
+    write_stats_reported();   /* held: 1, at once */
+  start_child();
+}
