@@ -78,6 +78,7 @@ static const char usage_options[] =
     "  1    extend/release/status failed (not held, no quorum, unreachable)\n"
     "  64   usage error\n"
     "  69   too few masters accept connections (refused)\n"
+    "  73   --stats-file cannot be written\n"
     "  75   not acquired (held by another owner, or no quorum within --wait)\n"
     "  76   run: the lock was lost; the command was terminated\n"
     "  77   no quorum of masters accepts the credentials\n"

@@ -24,6 +24,7 @@ const char help_run[] =
     "  --read, --write  take KEY's read-write lock (many readers or one\n"
     "               writer); flock's -s and -x\n"
     "  -o           accepted for flock(1): CMD never holds the lock\n"
+    "  --stats-file F, --stats-label NAME=VALUE  as for elect\n"
     "\n"
     "CMD runs in a process group of its own (in front on the terminal when\n"
     "run was): every signal for it goes to the whole group, so what CMD\n"
@@ -56,7 +57,8 @@ const char help_elect[] =
     "  --grace D    SIGKILL this long after SIGTERM (default 10s)\n"
     "  --once       exit when leadership is lost instead of campaigning\n"
     "  --stats-file F  write the statistics (Prometheus text) to F every\n"
-    "               5 s, for node_exporter's textfile collector\n";
+    "               5 s and last, for node_exporter's textfile collector\n"
+    "  --stats-label NAME=VALUE  one more label on every sample\n";
 
 static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
                                 SIGUSR2};
