@@ -155,6 +155,15 @@ static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
       now + REDLOCK__NS_PER_MS <= l->wait_deadline) {
     delay = (int64_t)((l->wait_deadline - now) / REDLOCK__NS_PER_MS);
     next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
+  } else if (!c->closing && l->wait_deadline != 0 && next > l->wait_deadline &&
+             now < l->wait_deadline) {
+    /* Less than a millisecond left: no attempt, but no end before the
+     * deadline either. The round stays for the result's votes. */
+    l->end_at_deadline = 1;
+    l->retry_status = status;
+    l->timer_mode = REDLOCK__TIMER_RETRY;
+    redlock__lock_timer(l, 1);
+    return;
   }
   if (c->closing || (l->wait_deadline != 0 && next > l->wait_deadline)) {
     if (l->wait_deadline != 0 && !c->closing) {
@@ -441,6 +450,19 @@ static void on_settled(redlock__guard_waiter *w) {
 
 void redlock__acquire_attempt(redlock_lock_t *l) {
   redlock__guard *g = &l->client->guard;
+  if (l->end_at_deadline) {
+    /* The wait deadline has come (schedule_retry); a timer that ran a
+     * little early (the loop's cached time) waits once more. */
+    if (redlock__now_ns() < l->wait_deadline) {
+      l->timer_mode = REDLOCK__TIMER_RETRY;
+      redlock__lock_timer(l, 1);
+      return;
+    }
+    l->end_at_deadline = 0;
+    l->client->lst.acquire_timeouts++;
+    acquire_fail(l, REDLOCK_ETIMEDOUT);
+    return;
+  }
   redlock__lock_drop_round(l);
   if (g->mode_ms == 0 && !g->closing && !redlock__guard_settled(g)) {
     /* A new client: which masters hold the ttl record is known once each
@@ -562,6 +584,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
                        : opts->retry_jitter_ms < 0 ? 0
                                                    : opts->retry_jitter_ms;
   l->wait_deadline = 0;
+  l->end_at_deadline = 0;
   if (opts->wait_ms < 0)
     l->max_retries = 0;
   else if (opts->wait_ms > 0)

@@ -174,6 +174,8 @@ struct redlock_lock_s {
   struct redlock__round *refused;   /* that attempt's round, for the
                                        result, while the PTTL round runs */
   int64_t next_delay_ms;        /* its retry delay (PTTL round) */
+  int end_at_deadline;          /* the retry timer only waits for the wait
+                                   deadline (less than a ms was left) */
   redlock_lost_cb lost_cb;
   void *lost_arg;
   /* The outcome being delivered. */
