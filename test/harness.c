@@ -354,24 +354,65 @@ static void install_handlers(void) {
   signal(SIGPIPE, SIG_IGN);
 }
 
+/* The kernel's ephemeral range (outgoing connections take their source
+ * ports from it): a port picked inside it and released can be taken by
+ * any client's connect before the server binds it. */
+static void ephemeral_range(int *lo, int *hi) {
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  *lo = 32768;
+  *hi = 60999;
+  if (f != NULL) {
+    if (fscanf(f, "%d %d", lo, hi) != 2) {
+      *lo = 32768;
+      *hi = 60999;
+    }
+    fclose(f);
+  }
+}
+
+/* A port free now, outside the ephemeral range when there is room below
+ * it (random, so parallel tests rarely pick the same), else one the
+ * kernel picks. The caller retries when its server cannot bind it. */
 int harness_free_port(void) {
+  static uint64_t seed;
   struct sockaddr_in a;
   socklen_t len = sizeof(a);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int port = 0;
-  if (fd < 0)
-    return 0;
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  if (port == 6379)
-    return harness_free_port();
-  return port;
+  int lo, hi, tries;
+  ephemeral_range(&lo, &hi);
+  if (seed == 0)
+    seed = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ harness_now_ms();
+  for (tries = 0; lo > 12000 && tries < 64; tries++) {
+    int fd, port, ok;
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    port = 10000 + (int)((seed >> 33) % (uint64_t)(lo - 10000));
+    if (port == 6379 || (port >= 26379 && port <= 26381))
+      continue;
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+      break;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    if (ok)
+      return port;
+  }
+  {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = 0;
+    if (fd < 0)
+      return 0;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+      port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+  }
 }
 
 static redisContext *connect_to(const harness_server *s) {
@@ -935,32 +976,12 @@ static int connect_port(int port) {
   return fd;
 }
 
-void harness_proxy_start(harness_proxy *p, const char *exe,
-                         const harness_server *srv, int n) {
-  char *argv[20];
-  char specs[16][64];
-  char cport[16];
+/* Forks the proxy on the ports in p; its pid, or -1 when it exited
+ * (a port taken meanwhile: the caller picks others) or did not listen
+ * within 5 s. */
+static pid_t proxy_spawn(harness_proxy *p, const char *exe, char **argv) {
   uint64_t end;
-  pid_t pid;
-  int i;
-  if (n > 16 || n_proxies == 8)
-    TEST_FAIL("too many proxies");
-  install_handlers();
-  memset(p, 0, sizeof(*p));
-  p->n = n;
-  p->control_port = harness_free_port();
-  snprintf(cport, sizeof(cport), "%d", p->control_port);
-  argv[0] = (char *)exe;
-  argv[1] = "--control";
-  argv[2] = cport;
-  for (i = 0; i < n; i++) {
-    p->ports[i] = harness_free_port();
-    snprintf(specs[i], sizeof(specs[i]), "%d:127.0.0.1:%d", p->ports[i],
-             srv[i].tls ? srv[i].tls_port : srv[i].port);
-    argv[3 + i] = specs[i];
-  }
-  argv[3 + n] = NULL;
-  pid = fork();
+  pid_t pid = fork();
   if (pid < 0)
     TEST_FAIL("fork");
   if (pid == 0) {
@@ -977,19 +998,60 @@ void harness_proxy_start(harness_proxy *p, const char *exe,
   }
   setpgid(pid, pid);
   own(pid);
-  p->pid = pid;
-  proxies[n_proxies++] = p;
-  end = harness_now_ms() + 5000;
+  end = harness_now_ms() + harness_bound_ms(5000);
   for (;;) {
+    int status;
     int fd = connect_port(p->control_port);
     if (fd >= 0) {
       close(fd);
-      return;
+      return pid;
     }
-    if (harness_now_ms() > end)
-      TEST_FAIL("fault proxy did not start (%s)", exe);
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      disown_pid(pid);
+      return -1;
+    }
+    if (harness_now_ms() > end) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      disown_pid(pid);
+      return -1;
+    }
     pause_ms(2);
   }
+}
+
+void harness_proxy_start(harness_proxy *p, const char *exe,
+                         const harness_server *srv, int n) {
+  char *argv[20];
+  char specs[16][64];
+  char cport[16];
+  pid_t pid = -1;
+  int i, tries;
+  if (n > 16 || n_proxies == 8)
+    TEST_FAIL("too many proxies");
+  install_handlers();
+  memset(p, 0, sizeof(*p));
+  p->n = n;
+  for (tries = 0; tries < 5 && pid < 0; tries++) {
+    p->control_port = harness_free_port();
+    snprintf(cport, sizeof(cport), "%d", p->control_port);
+    argv[0] = (char *)exe;
+    argv[1] = "--control";
+    argv[2] = cport;
+    for (i = 0; i < n; i++) {
+      p->ports[i] = harness_free_port();
+      snprintf(specs[i], sizeof(specs[i]), "%d:127.0.0.1:%d", p->ports[i],
+               srv[i].tls ? srv[i].tls_port : srv[i].port);
+      argv[3 + i] = specs[i];
+    }
+    argv[3 + n] = NULL;
+    pid = proxy_spawn(p, exe, argv);
+  }
+  if (pid < 0)
+    TEST_FAIL("fault proxy did not start in 5 tries (%s; set "
+              "REDLOCK_FAULTPROXY_LOG=FILE for its messages)", exe);
+  p->pid = pid;
+  proxies[n_proxies++] = p;
 }
 
 void harness_proxy_cmd(harness_proxy *p, int i, const char *cmd) {
