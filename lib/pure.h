@@ -124,4 +124,24 @@ int64_t redlock__clock_unc_us(const redlock__clock_reading *r);
  * even. n > 0. */
 int64_t redlock__median_i64(int64_t *v, unsigned n);
 
+/* ---- slot.c: Redis Cluster hash slots --------------------------------------
+ * CRC16 (XMODEM) of the key, or of its hash tag "{...}" when it has one,
+ * modulo 16384. */
+#define REDLOCK__SLOTS 16384
+uint16_t redlock__crc16(const void *data, size_t len);
+unsigned redlock__key_slot(const char *key, size_t len);
+/* 1 when the key has a hash tag (a '{', a later '}', bytes between). */
+int redlock__key_has_tag(const char *key, size_t len);
+/* A short string (1-5 characters of [0-9a-z], NUL-terminated in out) that
+ * hashes to `slot`; the same for every caller. Its length. */
+size_t redlock__slot_tag(unsigned slot, char out[8]);
+/* The name of a key that must share key's slot, ending in `suffix`:
+ * key + suffix when the key has a hash tag, else "{key}" + suffix, or,
+ * for a key holding a '}', "{<the tag of its slot>}" + key + suffix.
+ * Written to out (NUL-terminated); its length, or 0 when outlen is too
+ * small. */
+size_t redlock__same_slot_name(const char *key, size_t len,
+                               const char *suffix, char *out,
+                               size_t outlen);
+
 #endif

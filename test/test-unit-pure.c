@@ -326,7 +326,59 @@ static void test_hist(void) {
   ASSERT_EQ(redlock_hist_quantile_us(h, 1.0), 5120);   /* [4096, 5120) */
 }
 
+/* Redis Cluster slots: the CRC16 check value, slots CLUSTER KEYSLOT gives
+ * (redis-server 7.0, checked by hand), hash tags, same-slot names, tags. */
+static void test_slots(void) {
+  static const struct {
+    const char *key;
+    unsigned slot;
+  } known[] = {{"foo", 12182}, {"bar", 5061}, {"hello", 866},
+               {"{user1000}.following", 3443}, {"foo{}{bar}", 8363},
+               {"foo{{bar}}zap", 4015}, {"foo{bar}{zap}", 5061},
+               {"a}b", 7866}, {"", 0}};
+  char name[64];
+  char tag[8];
+  size_t i, n;
+  unsigned s;
+  ASSERT_EQ(redlock__crc16("123456789", 9), 0x31C3);
+  for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+    if (redlock__key_slot(known[i].key, strlen(known[i].key)) !=
+        known[i].slot)
+      TEST_FAIL("slot of \"%s\": %u, want %u", known[i].key,
+                redlock__key_slot(known[i].key, strlen(known[i].key)),
+                known[i].slot);
+  ASSERT_EQ(redlock__key_has_tag("{a}x", 4), 1);
+  ASSERT_EQ(redlock__key_has_tag("{}x", 3), 0);
+  ASSERT_EQ(redlock__key_has_tag("x{a", 3), 0);
+  /* Same-slot names: tagged keys keep their name, others are wrapped,
+   * a key with a '}' gets its slot's tag. */
+  n = redlock__same_slot_name("{job}:7", 7, ":fence", name, sizeof(name));
+  ASSERT_STR_EQ(name, "{job}:7:fence");
+  ASSERT_EQ(n, 13);
+  redlock__same_slot_name("job-42", 6, ":fence", name, sizeof(name));
+  ASSERT_STR_EQ(name, "{job-42}:fence");
+  n = redlock__same_slot_name("a}b", 3, ":fence", name, sizeof(name));
+  ASSERT_EQ(name[0], '{');
+  ASSERT_EQ(redlock__key_slot(name, n), redlock__key_slot("a}b", 3));
+  ASSERT_EQ(redlock__same_slot_name("job-42", 6, ":fence", name, 14), 0);
+  for (i = 0; i < 200; i++) {
+    char key[32];
+    int kl = snprintf(key, sizeof(key), "k%zu}%zu{x", i * 7919, i);
+    n = redlock__same_slot_name(key, (size_t)kl, ":f", name, sizeof(name));
+    ASSERT_EQ(redlock__key_slot(name, n), redlock__key_slot(key, (size_t)kl));
+  }
+  /* A tag for every slot, and the same one each time. */
+  for (s = 0; s < REDLOCK__SLOTS; s += 97) {
+    n = redlock__slot_tag(s, tag);
+    ASSERT_EQ(n > 0 && n <= 5, 1);
+    ASSERT_EQ(redlock__crc16(tag, n) & (REDLOCK__SLOTS - 1), s);
+  }
+  redlock__slot_tag(16383, tag);
+  ASSERT_EQ(redlock__key_slot(tag, strlen(tag)), 16383);
+}
+
 int main(void) {
+  test_slots();
   test_clock();
   test_hist();
   test_explain();
