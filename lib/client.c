@@ -284,6 +284,11 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       goto fail;
     }
     parsed++;
+    if (uris[i].kind != REDLOCK__URI_PLAIN) {
+      rc = redlock__fail(REDLOCK_EINVAL, "server %zu: %s: not supported "
+                         "yet", i + 1, uris[i].display);
+      goto fail;
+    }
   }
   for (i = 0; i < c->n; i++) {
     if (uris[i].tls && c->env.tls == NULL) {

@@ -5,8 +5,12 @@
  *   rediss://... (the same, over TLS)
  *   unix:///absolute/path[?db=N]
  *   host:port, host, [v6]:port, [v6]
- * Options after '?' (redis://, rediss://, unix://), joined by '&': db=N
- * (unix), durable=<bool> (the operator declares the master durable).
+ *   redis+cluster://, rediss+cluster:// (a Redis Cluster by a seed node)
+ *   redis+sentinel://host:port/NAME, rediss+sentinel:// (a primary named
+ *   by Redis Sentinel)
+ * Options after '?', joined by '&': db=N (unix, sentinel), durable=<bool>
+ * (the operator declares the master durable), seed=host:port (cluster),
+ * sentinel=host:port, sentinel_user=, sentinel_password= (sentinel).
  * Every error names what is wrong and quotes the input; on error nothing
  * stays allocated and *out is zeroed. Reads only within the string. */
 #include <stdio.h>
@@ -24,15 +28,25 @@ typedef struct {
   const char *input;
 } ctx;
 
-/* The input as it may appear in a message: credentials replaced by ***. */
+/* The input as it may appear in a message: credentials replaced by ***
+ * (the userinfo, and a sentinel_password option's value). */
 static void redacted(const char *in, char *buf, size_t len) {
   const char *sep = strstr(in, "://");
   const char *at = sep ? strchr(sep + 3, '@') : NULL;
   const char *slash = sep ? strchr(sep + 3, '/') : NULL;
+  const char *sp;
   if (at != NULL && (slash == NULL || at < slash))
     snprintf(buf, len, "%.*s***%.80s", (int)(sep + 3 - in), in, at);
   else
     snprintf(buf, len, "%.80s", in);
+  for (sp = strstr(buf, "sentinel_password="); sp != NULL;
+       sp = strstr(sp + 18, "sentinel_password=")) {
+    char *v = (char *)sp + 18;
+    char *amp = strchr(v, '&');
+    char rest[128];
+    snprintf(rest, sizeof(rest), "%s", amp != NULL ? amp : "");
+    snprintf(v, len - (size_t)(v - buf), "***%s", rest);
+  }
 }
 
 static int bad(const ctx *x, const char *what) {
@@ -176,7 +190,10 @@ static int parse_hostport(const ctx *x, const char *s, size_t len,
 }
 
 static int make_display(redlock__uri *u, int scheme) {
-  const char *name = u->tls ? "rediss" : "redis";
+  static const char *const names[2][3] = {
+      {"redis", "redis+cluster", "redis+sentinel"},
+      {"rediss", "rediss+cluster", "rediss+sentinel"}};
+  const char *name = names[u->tls ? 1 : 0][u->kind];
   char buf[600];
   int v6 = u->host != NULL && strchr(u->host, ':') != NULL;
   if (u->path != NULL) {
@@ -188,9 +205,14 @@ static int make_display(redlock__uri *u, int scheme) {
     snprintf(buf, sizeof(buf), "%s://%s%s%s%s%s:%d", name,
              u->username ? u->username : "", u->username ? "@" : "",
              v6 ? "[" : "", u->host, v6 ? "]" : "", u->port);
+    if (u->name != NULL) {
+      size_t n = strlen(buf);
+      snprintf(buf + n, sizeof(buf) - n, "/%s", u->name);
+    }
     if (u->db != 0) {
       size_t n = strlen(buf);
-      snprintf(buf + n, sizeof(buf) - n, "/%d", u->db);
+      snprintf(buf + n, sizeof(buf) - n, u->name != NULL ? "?db=%d" : "/%d",
+               u->db);
     }
   } else {
     snprintf(buf, sizeof(buf), "%s%s%s:%d", v6 ? "[" : "", u->host,
@@ -214,9 +236,44 @@ static int parse_bool(const char *s, size_t len) {
   return -1;
 }
 
-/* "name=value&name=value" (after the '?'). db only where allow_db. */
+/* An extra host:port (?seed=, ?sentinel=). */
+static int add_extra(const ctx *x, const char *val, size_t vlen,
+                     redlock__uri *u) {
+  redlock__uri tmp;
+  redlock__hostport *more;
+  int rc;
+  if (u->n_extra == REDLOCK__URI_MAX_EXTRA)
+    return bad(x, "too many seed= or sentinel= options (at most 16)");
+  memset(&tmp, 0, sizeof(tmp));
+  rc = parse_hostport(x, val, vlen, &tmp);
+  if (rc != 0)
+    return rc;
+  more = redlock__realloc(u->extra, (u->n_extra + 1) * sizeof(*more));
+  if (more == NULL) {
+    redlock__free(tmp.host);
+    return REDLOCK_ENOMEM;
+  }
+  u->extra = more;
+  more[u->n_extra].host = tmp.host;
+  more[u->n_extra].port = tmp.port;
+  u->n_extra++;
+  return 0;
+}
+
+static int opt_is(const char *q, size_t nlen, const char *name) {
+  return strlen(name) == nlen && memcmp(q, name, nlen) == 0;
+}
+
+/* "name=value&name=value" (after the '?'). db where allow_db (unix,
+ * sentinel); seed= for clusters, sentinel= and its credentials for
+ * sentinel groups. */
 static int parse_options(const ctx *x, const char *q, int allow_db,
                          redlock__uri *u) {
+  static const char *const known[3] = {
+      "db=N, durable=1", "durable=1, seed=host:port",
+      "db=N, durable=1, sentinel=host:port, sentinel_user=U, "
+      "sentinel_password=P"};
+  char msg[160];
   while (*q != '\0') {
     const char *amp = strchr(q, '&');
     size_t len = amp ? (size_t)(amp - q) : strlen(q);
@@ -225,21 +282,37 @@ static int parse_options(const ctx *x, const char *q, int allow_db,
     const char *val = eq ? eq + 1 : q + len;
     size_t vlen = eq ? len - nlen - 1 : 0;
     long v;
-    int b;
+    int b, rc, oom;
     if (eq == NULL || vlen == 0)
       return bad(x, "option without a value (name=value)");
-    if (allow_db && nlen == 2 && memcmp(q, "db", 2) == 0) {
+    if (allow_db && opt_is(q, nlen, "db")) {
       if (parse_num(val, vlen, 0, 2147483647L, &v) != 0)
         return bad(x, "db must be a non-negative integer");
       u->db = (int)v;
-    } else if (nlen == 7 && memcmp(q, "durable", 7) == 0) {
+    } else if (opt_is(q, nlen, "durable")) {
       b = parse_bool(val, vlen);
       if (b < 0)
         return bad(x, "durable must be 1 or 0 (yes/no, true/false)");
       u->durable = b;
+    } else if ((u->kind == REDLOCK__URI_CLUSTER && opt_is(q, nlen, "seed")) ||
+               (u->kind == REDLOCK__URI_SENTINEL &&
+                opt_is(q, nlen, "sentinel"))) {
+      if ((rc = add_extra(x, val, vlen, u)) != 0)
+        return rc;
+    } else if (u->kind == REDLOCK__URI_SENTINEL &&
+               (opt_is(q, nlen, "sentinel_user") ||
+                opt_is(q, nlen, "sentinel_password"))) {
+      char **dst = nlen == 13 ? &u->sentinel_user : &u->sentinel_password;
+      if (*dst != NULL)
+        return bad(x, "sentinel_user or sentinel_password given twice");
+      *dst = decode(val, vlen, &oom);
+      if (*dst == NULL)
+        return oom ? REDLOCK_ENOMEM : bad(x, "bad %-escape in an option");
     } else {
-      return bad(x, allow_db ? "unknown option (db=N, durable=1)"
-                             : "unknown option (durable=1)");
+      snprintf(msg, sizeof(msg), "unknown option (%s)",
+               u->kind == REDLOCK__URI_PLAIN && !allow_db
+                   ? "durable=1" : known[u->kind]);
+      return bad(x, msg);
     }
     q += len;
     if (*q == '&') {
@@ -248,6 +321,8 @@ static int parse_options(const ctx *x, const char *q, int allow_db,
         return bad(x, "empty option after '&'");
     }
   }
+  if (u->sentinel_user != NULL && u->sentinel_password == NULL)
+    return bad(x, "sentinel_user without sentinel_password");
   return 0;
 }
 
@@ -284,7 +359,8 @@ static int parse_redis(const ctx *x, const char *s, redlock__uri *u) {
   if (q != NULL) {
     if (q[1] == '\0')
       return bad(x, "empty options after '?'");
-    if ((rc = parse_options(x, q + 1, 0, u)) != 0)
+    if ((rc = parse_options(x, q + 1, u->kind == REDLOCK__URI_SENTINEL,
+                            u)) != 0)
       return rc;
   }
   /* userinfo: up to the last '@' before the first '/' */
@@ -320,6 +396,25 @@ static int parse_redis(const ctx *x, const char *s, redlock__uri *u) {
   rc = parse_hostport(x, hp, (size_t)(slash - hp), u);
   if (rc != 0)
     return rc;
+  if (u->kind == REDLOCK__URI_SENTINEL) {
+    /* The path is the primary's name, as the sentinels know it. */
+    const char *name = slash != end ? slash + 1 : end;
+    size_t i, nl = (size_t)(end - name);
+    if (nl == 0)
+      return bad(x, "no primary name (redis+sentinel://host:port/NAME)");
+    if (nl > 128)
+      return bad(x, "primary name longer than 128 characters");
+    for (i = 0; i < nl; i++)
+      if (name[i] == '/' || name[i] == '%')
+        return bad(x, "bad character in the primary name");
+    u->name = redlock__strndup(name, nl);
+    return u->name == NULL ? REDLOCK_ENOMEM : 0;
+  }
+  if (slash != end && u->kind == REDLOCK__URI_CLUSTER) {
+    if (slash + 1 != end && !(slash + 2 == end && slash[1] == '0'))
+      return bad(x, "a cluster has only database 0 (no /db)");
+    return 0;
+  }
   if (slash != end) {
     const char *db = slash + 1;
     if (db != end) {
@@ -359,8 +454,21 @@ int redlock__uri_parse(const char *s, redlock__uri *out, char *err,
     scheme = 1;
     out->tls = 1;
     rc = parse_redis(&x, s + 9, out);
+  } else if (strncmp(s, "redis+cluster://", 16) == 0 ||
+             strncmp(s, "rediss+cluster://", 17) == 0) {
+    scheme = 1;
+    out->tls = s[5] == 's';
+    out->kind = REDLOCK__URI_CLUSTER;
+    rc = parse_redis(&x, s + (out->tls ? 17 : 16), out);
+  } else if (strncmp(s, "redis+sentinel://", 17) == 0 ||
+             strncmp(s, "rediss+sentinel://", 18) == 0) {
+    scheme = 1;
+    out->tls = s[5] == 's';
+    out->kind = REDLOCK__URI_SENTINEL;
+    rc = parse_redis(&x, s + (out->tls ? 18 : 17), out);
   } else if (strstr(s, "://") != NULL) {
-    rc = bad(&x, "unknown scheme (use redis://, rediss:// or unix://)");
+    rc = bad(&x, "unknown scheme (use redis://, rediss://, unix://, "
+                 "redis+cluster:// or redis+sentinel://)");
   } else {
     rc = parse_hostport(&x, s, strlen(s), out);
   }
@@ -384,5 +492,13 @@ void redlock__uri_free(redlock__uri *u) {
     memset(u->password, 0, strlen(u->password));
   redlock__free(u->password);
   redlock__free(u->display);
+  redlock__free(u->name);
+  while (u->n_extra > 0)
+    redlock__free(u->extra[--u->n_extra].host);
+  redlock__free(u->extra);
+  redlock__free(u->sentinel_user);
+  if (u->sentinel_password != NULL)
+    memset(u->sentinel_password, 0, strlen(u->sentinel_password));
+  redlock__free(u->sentinel_password);
   memset(u, 0, sizeof(*u));
 }

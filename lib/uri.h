@@ -6,6 +6,18 @@
 
 /* A parsed server address. Every string is owned by the struct (allocated
  * with redlock__malloc) and freed by redlock__uri_free(). */
+/* More seeds of a cluster, more sentinels of a group. */
+typedef struct redlock__hostport {
+  char *host;
+  int port;
+} redlock__hostport;
+
+#define REDLOCK__URI_PLAIN 0      /* one Redis master */
+#define REDLOCK__URI_CLUSTER 1    /* redis+cluster://: a Redis Cluster */
+#define REDLOCK__URI_SENTINEL 2   /* redis+sentinel://: a primary that
+                                     Redis Sentinel names */
+#define REDLOCK__URI_MAX_EXTRA 16 /* ?seed= or ?sentinel= options */
+
 typedef struct redlock__uri {
   char *host;        /* hostname or IP literal without brackets; NULL for unix */
   int port;          /* 1..65535; 6379 when omitted; 0 for unix */
@@ -17,7 +29,14 @@ typedef struct redlock__uri {
   int durable;       /* ?durable=1: the operator declares it durable */
   char *display;     /* for logs and results: the address without password,
                         e.g. "redis://user@127.0.0.1:7000/2", "unix:///tmp/s",
-                        "127.0.0.1:7000" */
+                        "127.0.0.1:7000", "redis+cluster://127.0.0.1:7000" */
+  int kind;          /* REDLOCK__URI_* */
+  char *name;        /* sentinel: the primary's name (the path) */
+  redlock__hostport *extra;   /* cluster: more seeds; sentinel: more
+                                 sentinels (host:port is the first) */
+  unsigned n_extra;
+  char *sentinel_user;        /* sentinel: credentials for the sentinels */
+  char *sentinel_password;    /* (the others are the data nodes') */
 } redlock__uri;
 
 /* Parses `s` (NUL-terminated). Accepted forms:
@@ -26,8 +45,15 @@ typedef struct redlock__uri {
  *   rediss://...                             (the same, over TLS)
  *   unix:///absolute/path[?db=N]
  *   host:port  and  host  (port 6379)
+ *   redis+cluster://[user:pass@]host:port[?seed=host:port...]
+ *   rediss+cluster://...                     (a Redis Cluster over TLS)
+ *   redis+sentinel://[user:pass@]host:port/NAME[?sentinel=host:port...]
+ *   rediss+sentinel://...                    (data nodes and sentinels
+ *                                             over TLS)
  * redis://, rediss:// and unix:// take options after '?', joined by '&':
- *   db=N (unix), durable=1|0|yes|no|true|false.
+ *   db=N (unix, sentinel), durable=1|0|yes|no|true|false,
+ *   seed=host:port (cluster, repeatable), sentinel=host:port (sentinel,
+ *   repeatable), sentinel_user=U and sentinel_password=P (sentinel).
  *   IPv6 literals in brackets: redis://[::1]:7000, [::1]:7000
  * User and password may be %XX-encoded in the redis:// form.
  * Returns 0, REDLOCK_EINVAL (and writes a message into err, errlen bytes,

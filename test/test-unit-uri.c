@@ -51,6 +51,29 @@ static void refused(const char *s, const char *word) {
   ASSERT_NULL(strstr(err, "secret"));
 }
 
+/* A cluster or sentinel address: kind, name, extra hosts. */
+static void ok_kind(const char *s, int kind, const char *name,
+                    unsigned n_extra, const char *last_extra, int last_port,
+                    const char *display) {
+  redlock__uri u;
+  char err[200] = "";
+  if (redlock__uri_parse(s, &u, err, sizeof(err)) != 0)
+    TEST_FAIL("%s: %s", s, err);
+  ASSERT_EQ(u.kind, kind);
+  if (name != NULL)
+    ASSERT_STR_EQ(u.name, name);
+  else
+    ASSERT_NULL(u.name);
+  ASSERT_EQ(u.n_extra, n_extra);
+  if (n_extra > 0) {
+    ASSERT_STR_EQ(u.extra[n_extra - 1].host, last_extra);
+    ASSERT_EQ(u.extra[n_extra - 1].port, last_port);
+  }
+  ASSERT_STR_EQ(u.display, display);
+  ASSERT_NULL(strstr(u.display, "secret"));
+  redlock__uri_free(&u);
+}
+
 static void no_crash(const char *s) {
   redlock__uri u;
   char err[64];
@@ -72,7 +95,10 @@ int main(void) {
   static const char *valid[] = {
       "127.0.0.1:7000", "redis://user:secret@host.example:7001/5",
       "unix:///var/run/redis.sock?db=3", "redis://[::1]:7000/1",
-      "[fe80::1]:6380", "redis://:secret@h"};
+      "[fe80::1]:6380", "redis://:secret@h",
+      "rediss+cluster://u:secret@h:7000?seed=h2:7001&seed=[::1]:7002",
+      "redis+sentinel://:secret@h:26379/m?sentinel=h2:26380&db=2&"
+      "sentinel_user=u&sentinel_password=secret"};
   char buf[512];
   uint64_t st = 12345;
   size_t i, k;
@@ -137,6 +163,38 @@ int main(void) {
     ASSERT_EQ(redlock__uri_parse(NULL, &u, NULL, 0), REDLOCK_EINVAL);
     ASSERT_EQ(redlock__uri_parse("x:99999", &u, NULL, 0), REDLOCK_EINVAL);
   }
+
+  /* Redis Cluster and Sentinel (issue 22). */
+  ok_kind("redis+cluster://127.0.0.1:7000", REDLOCK__URI_CLUSTER, NULL, 0,
+          NULL, 0, "redis+cluster://127.0.0.1:7000");
+  ok_kind("rediss+cluster://u:secret@h:7000?seed=h2:7001&seed=[::1]:7002"
+          "&durable=1", REDLOCK__URI_CLUSTER, NULL, 2, "::1", 7002,
+          "rediss+cluster://u@h:7000");
+  ok_kind("redis+cluster://h:7000/0", REDLOCK__URI_CLUSTER, NULL, 0, NULL,
+          0, "redis+cluster://h:7000");
+  ok_kind("redis+sentinel://h:26379/mymaster", REDLOCK__URI_SENTINEL,
+          "mymaster", 0, NULL, 0, "redis+sentinel://h:26379/mymaster");
+  ok_kind("redis+sentinel://:secret@h:26379/m?sentinel=h2:26380&db=2&"
+          "sentinel_password=secret2", REDLOCK__URI_SENTINEL, "m", 1, "h2",
+          26380, "redis+sentinel://h:26379/m?db=2");
+  refused("redis+cluster://h:7000/2", "database 0");
+  refused("redis+cluster://h:7000?sentinel=h:1", "seed=host:port");
+  refused("redis+cluster://h:7000?seed=h:99999", "99999");
+  refused("redis+cluster://h:7000?seed=", "without a value");
+  refused("redis+sentinel://h:26379", "no primary name");
+  refused("redis+sentinel://h:26379/", "no primary name");
+  refused("redis+sentinel://h:26379/a/b", "bad character");
+  refused("redis+sentinel://h:1/m?seed=h:2", "sentinel=host:port");
+  refused("redis+sentinel://h:1/m?sentinel_user=u", "without "
+          "sentinel_password");
+  refused("redis+sentinel://h:1/m?sentinel_password=secret&"
+          "sentinel_password=secret", "twice");
+  refused("redis+sentinel://h:1/m?sentinel_password=secret&bogus=1",
+          "unknown option");
+  refused("redis+cluster://h:1?seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1"
+          "&seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1"
+          "&seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1", "at most 16");
+  refused("redis+mesh://h", "redis+cluster://");
 
   /* Every truncation of every valid form, and random bytes. */
   for (i = 0; i < sizeof(valid) / sizeof(valid[0]); i++) {
