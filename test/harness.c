@@ -478,6 +478,32 @@ static int spawn_server(harness_server *s) {
     }
     char *args[64];
     char rule[256];
+    if (s->sentinel) {
+      /* A sentinel rewrites its configuration: a file in its dir. */
+      static char conf[600];
+      FILE *f;
+      snprintf(conf, sizeof(conf), "%s/sentinel.conf", s->dir);
+      f = fopen(conf, "r");
+      if (f == NULL) {
+        f = fopen(conf, "w");
+        if (f == NULL)
+          _exit(126);
+        fprintf(f, "port %s\nbind 127.0.0.1\nprotected-mode no\ndir %s\n"
+                "sentinel monitor %s 127.0.0.1 %d %d\n"
+                "sentinel down-after-milliseconds %s 500\n"
+                "sentinel failover-timeout %s 3000\n"
+                "sentinel parallel-syncs %s 1\n", port, s->dir,
+                s->sentinel_name, s->sentinel_port, s->sentinel_quorum,
+                s->sentinel_name, s->sentinel_name, s->sentinel_name);
+      }
+      fclose(f);
+      args[0] = (char *)exe;
+      args[1] = conf;
+      args[2] = "--sentinel";
+      args[3] = NULL;
+      execv(exe, args);
+      _exit(127);
+    }
     char tport[16];
     char certf[600], keyf[600], caf[600];
     int k = 0;
@@ -521,6 +547,23 @@ static int spawn_server(harness_server *s) {
       args[k++] = "--tls-auth-clients";
       args[k++] = (char *)(s->tls_auth_clients != NULL ? s->tls_auth_clients
                                                        : "no");
+    }
+    if (s->cluster) {
+      static char nt[16], bus[16];
+      snprintf(nt, sizeof(nt), "%d",
+               s->node_timeout_ms > 0 ? s->node_timeout_ms : 1000);
+      snprintf(bus, sizeof(bus), "%d", s->bus_port);
+      args[k++] = "--cluster-enabled";
+      args[k++] = "yes";
+      args[k++] = "--cluster-config-file";
+      args[k++] = "nodes.conf";
+      args[k++] = "--cluster-node-timeout";
+      args[k++] = nt;
+      args[k++] = "--cluster-port";
+      args[k++] = bus;
+      /* Failover tests promote replicas whose link was just cut. */
+      args[k++] = "--cluster-replica-validity-factor";
+      args[k++] = "0";
     }
     if (s->acl_user != NULL) {
       /* An ACL rule line is several words: one argv element each. */
@@ -584,8 +627,8 @@ void harness_start(harness_server *srv, int n) {
     exit(TEST_SKIP);
   }
   install_handlers();
-  if (n > 16)
-    TEST_FAIL("at most 16 servers");
+  if (n > 32)
+    TEST_FAIL("at most 32 servers");
   for (i = 0; i < n; i++) {
     harness_server *s = &srv[i];
     int tries;
@@ -599,6 +642,12 @@ void harness_start(harness_server *srv, int n) {
     s->tls_cert = keep.tls_cert;
     s->tls_auth_clients = keep.tls_auth_clients;
     s->clock_shim = keep.clock_shim;
+    s->cluster = keep.cluster;
+    s->node_timeout_ms = keep.node_timeout_ms;
+    s->sentinel = keep.sentinel;
+    s->sentinel_port = keep.sentinel_port;
+    s->sentinel_quorum = keep.sentinel_quorum;
+    memcpy(s->sentinel_name, keep.sentinel_name, sizeof(s->sentinel_name));
     snprintf(s->dir, sizeof(s->dir), "%s/redlock-test-XXXXXX",
              tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
     if (mkdtemp(s->dir) == NULL)
@@ -611,6 +660,7 @@ void harness_start(harness_server *srv, int n) {
     for (tries = 0; tries < 5; tries++) {
       s->port = harness_free_port();
       s->tls_port = s->tls ? harness_free_port() : 0;
+      s->bus_port = s->cluster ? harness_free_port() : 0;
       if (s->port != 0 && spawn_server(s) == 0)
         break;
     }
@@ -1309,4 +1359,365 @@ void harness_clock_step(harness_server *s, int64_t delta_ms) {
       pwrite(fd, &v, sizeof(v), 0) != (ssize_t)sizeof(v))
     TEST_FAIL("cannot step the clock of the server on port %d", s->port);
   close(fd);
+}
+
+/* ---- Redis Cluster and Sentinel ------------------------------------------ */
+
+/* Runs a command on s and returns the reply (caller frees), or NULL. */
+static redisReply *cmd_reply(const harness_server *s, const char *fmt, ...) {
+  redisContext *c = connect_to(s);
+  redisReply *r;
+  va_list ap;
+  if (c == NULL)
+    return NULL;
+  va_start(ap, fmt);
+  r = redisvCommand(c, fmt, ap);
+  va_end(ap);
+  redisFree(c);
+  return r;
+}
+
+/* The value of "field:" in an INFO-style text (CLUSTER INFO, INFO), as an
+ * integer, or -1. */
+static long long info_num(const char *text, const char *field) {
+  const char *p = strstr(text, field);
+  if (p == NULL)
+    return -1;
+  p += strlen(field);
+  if (*p != ':')
+    return -1;
+  return strtoll(p + 1, NULL, 10);
+}
+
+typedef struct cluster_check {
+  const harness_server *srv;
+  int n;
+  int primaries;
+} cluster_check;
+
+/* Every node knows every other node and sees the cluster ok; every
+ * replica's link is up. */
+static int cluster_ready(void *arg) {
+  const cluster_check *cc = arg;
+  char buf[2048];
+  int i;
+  for (i = 0; i < cc->n; i++) {
+    if (harness_cmdf(&cc->srv[i], buf, sizeof(buf), "CLUSTER INFO") != 0)
+      return 0;
+    if (strstr(buf, "cluster_state:ok") == NULL ||
+        info_num(buf, "cluster_known_nodes") != cc->n ||
+        info_num(buf, "cluster_slots_ok") != 16384)
+      return 0;
+    if (i >= cc->primaries) {
+      if (harness_cmdf(&cc->srv[i], buf, sizeof(buf),
+                       "INFO replication") != 0 ||
+          strstr(buf, "master_link_status:up") == NULL)
+        return 0;
+    }
+  }
+  return 1;
+}
+
+static int cluster_known(void *arg) {
+  const cluster_check *cc = arg;
+  char buf[2048];
+  int i;
+  for (i = 0; i < cc->n; i++)
+    if (harness_cmdf(&cc->srv[i], buf, sizeof(buf), "CLUSTER INFO") != 0 ||
+        info_num(buf, "cluster_known_nodes") != cc->n)
+      return 0;
+  return 1;
+}
+
+void harness_cluster_make(harness_server *srv, int n, int primaries) {
+  char buf[256];
+  cluster_check cc = {srv, n, primaries};
+  int i;
+  if (primaries < 1 || primaries > n)
+    TEST_FAIL("cluster: %d primaries of %d servers", primaries, n);
+  for (i = 0; i < n; i++) {
+    if (!srv[i].cluster)
+      TEST_FAIL("cluster: server %d was not started with .cluster", i);
+    if (harness_cmdf(&srv[i], srv[i].node_id, sizeof(srv[i].node_id),
+                     "CLUSTER MYID") != 0 || strlen(srv[i].node_id) != 40)
+      TEST_FAIL("cluster: CLUSTER MYID on %d: %s", i, srv[i].node_id);
+  }
+  for (i = 0; i < primaries; i++) {
+    int lo = 16384 * i / primaries;
+    int hi = 16384 * (i + 1) / primaries - 1;
+    if (harness_cmdf(&srv[i], buf, sizeof(buf), "CLUSTER ADDSLOTSRANGE %d %d",
+                     lo, hi) != 0 || strcmp(buf, "OK") != 0)
+      TEST_FAIL("cluster: ADDSLOTSRANGE %d %d: %s", lo, hi, buf);
+  }
+  for (i = 1; i < n; i++)
+    if (harness_cmdf(&srv[i], buf, sizeof(buf), "CLUSTER MEET 127.0.0.1 %d %d",
+                     srv[0].port, srv[0].bus_port) != 0 ||
+        strcmp(buf, "OK") != 0)
+      TEST_FAIL("cluster: MEET: %s", buf);
+  if (harness_wait_for(cluster_known, &cc, (uint64_t)harness_bound_ms(10000)))
+    TEST_FAIL("cluster: the nodes did not meet");
+  for (i = primaries; i < n; i++) {
+    const harness_server *p = &srv[(i - primaries) % primaries];
+    if (harness_cmdf(&srv[i], buf, sizeof(buf), "CLUSTER REPLICATE %s",
+                     p->node_id) != 0 || strcmp(buf, "OK") != 0)
+      TEST_FAIL("cluster: REPLICATE: %s", buf);
+  }
+  if (harness_wait_for(cluster_ready, &cc, (uint64_t)harness_bound_ms(15000)))
+    TEST_FAIL("cluster: not ok in time");
+}
+
+const char *harness_cluster_addr(const harness_server *s) {
+  static char bufs[8][64];
+  static int next;
+  char *b = bufs[next++ % 8];
+  snprintf(b, 64, "redis+cluster://127.0.0.1:%d", s->port);
+  return b;
+}
+
+int harness_is_primary(const harness_server *s) {
+  char buf[64];
+  redisReply *r = cmd_reply(s, "ROLE");
+  int v = -1;
+  if (r == NULL)
+    return -1;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+      r->element[0]->type == REDIS_REPLY_STRING) {
+    snprintf(buf, sizeof(buf), "%s", r->element[0]->str);
+    v = strcmp(buf, "master") == 0;
+  }
+  freeReplyObject(r);
+  return v;
+}
+
+/* The port of the primary that node `from` says serves `slot`, or 0. */
+static int owner_port(const harness_server *from, unsigned slot) {
+  redisReply *r = cmd_reply(from, "CLUSTER NODES");
+  int port = 0;
+  char *save = NULL, *line;
+  char *text;
+  if (r == NULL || r->type != REDIS_REPLY_STRING) {
+    if (r != NULL)
+      freeReplyObject(r);
+    return 0;
+  }
+  text = strdup(r->str);
+  freeReplyObject(r);
+  if (text == NULL)
+    return 0;
+  for (line = strtok_r(text, "\n", &save); line != NULL && port == 0;
+       line = strtok_r(NULL, "\n", &save)) {
+    char *f[64];
+    char *s2 = NULL;
+    int nf = 0, k;
+    for (char *w = strtok_r(line, " ", &s2); w != NULL && nf < 64;
+         w = strtok_r(NULL, " ", &s2))
+      f[nf++] = w;
+    if (nf < 8 || strstr(f[2], "master") == NULL || strstr(f[2], "fail"))
+      continue;
+    for (k = 8; k < nf; k++) {
+      unsigned lo, hi;
+      if (f[k][0] == '[')
+        continue;   /* a slot being migrated or imported */
+      if (sscanf(f[k], "%u-%u", &lo, &hi) != 2) {
+        if (sscanf(f[k], "%u", &lo) != 1)
+          continue;
+        hi = lo;
+      }
+      if (slot >= lo && slot <= hi) {
+        const char *colon = strchr(f[1], ':');
+        port = colon != NULL ? atoi(colon + 1) : 0;
+        break;
+      }
+    }
+  }
+  free(text);
+  return port;
+}
+
+static unsigned slot_of(const harness_server *s, const char *key) {
+  char buf[32];
+  if (harness_cmdf(s, buf, sizeof(buf), "CLUSTER KEYSLOT %s", key) != 0)
+    return 0;
+  return (unsigned)strtoul(buf, NULL, 10);
+}
+
+int harness_cluster_owner(const harness_server *srv, int n, const char *key) {
+  int i, j;
+  for (i = 0; i < n; i++) {
+    int port;
+    if (srv[i].pid == 0 || srv[i].paused)
+      continue;
+    port = owner_port(&srv[i], slot_of(&srv[i], key));
+    for (j = 0; j < n; j++)
+      if (port != 0 && srv[j].port == port)
+        return j;
+    return -1;
+  }
+  return -1;
+}
+
+typedef struct owner_check {
+  const harness_server *srv;
+  int n;
+  unsigned slot;
+  int port;
+} owner_check;
+
+static int owner_agreed(void *arg) {
+  const owner_check *oc = arg;
+  char buf[2048];
+  int i;
+  for (i = 0; i < oc->n; i++) {
+    if (oc->srv[i].pid == 0 || oc->srv[i].paused)
+      continue;
+    if (harness_cmdf(&oc->srv[i], buf, sizeof(buf), "CLUSTER INFO") != 0 ||
+        strstr(buf, "cluster_state:ok") == NULL ||
+        owner_port(&oc->srv[i], oc->slot) != oc->port)
+      return 0;
+  }
+  return 1;
+}
+
+void harness_cluster_wait_owner(const harness_server *srv, int n,
+                                unsigned slot, const harness_server *primary) {
+  owner_check oc = {srv, n, slot, primary->port};
+  if (harness_wait_for(owner_agreed, &oc, (uint64_t)harness_bound_ms(20000)))
+    TEST_FAIL("cluster: the nodes do not agree that %d serves slot %u",
+              primary->port, slot);
+}
+
+void harness_cluster_move_slot(harness_server *srv, int n, unsigned slot,
+                               harness_server *src, harness_server *dst,
+                               int halfway, int moved) {
+  char buf[256];
+  redisReply *keys;
+  size_t k;
+  if (harness_cmdf(dst, buf, sizeof(buf), "CLUSTER SETSLOT %u IMPORTING %s",
+                   slot, src->node_id) != 0 || strcmp(buf, "OK") != 0)
+    TEST_FAIL("cluster: SETSLOT IMPORTING: %s", buf);
+  if (harness_cmdf(src, buf, sizeof(buf), "CLUSTER SETSLOT %u MIGRATING %s",
+                   slot, dst->node_id) != 0 || strcmp(buf, "OK") != 0)
+    TEST_FAIL("cluster: SETSLOT MIGRATING: %s", buf);
+  keys = cmd_reply(src, "CLUSTER GETKEYSINSLOT %u 1000", slot);
+  if (keys == NULL || keys->type != REDIS_REPLY_ARRAY)
+    TEST_FAIL("cluster: GETKEYSINSLOT");
+  for (k = 0; k < keys->elements; k++) {
+    if (halfway && (int)k >= moved)
+      break;
+    if (harness_cmdf(src, buf, sizeof(buf), "MIGRATE 127.0.0.1 %d %b 0 5000",
+                     dst->port, keys->element[k]->str,
+                     (size_t)keys->element[k]->len) != 0 ||
+        (strcmp(buf, "OK") != 0 && strcmp(buf, "NOKEY") != 0))
+      TEST_FAIL("cluster: MIGRATE: %s", buf);
+  }
+  freeReplyObject(keys);
+  if (!halfway)
+    harness_cluster_finish_slot(srv, n, slot, src, dst);
+}
+
+void harness_cluster_finish_slot(harness_server *srv, int n, unsigned slot,
+                                 harness_server *src, harness_server *dst) {
+  char buf[256];
+  redisReply *keys = cmd_reply(src, "CLUSTER GETKEYSINSLOT %u 1000", slot);
+  size_t k;
+  int i;
+  if (keys == NULL || keys->type != REDIS_REPLY_ARRAY)
+    TEST_FAIL("cluster: GETKEYSINSLOT");
+  for (k = 0; k < keys->elements; k++)
+    if (harness_cmdf(src, buf, sizeof(buf), "MIGRATE 127.0.0.1 %d %b 0 5000",
+                     dst->port, keys->element[k]->str,
+                     (size_t)keys->element[k]->len) != 0 ||
+        (strcmp(buf, "OK") != 0 && strcmp(buf, "NOKEY") != 0))
+      TEST_FAIL("cluster: MIGRATE: %s", buf);
+  freeReplyObject(keys);
+  if (harness_cmdf(dst, buf, sizeof(buf), "CLUSTER SETSLOT %u NODE %s", slot,
+                   dst->node_id) != 0 || strcmp(buf, "OK") != 0)
+    TEST_FAIL("cluster: SETSLOT NODE on the target: %s", buf);
+  if (harness_cmdf(src, buf, sizeof(buf), "CLUSTER SETSLOT %u NODE %s", slot,
+                   dst->node_id) != 0 || strcmp(buf, "OK") != 0)
+    TEST_FAIL("cluster: SETSLOT NODE on the source: %s", buf);
+  for (i = 0; i < n; i++)
+    if (&srv[i] != src && &srv[i] != dst && srv[i].pid != 0 &&
+        !srv[i].paused && harness_is_primary(&srv[i]) == 1)
+      (void)harness_cmdf(&srv[i], buf, sizeof(buf),
+                         "CLUSTER SETSLOT %u NODE %s", slot, dst->node_id);
+  harness_cluster_wait_owner(srv, n, slot, dst);
+}
+
+/* ---- sentinels ---- */
+
+typedef struct sentinel_check {
+  const harness_server *srv;
+  int n;
+  const char *name;
+  int replicas;
+} sentinel_check;
+
+static int sentinels_ready(void *arg) {
+  const sentinel_check *sc = arg;
+  int i;
+  for (i = 0; i < sc->n; i++) {
+    redisReply *r = cmd_reply(&sc->srv[i], "SENTINEL MASTER %s", sc->name);
+    int ok = 0;
+    size_t k;
+    if (r == NULL)
+      return 0;
+    if (r->type == REDIS_REPLY_ARRAY)
+      for (k = 0; k + 1 < r->elements; k += 2) {
+        if (strcmp(r->element[k]->str, "num-slaves") == 0 &&
+            atoi(r->element[k + 1]->str) >= sc->replicas)
+          ok |= 1;
+        if (strcmp(r->element[k]->str, "num-other-sentinels") == 0 &&
+            atoi(r->element[k + 1]->str) >= sc->n - 1)
+          ok |= 2;
+      }
+    freeReplyObject(r);
+    if (ok != 3)
+      return 0;
+  }
+  return 1;
+}
+
+void harness_sentinel_start(harness_server *srv, int n, const char *name,
+                            const harness_server *primary, int replicas) {
+  sentinel_check sc = {srv, n, name, replicas};
+  int i;
+  if (n < 1 || n > 5)
+    TEST_FAIL("sentinels: 1..5");
+  for (i = 0; i < n; i++) {
+    srv[i].sentinel = 1;
+    srv[i].sentinel_port = primary->port;
+    srv[i].sentinel_quorum = n / 2 + 1;
+    snprintf(srv[i].sentinel_name, sizeof(srv[i].sentinel_name), "%s", name);
+  }
+  harness_start(srv, n);
+  if (harness_wait_for(sentinels_ready, &sc, (uint64_t)harness_bound_ms(15000)))
+    TEST_FAIL("sentinels did not find each other and the replicas in time");
+}
+
+const char *harness_sentinel_addr(const harness_server *srv, int n,
+                                  const char *name) {
+  static char buf[512];
+  int i;
+  size_t len = (size_t)snprintf(buf, sizeof(buf),
+                                "redis+sentinel://127.0.0.1:%d/%s",
+                                srv[0].port, name);
+  for (i = 1; i < n && len < sizeof(buf); i++)
+    len += (size_t)snprintf(buf + len, sizeof(buf) - len,
+                            "%csentinel=127.0.0.1:%d", i == 1 ? '?' : '&',
+                            srv[i].port);
+  return buf;
+}
+
+int harness_sentinel_primary_port(const harness_server *sentinel,
+                                  const char *name) {
+  redisReply *r = cmd_reply(sentinel, "SENTINEL get-master-addr-by-name %s",
+                            name);
+  int port = 0;
+  if (r == NULL)
+    return 0;
+  if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+    port = atoi(r->element[1]->str);
+  freeReplyObject(r);
+  return port;
 }

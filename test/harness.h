@@ -81,13 +81,21 @@ typedef struct harness_server {
   const char *admin_pass;
   int clock_shim;        /* started under the clock shim (clockshim.c):
                             set by harness_clock_prepare */
+  int cluster;           /* --cluster-enabled yes (harness_cluster_*) */
+  int node_timeout_ms;   /* cluster-node-timeout (0: 1000 ms) */
+  int bus_port;          /* the cluster bus (picked free, not port+10000) */
+  int sentinel;          /* a sentinel (harness_sentinel_start) */
+  int sentinel_port;     /* the primary it watches (127.0.0.1) */
+  int sentinel_quorum;
+  char sentinel_name[64];
+  char node_id[48];      /* CLUSTER MYID, once the cluster is made */
 } harness_server;
 
 /* Path of redis-server, or NULL when absent (tests then exit TEST_SKIP).
  * Honours $REDIS_SERVER. */
 const char *harness_redis_path(void);
 
-/* Starts n servers (n <= 16) on free loopback ports with persistence off
+/* Starts n servers (n <= 32) on free loopback ports with persistence off
  * (--save '' --appendonly no), --enable-debug-command local, and waits
  * (bounded, 5 s) until each answers PING. Registers an atexit and
  * SIGINT/SIGTERM/SIGABRT handler that stops them. Exits TEST_SKIP when
@@ -103,6 +111,49 @@ void harness_kill(harness_server *s);      /* SIGKILL + waitpid; keys lost
                                               unless appendonly */
 /* Starts the server again on the same port (and dir), waits for PING. */
 void harness_restart(harness_server *s);
+
+/* ---- Redis Cluster and Sentinel (issue 22) ------------------------------
+ * A cluster: start n servers with .cluster = 1, then harness_cluster_make
+ * assigns the 16384 slots evenly to the first `primaries` (ranges in
+ * order), makes the rest replicas (replica k of primary k % primaries),
+ * and waits (bounded) until every node sees the cluster ok, knows every
+ * other node, and every replica's link is up. Done with CLUSTER
+ * ADDSLOTSRANGE, MEET and REPLICATE, not redis-cli. */
+void harness_cluster_make(harness_server *srv, int n, int primaries);
+/* "redis+cluster://127.0.0.1:PORT" of s (static buffer, 8 slots). */
+const char *harness_cluster_addr(const harness_server *s);
+/* The index in srv[0..n) of the primary that serves key's slot now (per
+ * CLUSTER NODES of the first reachable node), or -1. */
+int harness_cluster_owner(const harness_server *srv, int n, const char *key);
+/* 1 when s is a primary now (ROLE), 0 a replica, -1 unreachable. */
+int harness_is_primary(const harness_server *s);
+/* Waits (bounded) until every reachable node of srv[0..n) reports the
+ * cluster ok and agrees that `primary` serves `slot`. */
+void harness_cluster_wait_owner(const harness_server *srv, int n,
+                                unsigned slot, const harness_server *primary);
+/* Moves one slot from src to dst with its keys: SETSLOT IMPORTING /
+ * MIGRATING, then (unless `halfway`) MIGRATE of every key and SETSLOT
+ * NODE on both and the others. halfway: stops after the MIGRATE of
+ * `moved` keys (the ASK state); harness_cluster_finish_slot ends it. */
+void harness_cluster_move_slot(harness_server *srv, int n, unsigned slot,
+                               harness_server *src, harness_server *dst,
+                               int halfway, int moved);
+void harness_cluster_finish_slot(harness_server *srv, int n, unsigned slot,
+                                 harness_server *src, harness_server *dst);
+
+/* Sentinels: n (<= 5) redis-server --sentinel processes watching the
+ * primary `primary` under `name`, quorum n / 2 + 1, down-after 500 ms,
+ * failover-timeout 3000 ms; waits (bounded) until each knows the primary
+ * and its replicas' count reaches `replicas`. srv[i] get .sentinel = 1. */
+void harness_sentinel_start(harness_server *srv, int n, const char *name,
+                            const harness_server *primary, int replicas);
+/* "redis+sentinel://127.0.0.1:P1/NAME?sentinel=127.0.0.1:P2..." (static
+ * buffer). */
+const char *harness_sentinel_addr(const harness_server *srv, int n,
+                                  const char *name);
+/* The port the sentinels name for the primary now (0 if none). */
+int harness_sentinel_primary_port(const harness_server *sentinel,
+                                  const char *name);
 
 /* ---- wall-clock steps ---------------------------------------------------
  * A server prepared with harness_clock_prepare (before harness_start) runs
