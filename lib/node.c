@@ -162,6 +162,20 @@ static void node_keep(redlock__node *n, char *cmd, size_t len) {
     redlock__free(cmd);
     return;
   }
+  if (n->abandoned == NULL) {
+    n->abandoned = redlock__calloc(REDLOCK__ABANDONED_MAX,
+                                   sizeof(*n->abandoned));
+    n->abandoned_len = redlock__calloc(REDLOCK__ABANDONED_MAX,
+                                       sizeof(*n->abandoned_len));
+    if (n->abandoned == NULL || n->abandoned_len == NULL) {
+      redlock__free(n->abandoned);
+      redlock__free(n->abandoned_len);
+      n->abandoned = NULL;
+      n->abandoned_len = NULL;
+      redlock__free(cmd);   /* the key still expires by its ttl */
+      return;
+    }
+  }
   if (n->n_abandoned == REDLOCK__ABANDONED_MAX) {
     redlock__free(n->abandoned[0]);
     memmove(n->abandoned, n->abandoned + 1,
@@ -1339,6 +1353,10 @@ void redlock__node_close(redlock__node *n) {
 }
 
 void redlock__node_free(redlock__node *n) {
+  redlock__free(n->abandoned);
+  redlock__free(n->abandoned_len);
+  n->abandoned = NULL;
+  n->abandoned_len = NULL;
   redlock__conn_free(&n->conn);
   redlock__buf_free(&n->wait_buf);
   redlock__uri_free(&n->uri);

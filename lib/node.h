@@ -188,8 +188,10 @@ struct redlock__node {
                                   operation may try it at once */
   redlock__node_stats st;
   /* Releases to send again after the next handshake: */
-  char *abandoned[REDLOCK__ABANDONED_MAX];
-  size_t abandoned_len[REDLOCK__ABANDONED_MAX];
+  char **abandoned;            /* REDLOCK__ABANDONED_MAX entries, made on
+                                  first use (a Redis Cluster has many
+                                  nodes that never keep one) */
+  size_t *abandoned_len;
   unsigned n_abandoned;
 };
 
