@@ -293,6 +293,11 @@ typedef struct redlock_node_result {
   /* redlock_lock_inspect only: a read-write lock of the same name exists
    * there (its hash "<key>:rw": readers, a writer or waiters). */
   int rw_lock;
+  /* The node that answered: for a Redis Cluster master the primary
+   * ("host:port"; the first one to decide the vote when the command was
+   * split over slots), for a sentinel group the primary it named; for a
+   * plain master the same as server. Never NULL. */
+  const char *node;
 } redlock_node_result;
 
 /* Why the guard did not count a master's YES vote. */
@@ -374,6 +379,24 @@ typedef struct redlock_master_stats {
   uint64_t latency_hist[REDLOCK_HIST_BUCKETS];   /* per answer, us */
 } redlock_master_stats;
 
+/* One node of a master: a plain master's only node, or a primary of a
+ * Redis Cluster master (each primary gets its share of the commands). */
+typedef struct redlock_node_stats {
+  const char *node;          /* "host:port" */
+  unsigned master;           /* its master's index in masters[] */
+  int up;
+  uint64_t commands;         /* lock commands written to it */
+  uint64_t replies;
+  uint64_t server_errors;
+  uint64_t timeouts;
+  uint64_t conn_failures;
+  uint64_t connects;
+  uint64_t guard_refusals;
+  uint64_t latency_sum_us;
+} redlock_node_stats;
+
+#define REDLOCK_MAX_NODES 256   /* nodes reported in redlock_stats */
+
 typedef struct redlock_stats {
   /* Acquisitions: every attempt, and how each ended. */
   uint64_t attempts, grants, taken, noquorum, expired;
@@ -385,7 +408,12 @@ typedef struct redlock_stats {
   uint64_t releases;          /* release calls completed */
   unsigned quorum;
   unsigned n_masters;
+  /* Per master: a cluster's are the sums of its primaries'. */
   redlock_master_stats masters[REDLOCK_MAX_SERVERS];
+  /* Every node in use (a master's only node, or each primary of a
+   * cluster that served or serves slots), at most REDLOCK_MAX_NODES. */
+  unsigned n_nodes;
+  redlock_node_stats nodes[REDLOCK_MAX_NODES];
 } redlock_stats;
 
 /* Copies the client's counters into *out. Errors: EINVAL. */

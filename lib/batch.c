@@ -32,14 +32,20 @@
  *  3. References: each attached lock is held by the batch (lock.c
  *     invariant 6); each request in flight holds the batch. A batch with
  *     no attached lock and no request goes back to the client's pool.
- *  4. Wire order: the batch reaches each master's connection before any
+ *  4. A cluster master gets one command per slot of the batch's keys (its
+ *     entries in the same order as everywhere: a subsequence of the
+ *     batch), to the primary that serves the slot; the reply of a slot's
+ *     command is its entries' votes, a failure counts against them only.
+ *  5. Wire order: the batch reaches each master's connection before any
  *     command the user issues after it for the same lock (the user's
  *     extend or release detaches the lock first; if the batch was already
  *     sent, the user's command queues behind it). */
 #include <string.h>
 
+#include "cluster.h"
 #include "lock.h"
 #include "node.h"
+#include "pure.h"
 #include "resp.h"
 
 struct redlock__batch {
@@ -58,6 +64,10 @@ struct redlock__batch {
   uint8_t yes[REDLOCK__BATCH_MAX];
   uint8_t no[REDLOCK__BATCH_MAX];
   uint8_t err[REDLOCK__BATCH_MAX];
+  /* Cluster masters: the entries in slot order; one command per slot
+   * (CROSSSLOT must never happen), to the primary serving it. */
+  uint16_t order[REDLOCK__BATCH_MAX];
+  uint16_t slot[REDLOCK__BATCH_MAX];
 };
 
 static redlock__batch *batch_get(redlock_client_t *c) {
@@ -136,7 +146,8 @@ static void fill_results(const redlock__batch *b, unsigned j,
   for (i = 0; i < c->n; i++) {
     redlock_vote_t v = (redlock_vote_t)b->votes[(size_t)j * c->n + i];
     memset(&res[i], 0, sizeof(res[i]));
-    res[i].server = c->nodes[i].uri.display;
+    res[i].server = c->displays[i];
+    res[i].node = c->nodes[i].uri.display;
     res[i].vote = v;
     res[i].error = v == REDLOCK_VOTE_ERR ? b->errs[i] : 0;
     res[i].errstr = res[i].error ? redlock_strerror(res[i].error) : "";
@@ -198,13 +209,26 @@ static void node_failed(redlock__batch *b, unsigned i, int error) {
       count(b, j, i, REDLOCK_VOTE_ERR);
 }
 
+/* Entry order[at + k] of a slot's command, k < len. */
+static void group_failed(redlock__batch *b, unsigned i, unsigned at,
+                         unsigned len, int error) {
+  unsigned k;
+  b->errs[i] = (uint16_t)error;
+  for (k = 0; k < len; k++)
+    if (b->lock[b->order[at + k]] != NULL)
+      count(b, b->order[at + k], i, REDLOCK_VOTE_ERR);
+}
+
 static void on_batch_reply(redlock__req *req, const redlock__reply *r,
                            int error, const char *errstr) {
   redlock__batch *b = req->owner;
   redlock_client_t *c = b->client;
   unsigned i = req->idx;
   redlock__ns now = r != NULL ? req->reply_ns : redlock__now_ns();
-  unsigned j;
+  int cl = c->clusters[i] != NULL;
+  unsigned at = cl ? req->tag >> 16 : 0;
+  unsigned len = cl ? req->tag & 0xffff : b->n;
+  unsigned k;
   (void)errstr;
   b->refs--;
   if (b->live == 0) {
@@ -213,16 +237,26 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
   }
   b->lat_us[i] = (uint32_t)((now - req->sent_ns) / REDLOCK__NS_PER_US);
   if (r == NULL) {
-    node_failed(b, i, error);
+    if (cl)
+      group_failed(b, i, at, len, error);
+    else
+      node_failed(b, i, error);
   } else if (r->type == REDLOCK__R_ERROR) {
     if (strncmp(r->str, "NOSCRIPT", 8) == 0)
       c->batch_eval |= (uint64_t)1 << i;   /* next batch: EVAL there */
-    node_failed(b, i, REDLOCK_ESERVER);
-  } else if (r->type != REDLOCK__R_ARRAY || r->elements != b->n) {
-    node_failed(b, i, REDLOCK_EPROTO);
+    if (cl)
+      group_failed(b, i, at, len, REDLOCK_ESERVER);
+    else
+      node_failed(b, i, REDLOCK_ESERVER);
+  } else if (r->type != REDLOCK__R_ARRAY || r->elements != len) {
+    if (cl)
+      group_failed(b, i, at, len, REDLOCK_EPROTO);
+    else
+      node_failed(b, i, REDLOCK_EPROTO);
   } else {
-    for (j = 0; j < b->n; j++) {
-      const redlock__reply *e = r->element[j];
+    for (k = 0; k < len; k++) {
+      const redlock__reply *e = r->element[k];
+      unsigned j = cl ? b->order[at + k] : k;
       redlock_lock_t *l = b->lock[j];
       if (l == NULL)
         continue;
@@ -232,7 +266,8 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
       } else if (e->integer < 1) {
         count(b, j, i, REDLOCK_VOTE_NO);
       } else if (c->restart_guard_ms == 0 &&
-                 !redlock__guard_has_record(&c->guard, i, b->ttl[j])) {
+                 !redlock__guard_has_record(&c->guard, req->node->index,
+                                            b->ttl[j])) {
         /* As round.c: a YES counts only where the master confirmed the
          * ttl record on this connection. */
         b->errs[i] = REDLOCK_ERESTARTED;
@@ -246,6 +281,81 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
 }
 
 /* ---- gathering and sending ----------------------------------------------- */
+
+/* The entries in slot order (insertion sort: stable, at most 256). */
+static void sort_by_slot(redlock__batch *b) {
+  unsigned j, k;
+  for (j = 0; j < b->n; j++) {
+    b->slot[j] = (uint16_t)redlock__key_slot(b->lock[j]->key,
+                                             b->lock[j]->keylen);
+    b->order[j] = (uint16_t)j;
+  }
+  for (j = 1; j < b->n; j++) {
+    uint16_t v = b->order[j];
+    for (k = j; k > 0 && b->slot[b->order[k - 1]] > b->slot[v]; k--)
+      b->order[k] = b->order[k - 1];
+    b->order[k] = v;
+  }
+}
+
+/* Cluster master i: one command per slot (invariant 4). */
+static void cluster_send(redlock__batch *b, unsigned i, int eval,
+                         int uniform) {
+  redlock_client_t *c = b->client;
+  const redlock__script *s = redlock__script_of(REDLOCK__CMD_BATCH_EXTEND);
+  const char *argv[3 + 3 * REDLOCK__BATCH_MAX];
+  size_t lens[3 + 3 * REDLOCK__BATCH_MAX];
+  char nums[REDLOCK__BATCH_MAX + 1][24];
+  unsigned at = 0, sent = 0;
+  while (at < b->n) {
+    unsigned len = 1, k;
+    int argc = 3, rc = REDLOCK_ENOMEM;
+    redlock__node *n;
+    redlock__req *req;
+    while (at + len < b->n &&
+           b->slot[b->order[at + len]] == b->slot[b->order[at]])
+      len++;
+    argv[0] = eval ? "EVAL" : "EVALSHA";
+    lens[0] = eval ? 4 : 7;
+    argv[1] = eval ? s->text : s->sha;
+    lens[1] = eval ? s->len : 40;
+    argv[2] = nums[REDLOCK__BATCH_MAX];
+    lens[2] = redlock__fmt_i64(nums[REDLOCK__BATCH_MAX], (int64_t)len);
+    for (k = 0; k < len; k++) {
+      redlock_lock_t *l = b->lock[b->order[at + k]];
+      argv[argc] = l->key;
+      lens[argc++] = l->keylen;
+    }
+    for (k = 0; k < len; k++) {
+      redlock_lock_t *l = b->lock[b->order[at + k]];
+      argv[argc] = l->token;
+      lens[argc++] = strlen(l->token);
+    }
+    for (k = 0; k < (uniform ? 1 : len); k++) {
+      argv[argc] = nums[k];
+      lens[argc++] = redlock__fmt_i64(nums[k], b->ttl[b->order[at + k]]);
+    }
+    n = redlock__cluster_route(c->clusters[i], b->slot[b->order[at]]);
+    req = redlock__node_req(n);
+    if (req != NULL) {
+      req->cb = on_batch_reply;
+      req->owner = b;
+      req->kind = (uint8_t)REDLOCK__CMD_BATCH_EXTEND;
+      req->tag = (uint32_t)(at << 16) | len;
+      req->flags = 0;
+      rc = redlock__node_submit(n, req, argc, argv, lens);
+    }
+    if (rc == 0) {
+      b->refs++;
+      sent++;
+    } else {
+      group_failed(b, i, at, len, rc == REDLOCK_ENOMEM ? rc : REDLOCK_EIO);
+    }
+    at += len;
+  }
+  if (sent > 0)
+    c->batch_eval &= ~((uint64_t)1 << i);
+}
 
 static void batch_send(redlock__batch *b) {
   redlock_client_t *c = b->client;
@@ -273,6 +383,11 @@ static void batch_send(redlock__batch *b) {
     batch_maybe_put(b);
     return;
   }
+  for (i = 0; i < c->n; i++)
+    if (c->clusters[i] != NULL) {
+      sort_by_slot(b);
+      break;
+    }
   argv[1] = s->sha;
   lens[1] = 40;
   argv[2] = nums[REDLOCK__BATCH_MAX];
@@ -298,11 +413,16 @@ static void batch_send(redlock__batch *b) {
   b->start = redlock__now_ns();
   for (i = 0; i < c->n; i++) {
     redlock__node *n = &c->nodes[i];
-    redlock__req *req = redlock__node_req(n);
+    redlock__req *req;
     int eval = (c->batch_eval >> i) & 1;
     int rc = REDLOCK_ENOMEM;
     b->errs[i] = 0;
     b->lat_us[i] = 0;
+    if (c->clusters[i] != NULL) {
+      cluster_send(b, i, eval, uniform);
+      continue;
+    }
+    req = redlock__node_req(n);
     if (req != NULL) {
       argv[0] = eval ? "EVAL" : "EVALSHA";
       lens[0] = eval ? 4 : 7;

@@ -74,8 +74,17 @@ static int copy_str(const char *s, char **out) {
 static void client_free_memory(redlock_client_t *c) {
   unsigned i;
   if (c->nodes != NULL)
-    for (i = 0; i < c->n; i++)
+    for (i = 0; i < c->n_nodes; i++)
       redlock__node_free(&c->nodes[i]);
+  for (i = 0; c->clusters != NULL && i < c->n; i++)
+    if (c->clusters[i] != NULL) {
+      redlock__cluster_free(c->clusters[i]);
+      redlock__free(c->clusters[i]);
+    }
+  for (i = 0; c->displays != NULL && i < c->n; i++)
+    redlock__free(c->displays[i]);
+  redlock__free(c->clusters);
+  redlock__free(c->displays);
   while (!redlock__queue_empty(&c->free_rounds)) {
     redlock__queue *q = c->free_rounds.next;
     redlock__queue_remove(q);
@@ -212,7 +221,7 @@ static void on_guard_warning(void *arg, unsigned idx, const char *msg) {
 static void on_recheck(uv_timer_t *t) {
   redlock_client_t *c = t->data;
   unsigned i;
-  for (i = 0; i < c->n; i++)
+  for (i = 0; i < c->n_nodes; i++)
     if (c->nodes[i].declared)
       redlock__node_recheck(&c->nodes[i]);
 }
@@ -230,6 +239,8 @@ static void on_node_state(redlock__node *n, redlock__node_event ev,
       return;
     case REDLOCK__NODE_EV_DOWN:
       redlock__guard_node_down(&c->guard, n->index);
+      if (n->cluster != NULL)
+        redlock__cluster_node_down(n->cluster, n);
       return;
     case REDLOCK__NODE_EV_CLOSED:
       c->nodes_open--;
@@ -244,11 +255,53 @@ static void on_node_state(redlock__node *n, redlock__node_event ev,
   }
 }
 
+/* Master i is a Redis Cluster: its first node (node slot i) starts at the
+ * first seed; its other node slots wait for the topology (lazy). Each gets
+ * the cluster URI's credentials and TLS. Nothing here fails but memory of
+ * the credentials' copies (then a node goes without them and AUTH fails:
+ * reported as any refused password). */
+static void init_cluster(redlock_client_t *c, unsigned i, redlock__uri *u,
+                         int declared, unsigned *next_slot) {
+  redlock__cluster *cl = c->clusters[i];
+  unsigned k;
+  char display[300];
+  int v6 = strchr(u->host, ':') != NULL;
+  cl->nodes = c->nodes;
+  cl->master = i;
+  cl->cap = REDLOCK__CLUSTER_NODES;
+  cl->slot_of[0] = i;
+  for (k = 1; k < cl->cap; k++) {
+    redlock__uri blank;
+    redlock__node *n;
+    memset(&blank, 0, sizeof(blank));
+    blank.tls = u->tls;
+    blank.username = u->username ? redlock__strdup(u->username) : NULL;
+    blank.password = u->password ? redlock__strdup(u->password) : NULL;
+    cl->slot_of[k] = *next_slot;
+    n = &c->nodes[*next_slot];
+    redlock__node_init(n, &c->env, *next_slot, &blank);
+    n->master = i;
+    n->cluster = cl;
+    n->lazy = 1;
+    n->declared = declared;
+    (*next_slot)++;
+  }
+  /* The first node's own display is its address (the master's is the
+   * cluster URI, in c->displays). */
+  snprintf(display, sizeof(display), "%s%s%s:%d", v6 ? "[" : "", u->host,
+           v6 ? "]" : "", u->port);
+  redlock__free(u->display);
+  u->display = redlock__strdup(display);
+  redlock__node_init(&c->nodes[i], &c->env, i, u);
+  c->nodes[i].cluster = cl;
+}
+
 int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
                        redlock_client_t **out) {
   redlock_client_t *c = NULL;
   redlock__uri *uris = NULL;
   size_t i;
+  unsigned next_slot;
   size_t parsed = 0;
   int rc;
 
@@ -273,6 +326,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
 
   /* Parse every address before creating any handle: a bad one leaves
    * nothing to close. */
+  c->n_nodes = c->n;
   uris = redlock__calloc(c->n, sizeof(*uris));
   if (uris == NULL)
     goto nomem;
@@ -284,10 +338,23 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       goto fail;
     }
     parsed++;
-    if (uris[i].kind != REDLOCK__URI_PLAIN) {
+    if (uris[i].kind == REDLOCK__URI_SENTINEL) {
       rc = redlock__fail(REDLOCK_EINVAL, "server %zu: %s: not supported "
                          "yet", i + 1, uris[i].display);
       goto fail;
+    }
+    if (uris[i].kind == REDLOCK__URI_CLUSTER) {
+      const char *open = cfg->key_prefix != NULL
+                             ? strchr(cfg->key_prefix, '{') : NULL;
+      if (open != NULL && strchr(open, '}') != NULL) {
+        rc = redlock__fail(REDLOCK_EINVAL,
+                           "server %zu: %s: the key prefix \"%s\" holds a "
+                           "hash tag: every lock would live in one slot of "
+                           "the cluster (put tags in the lock names)",
+                           i + 1, uris[i].display, cfg->key_prefix);
+        goto fail;
+      }
+      c->n_nodes += REDLOCK__CLUSTER_NODES - 1;
     }
   }
   for (i = 0; i < c->n; i++) {
@@ -314,14 +381,30 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       copy_str(cfg->password, &c->password))
     goto nomem;
   c->key_prefix_len = c->key_prefix ? strlen(c->key_prefix) : 0;
-  c->nodes = redlock__calloc(c->n, sizeof(*c->nodes));
+  c->nodes = redlock__calloc(c->n_nodes, sizeof(*c->nodes));
+  c->displays = redlock__calloc(c->n, sizeof(*c->displays));
+  c->clusters = redlock__calloc(c->n, sizeof(*c->clusters));
+  if (c->nodes == NULL || c->displays == NULL || c->clusters == NULL)
+    goto nomem;
+  for (i = 0; i < c->n; i++) {
+    c->displays[i] = redlock__strdup(uris[i].display);
+    if (c->displays[i] == NULL)
+      goto nomem;
+    if (uris[i].kind == REDLOCK__URI_CLUSTER) {
+      c->clusters[i] = redlock__calloc(1, sizeof(*c->clusters[i]));
+      if (c->clusters[i] == NULL ||
+          redlock__cluster_init(c->clusters[i], &uris[i], c->key_prefix,
+                                c->key_prefix_len) != 0)
+        goto nomem;
+    }
+  }
   c->idle = redlock__calloc(c->n, sizeof(*c->idle));
   c->warnings = redlock__calloc(c->n, sizeof(*c->warnings));
   if (make_key(c, MAXTTL_SUFFIX, &c->maxttl_key, &c->maxttl_keylen) != 0 ||
       make_key(c, CLOCK_SUFFIX, &c->clock_key, &c->clock_keylen) != 0 ||
       c->nodes == NULL || c->idle == NULL || c->warnings == NULL)
     goto nomem;
-  if (redlock__guard_init(&c->guard, c->nodes, c->n, c->quorum,
+  if (redlock__guard_init(&c->guard, c->nodes, c->n_nodes, c->n, c->quorum,
                           c->restart_guard_ms, c->maxttl_key,
                           c->maxttl_keylen) != 0)
     goto nomem;
@@ -352,6 +435,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->env.prng = &c->prng;
   c->env.on_state = on_node_state;
   c->env.arg = c;
+  c->env.topology = redlock__cluster_topology;
+  c->env.redirect = redlock__cluster_redirect;
   redlock__flusher_init(loop, &c->flusher);
   c->flusher.prepare.data = c;
   uv_timer_init(loop, &c->close_timer);
@@ -362,12 +447,17 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->handles_open = 4;
   c->wake.nodes = c->nodes;
   c->wake.n = c->n;
+  next_slot = c->n;
   for (i = 0; i < c->n; i++) {
     int declared = uris[i].durable || cfg->durable;
-    redlock__node_init(&c->nodes[i], &c->env, (unsigned)i, &uris[i]);
+    if (c->clusters[i] != NULL)
+      init_cluster(c, (unsigned)i, &uris[i], declared, &next_slot);
+    else
+      redlock__node_init(&c->nodes[i], &c->env, (unsigned)i, &uris[i]);
     c->nodes[i].declared = declared;
     c->declared |= declared;
-    c->idle[i].server = c->nodes[i].uri.display;
+    c->idle[i].server = c->displays[i];
+    c->idle[i].node = c->displays[i];
     c->idle[i].errstr = "";
     c->idle[i].holder = "";
     c->idle[i].pttl_ms = -2;
@@ -442,7 +532,7 @@ static void on_close_timer(uv_timer_t *t) {
   redlock__queue *q;
   unsigned i;
   c->close_stage = 1;
-  c->nodes_open = c->n;
+  c->nodes_open = c->n_nodes;
   uv_timer_stop(&c->recheck_timer);
   /* Abort every member. Memory is freed only in uv close callbacks, so
    * the list stays walkable while callbacks run. */
@@ -453,7 +543,7 @@ static void on_close_timer(uv_timer_t *t) {
   }
   redlock__guard_close(&c->guard);
   redlock__wake_close(&c->wake, on_wake_closed, c);
-  for (i = 0; i < c->n; i++)
+  for (i = 0; i < c->n_nodes; i++)
     redlock__node_close(&c->nodes[i]);
   client_maybe_finish(c);
 }
@@ -486,8 +576,13 @@ unsigned redlock_client_n_up(const redlock_client_t *c) {
   unsigned up = 0;
   if (c == NULL)
     return 0;
-  for (i = 0; i < c->n; i++)
-    up += c->nodes[i].state == REDLOCK__NODE_UP;
+  for (i = 0; i < c->n; i++) {
+    const redlock__cluster *cl = c->clusters[i];
+    unsigned k, any = c->nodes[i].state == REDLOCK__NODE_UP;
+    for (k = 1; cl != NULL && k < cl->cap && !any; k++)
+      any = c->nodes[cl->slot_of[k]].state == REDLOCK__NODE_UP;
+    up += any;
+  }
   return up;
 }
 

@@ -4,6 +4,7 @@
 
 #include <uv.h>
 
+#include "cluster.h"
 #include "common.h"
 #include "conn.h"
 #include "guard.h"
@@ -38,7 +39,13 @@ typedef struct redlock__lock_stats {
 
 struct redlock_client_s {
   uv_loop_t *loop;
-  unsigned n;
+  unsigned n;                  /* masters (of the quorum) */
+  unsigned n_nodes;            /* node slots: the n masters' first nodes
+                                  (node i is master i's), then the other
+                                  primaries of cluster masters */
+  char **displays;             /* n: each master as configured, without
+                                  password (results, messages) */
+  redlock__cluster **clusters; /* n: a cluster master's, else NULL */
   unsigned quorum;
   double drift_factor;
   int64_t command_timeout_ms;

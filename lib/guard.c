@@ -136,6 +136,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "guard.h"
 #include "scripts.h"
 
@@ -165,12 +166,13 @@ static void warn(redlock__guard *g, unsigned idx, const char *fmt, ...) {
 }
 
 int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
-                        unsigned quorum, int64_t mode_ms, const char *key,
-                        size_t keylen) {
+                        unsigned n_masters, unsigned quorum, int64_t mode_ms,
+                        const char *key, size_t keylen) {
   unsigned i;
   memset(g, 0, sizeof(*g));
   g->nodes = nodes;
   g->n = n;
+  g->n_masters = n_masters;
   g->quorum = quorum;
   g->mode_ms = mode_ms;
   g->key = key;
@@ -180,7 +182,8 @@ int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
   redlock__queue_init(&g->waiters);
   redlock__queue_init(&g->settle_waiters);
   g->gn = redlock__calloc(n, sizeof(*g->gn));
-  if (g->gn == NULL)
+  g->read_ok = redlock__calloc(n_masters, 1);
+  if (g->gn == NULL || g->read_ok == NULL)
     return REDLOCK_ENOMEM;
   for (i = 0; i < n; i++)
     redlock__queue_init(&g->gn[i].clock_waiters);
@@ -189,7 +192,9 @@ int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
 
 void redlock__guard_free(redlock__guard *g) {
   redlock__free(g->gn);
+  redlock__free(g->read_ok);
   g->gn = NULL;
+  g->read_ok = NULL;
 }
 
 static void request_read(redlock__guard *g) {
@@ -205,6 +210,8 @@ int redlock__guard_settled(const redlock__guard *g) {
   unsigned i;
   for (i = 0; i < g->n; i++) {
     const redlock__node *n = &g->nodes[i];
+    if (n->lazy)
+      continue;
     if (n->connects == 0 && n->state != REDLOCK__NODE_DOWN &&
         n->state != REDLOCK__NODE_CLOSED)
       return 0;
@@ -261,23 +268,50 @@ static int reading_ok(const redlock__node *n) {
   return n->clock.wall_us >= 0;
 }
 
+/* The node slots of master m (its first node, a cluster's others). */
+static unsigned master_nodes(const redlock__guard *g, unsigned m,
+                             const unsigned **out) {
+  const redlock__node *first = &g->nodes[m];
+  if (first->cluster != NULL) {
+    *out = first->cluster->slot_of;
+    return first->cluster->cap;
+  }
+  *out = NULL;
+  return 1;
+}
+
+static unsigned node_of(const unsigned *list, unsigned m, unsigned k) {
+  return list != NULL ? list[k] : m;
+}
+
+/* A node's clock against the others': its offset minus the median of the
+ * masters' offsets, each master's being the median of its nodes' (a
+ * cluster is one master however many primaries it has: the failure model
+ * counts masters, 2.). */
 int redlock__guard_skew(const redlock__guard *g, unsigned idx,
                         int64_t *skew, int64_t *unc) {
   int64_t v[REDLOCK_MAX_SERVERS];
+  int64_t w[REDLOCK__CLUSTER_NODES];
   int64_t med, umax = 0;
-  unsigned i, k = 0;
+  unsigned m, k = 0;
   const redlock__guard_node *me = &g->gn[idx];
   *skew = 0;
   *unc = 0;
   if (!me->have)
     return -1;
-  for (i = 0; i < g->n; i++) {
-    const redlock__guard_node *gn = &g->gn[i];
-    if (!gn->have || !gn->up)
-      continue;
-    v[k++] = gn->off_us;
-    if (gn->unc_us > umax)
-      umax = gn->unc_us;
+  for (m = 0; m < g->n_masters; m++) {
+    const unsigned *list;
+    unsigned cnt = master_nodes(g, m, &list), j, kw = 0;
+    for (j = 0; j < cnt; j++) {
+      const redlock__guard_node *gn = &g->gn[node_of(list, m, j)];
+      if (!gn->have || !gn->up)
+        continue;
+      w[kw++] = gn->off_us;
+      if (gn->unc_us > umax)
+        umax = gn->unc_us;
+    }
+    if (kw > 0)
+      v[k++] = kw == 1 ? w[0] : redlock__median_i64(w, kw);
   }
   if (k < g->quorum)
     return -1;   /* too few clocks to tell which are sound */
@@ -305,8 +339,8 @@ static void note(redlock__guard *g, unsigned idx, int64_t off, int64_t unc,
                  const char *how) {
   const redlock__script *s = redlock__script_of(REDLOCK__CMD_CLOCK_NOTE);
   redlock__node *node = &g->nodes[idx];
-  const char *argv[8];
-  size_t lens[8];
+  const char *argv[9];
+  size_t lens[9];
   char offs[24], uncs[24];
   redlock__req *req;
   redlock__guard_node *gn = &g->gn[idx];
@@ -325,8 +359,8 @@ static void note(redlock__guard *g, unsigned idx, int64_t off, int64_t unc,
   lens[1] = s->len;
   argv[2] = "1";
   lens[2] = 1;
-  argv[3] = g->clock_key;
-  lens[3] = g->clock_keylen;
+  argv[3] = node->rec_clock;
+  lens[3] = node->rec_clock_len;
   argv[4] = node->run_id;
   lens[4] = strlen(node->run_id);
   argv[5] = offs;
@@ -335,8 +369,10 @@ static void note(redlock__guard *g, unsigned idx, int64_t off, int64_t unc,
   lens[6] = redlock__fmt_i64(uncs, unc);
   argv[7] = how;
   lens[7] = 1;
-  req->flags = REDLOCK__REQ_INTERNAL;
-  (void)redlock__node_submit(node, req, 8, argv, lens);
+  argv[8] = node->replid;
+  lens[8] = strlen(node->replid);
+  req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
+  (void)redlock__node_submit(node, req, 9, argv, lens);
 }
 
 /* Master idx's clock stepped by `size` us (seen `how`) at `at`. */
@@ -464,12 +500,12 @@ void redlock__guard_wait_clock(redlock__guard *g, unsigned idx,
 static void config_warnings(redlock__guard *g, unsigned idx) {
   const redlock__node *me = &g->nodes[idx];
   unsigned i;
-  if (strcmp(me->role, "slave") == 0)
+  if (strcmp(me->role, "slave") == 0 && me->cluster == NULL)
     warn(g, idx, "%s is a replica (role:slave), not a master: it cannot "
          "take a lock; give the masters themselves", me->uri.display);
   for (i = 0; i < g->n; i++) {
     const redlock__node *o = &g->nodes[i];
-    if (i == idx || o->connects == 0)
+    if (i == idx || o->connects == 0 || o->master == me->master)
       continue;
     if (me->run_id[0] != '\0' && strcmp(me->run_id, o->run_id) == 0) {
       warn(g, idx, "%s and %s are the same Redis instance (run_id %.8s): "
@@ -486,13 +522,19 @@ static void config_warnings(redlock__guard *g, unsigned idx) {
 
 /* ---- node events ----------------------------------------------------------- */
 
+/* The clock record describes this instance: its run_id and replication
+ * id (a record without the latter, of an older client, does not). */
+static int record_is_mine(const redlock__node *node) {
+  return node->run_id[0] != '\0' && strcmp(node->rec_run, node->run_id) == 0 &&
+         strcmp(node->rec_rid, node->replid) == 0;
+}
+
 /* The start the clock record gives this instance (when a client first
  * saw it, in the master's time, as a validity-clock time), or 0 when the
  * record is not this instance's. */
 static redlock__ns record_start(const redlock__node *node) {
   int64_t ago_ms;
-  if (node->run_id[0] == '\0' || node->rec_seen_ms < 0 ||
-      strcmp(node->rec_run, node->run_id) != 0 || !reading_ok(node))
+  if (!record_is_mine(node) || node->rec_seen_ms < 0 || !reading_ok(node))
     return 0;
   ago_ms = node->clock.wall_us / 1000 - node->rec_seen_ms;
   if (ago_ms <= 0)
@@ -509,8 +551,7 @@ static void read_record(redlock__guard *g, unsigned idx) {
   const redlock__node *node = &g->nodes[idx];
   int64_t ago_ms;
   redlock__ns at;
-  if (node->run_id[0] != '\0' && strcmp(node->rec_run, node->run_id) == 0 &&
-      node->rec_off_us != INT64_MIN) {
+  if (record_is_mine(node) && node->rec_off_us != INT64_MIN) {
     gn->base = 1;
     gn->base_check = 1;
     gn->base_off_us = node->rec_off_us;
@@ -537,7 +578,7 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
   const redlock__node *node = &g->nodes[idx];
   redlock__ns now = node->up_ns;
   redlock__ns rec = record_start(node);
-  int same = node->run_id[0] != '\0' && strcmp(node->run_id, gn->run_id) == 0;
+  int same = node->ident[0] != '\0' && strcmp(node->ident, gn->run_id) == 0;
   gn->up = 1;
   gn->up_ns = now;
   gn->known_ms = node->maxttl_ms;
@@ -554,23 +595,23 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
     gn->warned[0] = '\0';
     gn->have = 0;   /* tracking starts over */
     gn->base = 0;   /* unless the record knows this instance */
-    if (gn->broke[0] != '\0' && strcmp(gn->broke, node->run_id) != 0) {
+    if (gn->broke[0] != '\0' && strcmp(gn->broke, node->ident) != 0) {
       /* Its predecessor broke the durability declaration: what this one
        * loaded may lack writes (6.). */
-      memcpy(gn->distrust, node->run_id, sizeof(gn->distrust));
+      memcpy(gn->distrust, node->ident, sizeof(gn->distrust));
       gn->broke[0] = '\0';
       warn(g, idx, "%s restarted after it broke its durability "
            "declaration: guarded for the longest ttl", node->uri.display);
     }
-    memcpy(gn->run_id, node->run_id, sizeof(gn->run_id));
+    memcpy(gn->run_id, node->ident, sizeof(gn->run_id));
   }
-  if (node->declared && node->run_id[0] != '\0') {
-    if (node->durable && strcmp(gn->distrust, node->run_id) != 0) {
+  if (node->declared && node->ident[0] != '\0') {
+    if (node->durable && strcmp(gn->distrust, node->ident) != 0) {
       /* Declared, and it shows appendonly + appendfsync always: this
        * instance loaded every key its predecessor acknowledged (6.). */
       clear(gn);
-    } else if (!node->durable && strcmp(gn->warned, node->run_id) != 0) {
-      memcpy(gn->warned, node->run_id, sizeof(gn->warned));
+    } else if (!node->durable && strcmp(gn->warned, node->ident) != 0) {
+      memcpy(gn->warned, node->ident, sizeof(gn->warned));
       warn(g, idx, "%s is declared durable but reports %s: guarded like "
            "an undeclared master", node->uri.display,
            node->aof_enabled != 1 ? "appendonly no"
@@ -600,13 +641,13 @@ void redlock__guard_node_down(redlock__guard *g, unsigned idx) {
 void redlock__guard_durable(redlock__guard *g, unsigned idx) {
   redlock__guard_node *gn = &g->gn[idx];
   const redlock__node *node = &g->nodes[idx];
-  if (!node->declared || node->durable || node->run_id[0] == '\0' ||
-      strcmp(gn->broke, node->run_id) == 0)
+  if (!node->declared || node->durable || node->ident[0] == '\0' ||
+      strcmp(gn->broke, node->ident) == 0)
     return;
   /* The declaration broke while connected (CONFIG SET at run time): this
    * instance keeps its keys in memory, but what a restart loads now lacks
    * writes. Guarded as undeclared, and its next instance too. */
-  memcpy(gn->broke, node->run_id, sizeof(gn->broke));
+  memcpy(gn->broke, node->ident, sizeof(gn->broke));
   if (is_cleared(gn))
     gn->cleared[0] = '\0';
   warn(g, idx, "%s is declared durable but now reports %s (changed at run "
@@ -626,7 +667,8 @@ static void finish_read(redlock__guard *g) {
   unsigned i;
   int valid;
   g->reading = 0;
-  valid = redlock__guard_read_valid(g->n, g->quorum, g->read_answered);
+  valid = redlock__guard_read_valid(g->n_masters, g->quorum,
+                                    g->read_answered);
   if (valid && g->read_max > g->window_ms)
     g->window_ms = g->read_max;
   for (i = 0; i < g->n; i++) {
@@ -662,10 +704,16 @@ static void on_read_reply(redlock__req *req, const redlock__reply *r,
     redlock__vote v;
     redlock__classify(REDLOCK__CMD_MAXTTL_GET, r, &v);
     if (v.vote == REDLOCK_VOTE_YES) {
-      g->read_answered++;
+      /* A master answered when one of its nodes did (a cluster keeps a
+       * copy of the record on every primary: a failover of one shard
+       * loses one copy, guard.c 5.). */
+      if (!g->read_ok[req->idx]) {
+        g->read_ok[req->idx] = 1;
+        g->read_answered++;
+      }
       if (v.value > g->read_max)
         g->read_max = v.value;
-      g->gn[req->idx].known_ms = v.value;
+      g->gn[req->node->index].known_ms = v.value;
     }
   }
   if (--g->read_left == 0)
@@ -681,18 +729,25 @@ static void guard_start_read(redlock__guard *g) {
   g->read_start = redlock__now_ns();
   g->read_left = g->n;
   g->read_answered = 0;
+  memset(g->read_ok, 0, g->n_masters);
   g->read_max = 0;
   g->read_gen++;
   argv[0] = "GET";
   lens[0] = 3;
-  argv[1] = g->key;
-  lens[1] = g->keylen;
   for (i = 0; i < g->n; i++) {
-    redlock__req *req = redlock__node_req(&g->nodes[i]);
+    redlock__req *req;
+    if (g->nodes[i].lazy) {
+      g->read_left--;
+      continue;
+    }
+    req = redlock__node_req(&g->nodes[i]);
+    argv[1] = g->nodes[i].rec_maxttl;
+    lens[1] = g->nodes[i].rec_maxttl_len;
     if (req != NULL) {
       req->cb = on_read_reply;
       req->owner = g;
       req->tag = g->read_gen;
+      req->flags = REDLOCK__REQ_HERE;
       if (redlock__node_submit(&g->nodes[i], req, 2, argv, lens) == 0)
         continue;
     }
@@ -910,21 +965,23 @@ void redlock__guard_unwait(redlock__guard_waiter *w) {
 
 int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms) {
   unsigned have = 0;
-  unsigned lack = 0;
-  unsigned i;
-  for (i = 0; i < g->n; i++) {
-    if (!g->gn[i].up)
-      continue;
-    if (g->gn[i].known_ms >= ttl_ms)
-      have++;
-    else
-      lack++;
+  unsigned m, i;
+  for (i = 0; i < g->n; i++)
+    if (g->gn[i].up && g->gn[i].known_ms < ttl_ms)
+      return 1;   /* a node that is up lacks it */
+  /* And when fewer than a quorum of masters are known to hold it
+   * (masters still connecting: the raise waits behind their handshakes),
+   * so that no ttl reaches any master before a quorum holds its record
+   * (5.). A master holds it when one of its nodes is up and every node
+   * up holds it. */
+  for (m = 0; m < g->n_masters; m++) {
+    const unsigned *list;
+    unsigned cnt = master_nodes(g, m, &list), j, up = 0;
+    for (j = 0; j < cnt; j++)
+      up += g->gn[node_of(list, m, j)].up;
+    have += up > 0;
   }
-  /* Raise where a master that is up lacks it; and when fewer than a
-   * quorum are known to hold it (masters still connecting: the raise
-   * waits behind their handshakes), so that no ttl reaches any master
-   * before a quorum holds its record (5.). */
-  return lack > 0 || have < g->quorum;
+  return have < g->quorum;
 }
 
 int redlock__guard_has_record(const redlock__guard *g, unsigned idx,
@@ -942,9 +999,9 @@ static void on_raise_reply(redlock__req *req, const redlock__reply *r,
     return;   /* the node went down: read again at its next handshake */
   redlock__classify(REDLOCK__CMD_MAXTTL_RAISE, r, &v);
   if (v.vote == REDLOCK_VOTE_YES)
-    redlock__guard_record(g, req->idx, v.value);
+    redlock__guard_record(g, req->node->index, v.value);
   else
-    redlock__guard_record_failed(g, req->idx);
+    redlock__guard_record_failed(g, req->node->index);
 }
 
 void redlock__guard_raise_async(redlock__guard *g, int64_t ttl_ms) {
@@ -959,8 +1016,6 @@ void redlock__guard_raise_async(redlock__guard *g, int64_t ttl_ms) {
   lens[1] = 40;
   argv[2] = "1";
   lens[2] = 1;
-  argv[3] = g->key;
-  lens[3] = g->keylen;
   argv[4] = num;
   lens[4] = redlock__fmt_i64(num, ttl_ms);
   for (i = 0; i < g->n; i++) {
@@ -970,8 +1025,11 @@ void redlock__guard_raise_async(redlock__guard *g, int64_t ttl_ms) {
     req = redlock__node_req(&g->nodes[i]);
     if (req == NULL)
       continue;
+    argv[3] = g->nodes[i].rec_maxttl;
+    lens[3] = g->nodes[i].rec_maxttl_len;
     req->cb = on_raise_reply;
     req->owner = g;
+    req->flags = REDLOCK__REQ_HERE;
     g->gn[i].known_ms = ttl_ms;   /* sent: do not send it again */
     (void)redlock__node_submit(&g->nodes[i], req, 5, argv, lens);
   }

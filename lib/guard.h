@@ -41,13 +41,17 @@ enum {
   GUARD_STEP_MARK             /* another client's mark */
 };
 
+/* An instance: "run_id/replication id" (node.h, ident). */
+#define REDLOCK__IDENT_LEN 84
+
 typedef struct redlock__guard_node {
-  char run_id[41];            /* instance seen at the last handshake */
-  char cleared[41];           /* instance whose votes count; "" none */
-  char broke[41];             /* a declared instance seen non-durable */
-  char distrust[41];          /* its successor: not cleared by the
-                                 declaration */
-  char warned[41];            /* instance warned about (declaration) */
+  char run_id[REDLOCK__IDENT_LEN];   /* instance seen at the last handshake */
+  char cleared[REDLOCK__IDENT_LEN];  /* instance whose votes count; "" none */
+  char broke[REDLOCK__IDENT_LEN];    /* a declared instance seen
+                                        non-durable */
+  char distrust[REDLOCK__IDENT_LEN]; /* its successor: not cleared by the
+                                        declaration */
+  char warned[REDLOCK__IDENT_LEN];   /* instance warned about (declaration) */
   redlock__ns start;          /* latest possible start of that instance */
   redlock__ns up_ns;          /* its last handshake */
   int64_t known_ms;           /* record of the longest ttl seen there */
@@ -81,8 +85,11 @@ typedef void (*redlock__guard_warn_fn)(void *arg, unsigned idx,
                                        const char *msg);
 
 typedef struct redlock__guard {
-  redlock__node *nodes;
-  unsigned n;
+  redlock__node *nodes;       /* every node slot of the client */
+  unsigned n;                 /* node slots */
+  unsigned n_masters;         /* masters (of the quorum): node i < n_masters
+                                 is master i's first node, every node
+                                 knows its master */
   unsigned quorum;
   int64_t mode_ms;            /* -1 off, 0 auto, > 0 fixed window */
   int clock_on;               /* clock checks (clock_tolerance_ms >= 0) */
@@ -98,8 +105,9 @@ typedef struct redlock__guard {
   int reading;                /* a read is in flight */
   int again;                  /* another must start when it ends */
   redlock__ns read_start;
-  unsigned read_left;         /* masters yet to answer or fail */
-  unsigned read_answered;
+  unsigned read_left;         /* nodes yet to answer or fail */
+  unsigned read_answered;     /* masters with an answer */
+  uint8_t *read_ok;           /* n_masters: that master answered */
   int64_t read_max;
   unsigned read_gen;
   redlock__queue waiters;     /* rounds with votes waiting for a read */
@@ -110,10 +118,11 @@ typedef struct redlock__guard {
   void *warn_arg;
 } redlock__guard;
 
-/* 0 or ENOMEM. key may be NULL unless mode_ms == 0. */
+/* 0 or ENOMEM. key may be NULL unless mode_ms == 0. The guard's indexes
+ * are node slots (nodes[0..n)); quorums count masters. */
 int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
-                        unsigned quorum, int64_t mode_ms, const char *key,
-                        size_t keylen);
+                        unsigned n_masters, unsigned quorum, int64_t mode_ms,
+                        const char *key, size_t keylen);
 void redlock__guard_free(redlock__guard *g);
 /* From the client's node events. */
 void redlock__guard_node_up(redlock__guard *g, unsigned idx);

@@ -50,6 +50,11 @@ static void lock_reap(redlock_lock_t *l) {
   if (l->token != l->tok_inline)
     redlock__free(l->token);
   redlock__free(l->fence_key);
+  redlock__free(l->fence_key_cl);
+  if (l->rw_names != NULL)
+    redlock__free(l->rw_names[0]);
+  redlock__free(l->rw_names);
+  redlock__free(l->rw_name_lens);
   redlock__free(l->waiters);
   redlock__free(l);
   redlock__client_leave(c);
@@ -68,14 +73,55 @@ int redlock__lock_token_room(redlock_lock_t *l, size_t len) {
 }
 
 int redlock__lock_fence_key(redlock_lock_t *l) {
+  size_t room = l->keylen + 16;
   if (l->fence_key != NULL)
     return 0;
   l->fence_key = redlock__malloc(l->keylen + 7);
-  if (l->fence_key == NULL)
+  l->fence_key_cl = redlock__malloc(room);
+  if (l->fence_key == NULL || l->fence_key_cl == NULL) {
+    redlock__free(l->fence_key);
+    redlock__free(l->fence_key_cl);
+    l->fence_key = NULL;
+    l->fence_key_cl = NULL;
     return REDLOCK_ENOMEM;
+  }
   memcpy(l->fence_key, l->key, l->keylen);
   memcpy(l->fence_key + l->keylen, ":fence", 7);
   l->fence_keylen = l->keylen + 6;
+  /* On a cluster master the counter shares the key's slot (slot.c): the
+   * same name for a key with a hash tag, "{key}:fence" otherwise. Each
+   * master keeps its own counter, so plain masters keep "<key>:fence". */
+  l->fence_key_cl_len = redlock__same_slot_name(l->key, l->keylen, ":fence",
+                                                l->fence_key_cl, room);
+  return 0;
+}
+
+int redlock__lock_rw_names(redlock_lock_t *l) {
+  size_t total = 0;
+  unsigned k;
+  char *p;
+  if (l->rw_names != NULL)
+    return 0;
+  for (k = 0; k < l->nkeys; k++)
+    total += l->keylens[k] + 4;
+  l->rw_names = redlock__calloc(l->nkeys, sizeof(*l->rw_names));
+  l->rw_name_lens = redlock__calloc(l->nkeys, sizeof(*l->rw_name_lens));
+  p = redlock__malloc(total);
+  if (l->rw_names == NULL || l->rw_name_lens == NULL || p == NULL) {
+    redlock__free(l->rw_names);
+    redlock__free(l->rw_name_lens);
+    redlock__free(p);
+    l->rw_names = NULL;
+    l->rw_name_lens = NULL;
+    return REDLOCK_ENOMEM;
+  }
+  for (k = 0; k < l->nkeys; k++) {
+    l->rw_names[k] = p;
+    memcpy(p, l->keys[k], l->keylens[k]);
+    memcpy(p + l->keylens[k], ":rw", 4);
+    l->rw_name_lens[k] = l->keylens[k] + 3;
+    p += l->keylens[k] + 4;
+  }
   return 0;
 }
 
@@ -211,13 +257,21 @@ static void send_where(redlock_lock_t *l, redlock__cmd cmd,
                        const redlock__round *r, redlock_vote_t skip,
                        unsigned flags) {
   redlock_client_t *c = l->client;
-  const char *argv[REDLOCK_MAX_RESOURCES + 8];
-  size_t lens[REDLOCK_MAX_RESOURCES + 8];
+  const char *argv[REDLOCK__ARGV_MAX];
+  size_t lens[REDLOCK__ARGV_MAX];
   char nums[3][24];
   int argc = redlock__lock_argv(l, cmd, l->ttl_ms, flags, argv, lens, nums);
   unsigned i;
   for (i = 0; i < c->n; i++) {
     redlock__req *req;
+    if (c->clusters[i] != NULL) {
+      /* A split vote's NO says nothing of the other slots' keys. */
+      if (r != NULL && r->res[i].vote == skip &&
+          (r->nparts == NULL || r->nparts[i] == 0))
+        continue;
+      redlock__round_cluster_send(l, i, cmd, l->ttl_ms, flags);
+      continue;
+    }
     if (r != NULL && r->res[i].vote == skip)
       continue;
     req = redlock__node_req(&c->nodes[i]);
@@ -884,6 +938,8 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   if (cb == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_inspect: callback is NULL");
+  if (redlock__lock_rw_names(l) != 0)
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   return side_round(l, REDLOCK__CMD_INSPECT, 0, cb, arg);
 }
 
@@ -903,6 +959,8 @@ int redlock_lock_force_release(redlock_lock_t *l, redlock_lock_cb cb,
     return redlock__fail(REDLOCK_EBUSY,
                          "redlock_lock_force_release: this handle holds the "
                          "lock: release it");
+  if (redlock__lock_rw_names(l) != 0)
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   return side_round(l, REDLOCK__CMD_FORCE_RELEASE, 0, cb, arg);
 }
 

@@ -56,7 +56,25 @@ struct redlock__round {
   uint32_t *pend_seq;           /* n: the clock reading it waits for */
   redlock__buf cmd_buf;         /* the command, encoded once for all */
   redlock__guard_waiter *cw;    /* n: waiting for that reading */
+  uint16_t *vnode;              /* n: the node whose reply is the vote */
+  /* Cluster masters: a command split over slots (multi-resource keys) or
+   * sent to every primary (the records) has parts; master i's are
+   * part[i * REDLOCK__MAX_PARTS ...], nparts[i] of them, left[i] not
+   * answered yet. Made on the first such round. */
+  struct redlock__part *part;
+  uint8_t *nparts;              /* n: 0 = one command (no parts) */
+  uint8_t *left;                /* n */
 };
+
+/* One part of a cluster master's vote. */
+#define REDLOCK__MAX_PARTS 128   /* 2 x REDLOCK_MAX_RESOURCES names */
+typedef struct redlock__part {
+  uint16_t node;                /* the node that answered (or has it) */
+  uint8_t state;                /* REDLOCK_VOTE_NONE (sent), YES, NO, ERR */
+  uint32_t seq;                 /* a YES: the clock reading after it */
+  uint64_t conn;                /* a YES: that node's teardowns then */
+  int64_t value;
+} redlock__part;
 
 typedef enum {
   REDLOCK__KIND_PLAIN = 0,
@@ -138,6 +156,12 @@ struct redlock_lock_s {
   char *fence_key;              /* key + ":fence", made by the first
                                    fenced acquisition, or NULL */
   size_t fence_keylen;
+  char *fence_key_cl;           /* its name on cluster masters (the key's
+                                   slot: slot.c), made with it */
+  size_t fence_key_cl_len;
+  char **rw_names;              /* nkeys: each key + ":rw" (inspect, force
+                                   release), made on first use */
+  size_t *rw_name_lens;
   int64_t ttl_ms;               /* the held lock's ttl (watchdog) */
   int64_t op_ttl_ms;            /* the ttl of the operation in flight */
   char *token;                  /* tok_inline, or a heap buffer of
@@ -233,8 +257,12 @@ unsigned redlock__stale_tokens(const redlock_lock_t *l,
                                const char **tokens);
 /* Room for a token of len bytes in l->token: 0 or ENOMEM. */
 int redlock__lock_token_room(redlock_lock_t *l, size_t len);
-/* Makes l->fence_key if needed: 0 or ENOMEM. */
+/* Makes l->fence_key (and its cluster name) if needed: 0 or ENOMEM. */
 int redlock__lock_fence_key(redlock_lock_t *l);
+/* Makes l->rw_names if needed: 0 or ENOMEM. */
+int redlock__lock_rw_names(redlock_lock_t *l);
+/* Room for any command's arguments (a force release of K keys names 2K). */
+#define REDLOCK__ARGV_MAX (2 * REDLOCK_MAX_RESOURCES + 8)
 /* Validity deadline of a round of `ttl_ms` that started at `start`. */
 redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
                                    redlock__ns start, int64_t ttl_ms);
@@ -266,6 +294,10 @@ redlock__round *redlock__round_get(redlock_client_t *c);
 /* Sends cmd to every master (only where only_yes voted YES, if given). */
 void redlock__round_send(redlock__round *r, const redlock__round *only_yes);
 void redlock__round_detach(redlock__round *r);
+/* Fire and forget to cluster master i (routed, split over slots). */
+void redlock__round_cluster_send(redlock_lock_t *l, unsigned i,
+                                 redlock__cmd cmd, int64_t ttl_ms,
+                                 unsigned flags);
 /* The round decides nothing more (its late replies are only consumed). */
 void redlock__round_stop(redlock__round *r);
 /* Encodes the command of `cmd` for lock l: EVALSHA, or EVAL with
@@ -283,6 +315,22 @@ void redlock__round_stop(redlock__round *r);
 int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
                        int64_t ttl_ms, unsigned flags, const char **argv,
                        size_t *lens, char nums[3][24]);
+/* The same for a cluster master's part (cluster.c routes it): names are
+ * the part's keys (multi-resource keys of one slot; a force release's
+ * keys and read-write hashes of one slot), rec the node's record key
+ * (MAXTTL commands). The fencing counter is the key's same-slot name,
+ * an inspect reads the read-write hash only when it shares the slot. */
+typedef struct redlock__argv_sub {
+  const char *const *names;
+  const size_t *name_lens;
+  unsigned n_names;
+  const char *rec;
+  size_t rec_len;
+} redlock__argv_sub;
+int redlock__lock_argv_sub(const redlock_lock_t *l, redlock__cmd cmd,
+                           int64_t ttl_ms, unsigned flags,
+                           const redlock__argv_sub *sub, const char **argv,
+                           size_t *lens, char nums[3][24]);
 
 /* ---- acquire.c ----------------------------------------------------------- */
 /* The next attempt (first, or from the retry timer). */

@@ -61,6 +61,7 @@
 #include <string.h>
 
 #include "node.h"
+#include "pure.h"
 
 #define REDLOCK__TRY_NOW_MS 50   /* invariant 6 */
 
@@ -74,7 +75,11 @@ enum {
   HS_MAXTTL,
   HS_REPL,
   HS_TIME,
-  HS_CLOCKREC
+  HS_CLOCKREC,
+  HS_MYID,      /* cluster nodes: CLUSTER MYID, then */
+  HS_SHARDS,    /* CLUSTER SHARDS (Redis 7.0), or */
+  HS_SLOTS,     /* CLUSTER SLOTS (older) */
+  HS_IDCHECK    /* INFO replication while connected (not a handshake) */
 };
 
 static void node_connect(redlock__node *n);
@@ -82,6 +87,9 @@ static void node_schedule_reconnect(redlock__node *n);
 static void node_arm_deadline(redlock__node *n);
 static void node_finish_close(redlock__node *n);
 static void on_deadline(uv_timer_t *t);
+static int node_send_handshake_rest(redlock__node *n);
+static int hs_send(redlock__node *n, int kind, int argc,
+                   const char *const *argv, const size_t *lens);
 
 /* A name resolution in flight. Allocated apart from the node: a node that
  * gives up on it (connect deadline, close) lets go of it, and the late
@@ -124,7 +132,10 @@ redlock__req *redlock__node_req(redlock__node *n) {
   req->cb = NULL;
   req->owner = NULL;
   req->tag = 0;
-  req->idx = (uint16_t)n->index;
+  req->idx = (uint16_t)n->master;
+  req->node = n;
+  req->hops = 0;
+  req->until_ns = 0;
   req->flags = 0;
   req->kind = 0;
   req->sent_ns = 0;
@@ -435,7 +446,9 @@ static int node_write(redlock__node *n, redlock__req *req, const cmd_src *c,
            ? redlock__conn_send_raw(&n->conn, c->raw, c->raw_len)
            : redlock__conn_send(&n->conn, c->argc, c->argv, c->lens)) != 0)
     return REDLOCK_ENOMEM;
-  req->deadline_ns = deadline;
+  req->deadline_ns =
+      req->until_ns != 0 && req->until_ns < deadline ? req->until_ns
+                                                     : deadline;
   req->flush_gen = n->flushes;   /* it goes out with the next flush */
   redlock__queue_insert_tail(&n->pending, &req->q);
   n->n_pending++;
@@ -456,9 +469,14 @@ static int node_submit(redlock__node *n, redlock__req *req,
                        const cmd_src *c) {
   redlock__node_env *env = n->env;
   int rc = 0;
-  req->sent_ns = redlock__now_ns();
-  if ((req->flags & REDLOCK__REQ_REDELIVER) && req_copy_cmd(req, c) != 0)
-    req->flags &= (uint8_t)~REDLOCK__REQ_REDELIVER;
+  if (req->sent_ns == 0)
+    req->sent_ns = redlock__now_ns();   /* a redirection keeps the first */
+  if ((req->flags & REDLOCK__REQ_REDELIVER) ||
+      (n->cluster != NULL && !(req->flags & REDLOCK__REQ_HERE))) {
+    /* Kept for a resend after a reconnect, or for a redirection. */
+    if (req->cmd == NULL && req_copy_cmd(req, c) != 0)
+      req->flags &= (uint8_t)~REDLOCK__REQ_REDELIVER;
+  }
   switch (n->state) {
     case REDLOCK__NODE_UP:
       rc = node_write(n, req, c,
@@ -656,19 +674,23 @@ static int64_t record_num(const redlock__reply *e, int64_t absent) {
   return neg ? -v : v;
 }
 
-/* HMGET <clock key> run seen off unc step. */
+/* HMGET <clock key> run seen off unc step rid. */
 static void parse_clock_record(redlock__node *n, const redlock__reply *r) {
-  const redlock__reply *run;
+  const redlock__reply *run, *rid;
   n->rec_run[0] = '\0';
+  n->rec_rid[0] = '\0';
   n->rec_seen_ms = -1;
   n->rec_off_us = INT64_MIN;
   n->rec_unc_us = 0;
   n->rec_step_ms = -1;
-  if (r->type != REDLOCK__R_ARRAY || r->elements != 5)
+  if (r->type != REDLOCK__R_ARRAY || r->elements != 6)
     return;
   run = r->element[0];
   if (run != NULL && run->type == REDLOCK__R_STRING && run->len <= 40)
     memcpy(n->rec_run, run->str, run->len + 1);
+  rid = r->element[5];
+  if (rid != NULL && rid->type == REDLOCK__R_STRING && rid->len <= 40)
+    memcpy(n->rec_rid, rid->str, rid->len + 1);
   n->rec_seen_ms = record_num(r->element[1], -1);
   n->rec_off_us = record_num(r->element[2], INT64_MIN);
   n->rec_unc_us = record_num(r->element[3], 0);
@@ -690,6 +712,15 @@ static void node_up(redlock__node *n) {
   n->state = REDLOCK__NODE_UP;
   n->up_ns = now;
   n->connects++;
+  /* The instance: a replica promoted, or a master that was a replica
+   * meanwhile (its data came from another), has another replication id
+   * under the same run_id. */
+  if (n->run_id[0] == '\0')
+    n->ident[0] = '\0';
+  else if (n->replid[0] == '\0')
+    redlock__strlcpy(n->ident, n->run_id, sizeof(n->ident));
+  else
+    snprintf(n->ident, sizeof(n->ident), "%s/%s", n->run_id, n->replid);
   n->refused = 0;
   n->hung = 0;
   n->errstr[0] = '\0';
@@ -727,7 +758,8 @@ static void node_up(redlock__node *n) {
     redlock__queue *q = n->waiting.next;
     redlock__req *req = REDLOCK__CONTAINER_OF(q, redlock__req, q);
     redlock__queue_remove(q);
-    req->deadline_ns = deadline;
+    req->deadline_ns = req->until_ns != 0 && req->until_ns < deadline
+                           ? req->until_ns : deadline;
     req->flush_gen = n->flushes;   /* goes out with the next flush */
     redlock__queue_insert_tail(&n->pending, q);
     n->n_pending++;
@@ -766,11 +798,20 @@ static const char *hs_step_name(int kind) {
       return "TIME";
     case HS_CLOCKREC:
       return "HMGET";
+    case HS_MYID:
+      return "CLUSTER MYID";
+    case HS_SHARDS:
+      return "CLUSTER SHARDS";
+    case HS_SLOTS:
+      return "CLUSTER SLOTS";
+    case HS_IDCHECK:
+      return "INFO replication";
   }
   return "handshake";
 }
 
 static void on_hs_failed(uv_timer_t *t);
+static void on_reconnect(uv_timer_t *t);
 
 static void on_hs_reply(redlock__req *req, const redlock__reply *r,
                         int error, const char *errstr) {
@@ -807,6 +848,13 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
     }
     if (req->kind == HS_REPL || req->kind == HS_CLOCKREC)
       goto next;   /* refused (ACL): unknown */
+    if (req->kind == HS_SHARDS) {
+      /* Before Redis 7.0: CLUSTER SLOTS says the same. */
+      const char *argv[2] = {"CLUSTER", "SLOTS"};
+      const size_t lens[2] = {7, 5};
+      if (hs_send(n, HS_SLOTS, 2, argv, lens) == 0)
+        goto next;
+    }
     if (req->kind == HS_TIME) {
       /* TIME refused (ACL): the clock cannot be checked (guard.c says
        * so in every refused vote). */
@@ -860,6 +908,32 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
     case HS_CLOCKREC:
       parse_clock_record(n, r);
       break;
+    case HS_MYID:
+      if (r->type == REDLOCK__R_STRING && r->len <= 40)
+        memcpy(n->myid, r->str, r->len + 1);
+      break;
+    case HS_SHARDS:
+    case HS_SLOTS:
+      switch (n->env->topology != NULL
+                  ? n->env->topology(n, r, req->kind == HS_SLOTS)
+                  : REDLOCK__TOPO_FAIL) {
+        case REDLOCK__TOPO_SERVE:
+          n->hs_topology = 0;
+          if (node_send_handshake_rest(n) != 0) {
+            redlock__conn_close(&n->conn);
+            node_set_errstr(n, "out of memory");
+            uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
+            return;
+          }
+          break;
+        case REDLOCK__TOPO_MOVED:
+          return;   /* repointed (or idled): this handshake is over */
+        case REDLOCK__TOPO_FAIL:
+          redlock__conn_close(&n->conn);
+          uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
+          return;
+      }
+      break;
     default:
       break;
   }
@@ -896,16 +970,19 @@ static int hs_send(redlock__node *n, int kind, int argc,
   return 0;
 }
 
-/* Writes the handshake (invariant 1). 0, or ENOMEM. */
+/* Writes the handshake (invariant 1). 0, or ENOMEM. A cluster node's
+ * begins with its topology (CLUSTER MYID and CLUSTER SHARDS): the rest
+ * follows once the cluster layer knows the node serves slots (its record
+ * keys are tagged to one of them). */
 static int node_send_handshake(redlock__node *n) {
   redlock__node_env *env = n->env;
   const char *user = n->uri.username ? n->uri.username : env->username;
   const char *pass = n->uri.password ? n->uri.password : env->password;
-  const char *argv[7];
-  size_t lens[7];
+  const char *argv[3];
+  size_t lens[3];
   char db[24];
-  unsigned i;
   n->hs_left = 0;
+  n->hs_topology = 0;
   n->run_id[0] = '\0';
   n->uptime_s = -1;
   n->maxttl_ms = 0;
@@ -915,6 +992,7 @@ static int node_send_handshake(redlock__node *n) {
   n->clock.wall_us = -1;
   n->clock_refused = 0;
   n->rec_run[0] = '\0';
+  n->rec_rid[0] = '\0';
   n->rec_seen_ms = -1;
   n->rec_off_us = INT64_MIN;
   n->rec_unc_us = 0;
@@ -923,6 +1001,7 @@ static int node_send_handshake(redlock__node *n) {
   n->replid[0] = '\0';
   n->master_host[0] = '\0';
   n->master_port = 0;
+  n->id_checks = 0;
   if (pass != NULL) {
     int argc = 0;
     argv[argc] = "AUTH";
@@ -936,6 +1015,18 @@ static int node_send_handshake(redlock__node *n) {
     if (hs_send(n, HS_AUTH, argc, argv, lens) != 0)
       return REDLOCK_ENOMEM;
   }
+  if (n->cluster != NULL) {
+    argv[0] = "CLUSTER";
+    lens[0] = 7;
+    argv[1] = "MYID";
+    lens[1] = 4;
+    if (hs_send(n, HS_MYID, 2, argv, lens) != 0)
+      return REDLOCK_ENOMEM;
+    argv[1] = "SHARDS";
+    lens[1] = 6;
+    n->hs_topology = 1;
+    return hs_send(n, HS_SHARDS, 2, argv, lens);
+  }
   if (n->uri.db != 0) {
     argv[0] = "SELECT";
     lens[0] = 6;
@@ -944,6 +1035,15 @@ static int node_send_handshake(redlock__node *n) {
     if (hs_send(n, HS_SELECT, 2, argv, lens) != 0)
       return REDLOCK_ENOMEM;
   }
+  return node_send_handshake_rest(n);
+}
+
+/* The handshake after the topology: scripts, INFO, the records, TIME. */
+static int node_send_handshake_rest(redlock__node *n) {
+  redlock__node_env *env = n->env;
+  const char *argv[8];
+  size_t lens[8];
+  unsigned i;
   for (i = 0; i < env->n_scripts; i++) {
     argv[0] = "SCRIPT";
     lens[0] = 6;
@@ -984,16 +1084,16 @@ static int node_send_handshake(redlock__node *n) {
   if (env->maxttl_key != NULL) {
     argv[0] = "GET";
     lens[0] = 3;
-    argv[1] = env->maxttl_key;
-    lens[1] = env->maxttl_keylen;
+    argv[1] = n->rec_maxttl;
+    lens[1] = n->rec_maxttl_len;
     if (hs_send(n, HS_MAXTTL, 2, argv, lens) != 0)
       return REDLOCK_ENOMEM;
   }
   if (env->clock_key != NULL) {
     argv[0] = "HMGET";
     lens[0] = 5;
-    argv[1] = env->clock_key;
-    lens[1] = env->clock_keylen;
+    argv[1] = n->rec_clock;
+    lens[1] = n->rec_clock_len;
     argv[2] = "run";
     lens[2] = 3;
     argv[3] = "seen";
@@ -1004,7 +1104,9 @@ static int node_send_handshake(redlock__node *n) {
     lens[5] = 3;
     argv[6] = "step";
     lens[6] = 4;
-    if (hs_send(n, HS_CLOCKREC, 7, argv, lens) != 0)
+    argv[7] = "rid";
+    lens[7] = 3;
+    if (hs_send(n, HS_CLOCKREC, 8, argv, lens) != 0)
       return REDLOCK_ENOMEM;
   }
   /* Last: the reading closest to the end of the handshake. */
@@ -1066,6 +1168,249 @@ void redlock__node_recheck(redlock__node *n) {
   n->rechecking = 1;
 }
 
+/* ---- identity, repointing, redirections (clusters, sentinels) ---------- */
+
+static void on_idcheck_reply(redlock__req *req, const redlock__reply *r,
+                             int error, const char *errstr) {
+  redlock__node *n = req->owner;
+  char role[16], replid[41], why[200];
+  (void)error;
+  (void)errstr;
+  if (n->id_checks > 0)
+    n->id_checks--;
+  if (r == NULL || r->type != REDLOCK__R_STRING || req->tag != n->connects ||
+      n->state != REDLOCK__NODE_UP)
+    return;   /* failed (the next handshake reads it), or refused (ACL) */
+  info_field(r->str, "role", role, sizeof(role));
+  info_field(r->str, "master_replid", replid, sizeof(replid));
+  if (strcmp(role, n->role) == 0 && strcmp(replid, n->replid) == 0)
+    return;
+  /* Another instance behind the same connection: demoted, resynced from
+   * another master, promoted. The next handshake meets it as new. */
+  snprintf(why, sizeof(why), "replication changed while connected (role "
+           "%s -> %s, replication id %.8s -> %.8s): a failover or a resync",
+           n->role[0] ? n->role : "?", role[0] ? role : "?",
+           n->replid[0] ? n->replid : "?", replid[0] ? replid : "?");
+  node_teardown(n, REDLOCK_EIO, why, 0);
+}
+
+void redlock__node_check_identity(redlock__node *n) {
+  static const char *const argv[2] = {"INFO", "replication"};
+  static const size_t lens[2] = {4, 11};
+  redlock__req *req;
+  if (n->state != REDLOCK__NODE_UP || n->closing || n->id_checks > 0)
+    return;
+  req = redlock__node_req(n);
+  if (req == NULL)
+    return;
+  req->cb = on_idcheck_reply;
+  req->owner = n;
+  req->kind = HS_IDCHECK;
+  req->tag = (uint32_t)n->connects;   /* this connection's */
+  req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
+  if (redlock__node_submit(n, req, 2, argv, lens) == 0)
+    n->id_checks++;
+}
+
+int redlock__node_repoint(redlock__node *n, const char *host, int port,
+                          const char *why) {
+  redlock__queue pending;
+  char *h = redlock__strdup(host);
+  char display[300];
+  char *d;
+  int v6 = strchr(host, ':') != NULL;
+  if (h == NULL)
+    return REDLOCK_ENOMEM;
+  snprintf(display, sizeof(display), "%s%s%s:%d", v6 ? "[" : "", host,
+           v6 ? "]" : "", port);
+  d = redlock__strdup(display);
+  if (d == NULL) {
+    redlock__free(h);
+    return REDLOCK_ENOMEM;
+  }
+  /* What was written is lost with this connection; what waits for the
+   * handshake goes to the new address. */
+  redlock__queue_init(&pending);
+  redlock__conn_close(&n->conn);
+  node_drop_gai(n);
+  uv_timer_stop(&n->deadline_timer);
+  n->deadline_armed = 0;
+  uv_timer_stop(&n->conn_timer);
+  while (!redlock__queue_empty(&n->pending)) {
+    redlock__queue *q = n->pending.next;
+    redlock__queue_remove(q);
+    redlock__queue_insert_tail(&pending, q);
+  }
+  n->n_pending = 0;
+  n->hs_left = 0;
+  n->clock_due = 0;
+  n->rechecking = 0;
+  n->id_checks = 0;
+  n->teardowns++;
+  n->failures = 0;
+  n->refused = 0;
+  n->hung = 0;
+  n->lazy = 0;
+  n->myid[0] = '\0';
+  redlock__free(n->uri.host);
+  n->uri.host = h;
+  n->uri.port = port;
+  redlock__free(n->uri.display);
+  n->uri.display = d;
+  memset(&n->addr, 0, sizeof(n->addr));
+  node_set_errstr(n, why);
+  if (n->state == REDLOCK__NODE_UP) {
+    n->state = REDLOCK__NODE_DOWN;
+    if (n->env->on_state != NULL && !n->closing)
+      n->env->on_state(n, REDLOCK__NODE_EV_DOWN, n->env->arg);
+  }
+  n->state = REDLOCK__NODE_DOWN;
+  fail_list(n, &pending, REDLOCK_EIO, why);
+  if (n->state == REDLOCK__NODE_DOWN && !n->closing) {
+    /* Connect from a timer: this may run inside the old connection's
+     * reply callback. Requests submitted meanwhile wait for it. */
+    n->state = REDLOCK__NODE_RESOLVING;
+    uv_timer_start(&n->conn_timer, on_reconnect, 0, 0);
+  }
+  return 0;
+}
+
+void redlock__node_idle(redlock__node *n, const char *why) {
+  redlock__queue pending, waiting;
+  redlock__queue_init(&pending);
+  redlock__queue_init(&waiting);
+  redlock__conn_close(&n->conn);
+  node_drop_gai(n);
+  uv_timer_stop(&n->deadline_timer);
+  n->deadline_armed = 0;
+  uv_timer_stop(&n->conn_timer);
+  while (!redlock__queue_empty(&n->pending)) {
+    redlock__queue *q = n->pending.next;
+    redlock__queue_remove(q);
+    redlock__queue_insert_tail(&pending, q);
+  }
+  while (!redlock__queue_empty(&n->waiting)) {
+    redlock__queue *q = n->waiting.next;
+    redlock__queue_remove(q);
+    redlock__queue_insert_tail(&waiting, q);
+  }
+  redlock__buf_reset(&n->wait_buf);
+  n->n_pending = 0;
+  n->hs_left = 0;
+  n->clock_due = 0;
+  n->rechecking = 0;
+  n->id_checks = 0;
+  n->teardowns++;
+  n->myid[0] = '\0';
+  node_set_errstr(n, why);
+  if (n->state == REDLOCK__NODE_UP && n->env->on_state != NULL &&
+      !n->closing) {
+    n->state = REDLOCK__NODE_DOWN;
+    n->env->on_state(n, REDLOCK__NODE_EV_DOWN, n->env->arg);
+  }
+  n->state = REDLOCK__NODE_DOWN;
+  fail_list(n, &pending, REDLOCK_EIO, why);
+  fail_list(n, &waiting, REDLOCK_EIO, why);
+}
+
+int redlock__node_set_address(redlock__node *n, const char *host, int port) {
+  char *h;
+  if (n->state != REDLOCK__NODE_DOWN)
+    return REDLOCK_EBUSY;
+  h = redlock__strdup(host);
+  if (h == NULL)
+    return REDLOCK_ENOMEM;
+  redlock__free(n->uri.host);
+  n->uri.host = h;
+  n->uri.port = port;
+  memset(&n->addr, 0, sizeof(n->addr));
+  return 0;
+}
+
+int redlock__node_resend(redlock__node *to, redlock__req *req, int asking) {
+  static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
+  redlock__req *nr;
+  cmd_src c = {0, NULL, NULL, NULL, 0};
+  int rc;
+  redlock__ns until = req->until_ns != 0 ? req->until_ns : req->deadline_ns;
+  if (req->cmd == NULL)
+    return REDLOCK_ENOMEM;   /* not kept: cannot be sent again */
+  if (until != 0 && until <= redlock__now_ns())
+    return REDLOCK_ETIMEDOUT;   /* no time left for another node */
+  nr = redlock__node_req(to);
+  if (nr == NULL)
+    return REDLOCK_ENOMEM;
+  nr->cb = req->cb;
+  nr->owner = req->owner;
+  nr->tag = req->tag;
+  nr->idx = req->idx;
+  nr->kind = req->kind;
+  nr->flags = req->flags & (uint8_t)~REDLOCK__REQ_ASKING;
+  nr->hops = (uint8_t)(req->hops + 1);
+  nr->sent_ns = req->sent_ns;
+  nr->until_ns = until;
+  /* The command's bytes move to the new request. */
+  nr->cmd = req->cmd == req->cmd_inline ? nr->cmd_inline : req->cmd;
+  if (req->cmd == req->cmd_inline)
+    memcpy(nr->cmd_inline, req->cmd_inline, req->cmd_len);
+  nr->cmd_len = req->cmd_len;
+  req->cmd = NULL;
+  c.raw = nr->cmd;
+  c.raw_len = nr->cmd_len;
+  if (asking) {
+    /* ASKING, then the command, back to back on the target's connection
+     * (or both behind its handshake). */
+    redlock__req *ar = redlock__node_req(to);
+    cmd_src a = {0, NULL, NULL, asking_cmd, sizeof(asking_cmd) - 1};
+    if (ar == NULL) {
+      req_put(to->env, nr);
+      return REDLOCK_ENOMEM;
+    }
+    ar->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
+    ar->until_ns = nr->until_ns;
+    rc = node_submit(to, ar, &a);
+    if (rc != 0) {
+      req_put(to->env, nr);
+      return rc;
+    }
+    nr->flags |= REDLOCK__REQ_ASKING;
+  }
+  return node_submit(to, nr, &c);
+}
+
+int redlock__node_set_tag(redlock__node *n, const char *prefix,
+                          size_t prefix_len, unsigned slot) {
+  static const char maxttl[] = "__redlock__:maxttl";
+  static const char clock[] = "__redlock__:clock";
+  char tag[8];
+  size_t tl = redlock__slot_tag(slot, tag);
+  size_t a = prefix_len + tl + 2 + sizeof(maxttl) - 1;
+  size_t b = prefix_len + tl + 2 + sizeof(clock) - 1;
+  char *keys = redlock__malloc(a + 1 + b + 1);
+  char *p;
+  if (keys == NULL)
+    return REDLOCK_ENOMEM;
+  p = keys;
+  memcpy(p, prefix, prefix_len);
+  p += prefix_len;
+  *p++ = '{';
+  memcpy(p, tag, tl);
+  p += tl;
+  *p++ = '}';
+  memcpy(p, maxttl, sizeof(maxttl));
+  p = keys + a + 1;
+  memcpy(p, keys, prefix_len + tl + 2);
+  memcpy(p + prefix_len + tl + 2, clock, sizeof(clock));
+  redlock__free(n->own_keys);
+  n->own_keys = keys;
+  n->rec_maxttl = keys;
+  n->rec_maxttl_len = a;
+  n->rec_clock = keys + a + 1;
+  n->rec_clock_len = b;
+  n->tag_slot = slot;
+  return 0;
+}
+
 /* ---- connection events --------------------------------------------------- */
 
 static void on_conn_connected(redlock__conn *c) {
@@ -1091,6 +1436,24 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   n->n_pending--;
   n->answered++;
   req->reply_ns = redlock__now_ns();
+  if (n->cluster != NULL && r->type == REDLOCK__R_ERROR &&
+      req->cb != on_hs_reply && n->env->redirect != NULL &&
+      (strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0)) {
+    /* A Redis Cluster moved the slot (MOVED) or is moving it (ASK): the
+     * cluster layer may send the command where the slot is now, with the
+     * same callback. Not an answer of this master: no statistics. */
+    uint64_t td = n->teardowns;
+    int taken = n->env->redirect(n, req, r);
+    if (taken) {
+      req_put(n->env, req);
+      if (n->teardowns != td || n->conn.state != REDLOCK__CONN_OPEN)
+        return;
+      node_arm_deadline(n);
+      if (n->closing && n->n_pending == 0 && n->state == REDLOCK__NODE_UP)
+        node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
+      return;
+    }
+  }
   if (req->cb != on_hs_reply && !(req->flags & REDLOCK__REQ_INTERNAL)) {
     uint64_t us = (req->reply_ns - req->sent_ns) / REDLOCK__NS_PER_US;
     n->st.replies++;
@@ -1294,6 +1657,11 @@ void redlock__node_init(redlock__node *n, redlock__node_env *env,
   memset(n, 0, sizeof(*n));
   n->env = env;
   n->index = idx;
+  n->master = idx;
+  n->rec_maxttl = env->maxttl_key;
+  n->rec_maxttl_len = env->maxttl_keylen;
+  n->rec_clock = env->clock_key;
+  n->rec_clock_len = env->clock_keylen;
   n->state = REDLOCK__NODE_DOWN;
   n->uptime_s = -1;
   n->uri = *uri;   /* moved: the node owns its strings now */
@@ -1353,6 +1721,8 @@ void redlock__node_close(redlock__node *n) {
 }
 
 void redlock__node_free(redlock__node *n) {
+  redlock__free(n->own_keys);
+  n->own_keys = NULL;
   redlock__free(n->abandoned);
   redlock__free(n->abandoned_len);
   n->abandoned = NULL;

@@ -14,6 +14,7 @@
 
 typedef struct redlock__node redlock__node;
 typedef struct redlock__req redlock__req;
+struct redlock__cluster;   /* cluster.c */
 
 /* A reply (error == 0, r != NULL) or a failure (r == NULL, error is
  * REDLOCK_ETIMEDOUT, EIO, ECANCELED..., errstr says why). */
@@ -31,6 +32,10 @@ typedef void (*redlock__req_cb)(redlock__req *req, const redlock__reply *r,
                                       same flush; req->clock_seq names that
                                       reading */
 
+#define REDLOCK__REQ_HERE 8        /* a node's own record (clusters): never
+                                      redirected to another node */
+#define REDLOCK__REQ_ASKING 16     /* preceded by ASKING (a redirection) */
+
 #define REDLOCK__REQ_INLINE 256    /* bytes of command kept inline */
 
 struct redlock__req {
@@ -38,7 +43,11 @@ struct redlock__req {
   redlock__req_cb cb;       /* NULL: nobody waits for the reply */
   void *owner;              /* the caller's */
   uint32_t tag;             /* the caller's */
-  uint16_t idx;             /* the node's index */
+  uint16_t idx;             /* the master's index (of the quorum) */
+  uint8_t hops;             /* redirections so far (clusters) */
+  redlock__node *node;      /* the node that has it (a redirection moves
+                               it to another) */
+  redlock__ns until_ns;     /* 0, or a deadline it keeps on any node */
   uint8_t flags;
   uint8_t kind;             /* the caller's */
   uint32_t clock_seq;       /* REQ_CLOCK: the reading that follows it
@@ -48,7 +57,8 @@ struct redlock__req {
   redlock__ns sent_ns;      /* submitted */
   redlock__ns reply_ns;     /* its reply came (0 for a failure) */
   redlock__ns deadline_ns;  /* 0: bounded by the connect deadline */
-  /* REDELIVER: a copy of the encoded command. */
+  /* REDELIVER, or a cluster node's (for a redirection): a copy of the
+   * encoded command. */
   char *cmd;
   size_t cmd_len;
   char cmd_inline[REDLOCK__REQ_INLINE];
@@ -63,6 +73,16 @@ typedef enum {
   REDLOCK__NODE_EV_DURABLE   /* a re-check of a declared master's
                                 persistence answered (node->durable) */
 } redlock__node_event;
+
+/* What a cluster node's topology (CLUSTER SHARDS or SLOTS at its
+ * handshake) means for it (cluster.c). */
+typedef enum {
+  REDLOCK__TOPO_SERVE = 0,   /* a primary with slots: the handshake goes
+                                on (its record keys are set) */
+  REDLOCK__TOPO_MOVED,       /* repointed to another address, or idled:
+                                stop here */
+  REDLOCK__TOPO_FAIL         /* unusable (node->errstr says why) */
+} redlock__topo;
 
 
 /* What every node of a client shares (owned by the client). */
@@ -89,6 +109,14 @@ typedef struct redlock__node_env {
   redlock__queue free_reqs;       /* request pool */
   void (*on_state)(redlock__node *n, redlock__node_event ev, void *arg);
   void *arg;
+  /* Clusters (cluster.c): the reply of CLUSTER SHARDS (slots: of CLUSTER
+   * SLOTS) at a node's handshake; a MOVED or ASK reply to req, which the
+   * hook may send elsewhere (1: it took it, and req's callback never
+   * runs here). */
+  redlock__topo (*topology)(redlock__node *n, const redlock__reply *r,
+                            int slots);
+  int (*redirect)(redlock__node *n, redlock__req *req,
+                  const redlock__reply *r);
 } redlock__node_env;
 
 /*   RESOLVING --> CONNECTING --> HANDSHAKE --> UP
@@ -121,7 +149,11 @@ typedef struct redlock__node_stats {
 
 struct redlock__node {
   redlock__node_env *env;
-  unsigned index;
+  unsigned index;              /* in the client's node array */
+  unsigned master;             /* its master (of the quorum) */
+  struct redlock__cluster *cluster;   /* a Redis Cluster's node, or NULL */
+  int lazy;                    /* a cluster's node slot not started (no
+                                  primary, or one that serves no slot) */
   redlock__uri uri;
   redlock__node_state state;
   redlock__conn conn;
@@ -141,6 +173,8 @@ struct redlock__node {
   char errstr[200];            /* why the node is down */
   /* What the last handshake learned (for the restart guard): */
   char run_id[41];             /* "" when INFO was refused */
+  char ident[84];              /* the instance: "run_id/replid" (or
+                                  "run_id"), "" when INFO was refused */
   int64_t uptime_s;            /* -1 when unknown */
   int64_t maxttl_ms;           /* the recorded longest ttl; 0 none */
   /* Keys survive a restart of this instance: INFO persistence says
@@ -169,11 +203,25 @@ struct redlock__node {
    * then (us, with its uncertainty), and the latest step seen by any
    * client (master ms). Absent: "" and -1 (INT64_MIN for the offset). */
   char rec_run[41];
+  char rec_rid[41];            /* the replication id it was seen with */
   int64_t rec_seen_ms;
   int64_t rec_off_us;
   int64_t rec_unc_us;
   int64_t rec_step_ms;
-  /* INFO replication at the handshake (configuration warnings). */
+  /* Its records' keys: the client's, or a cluster node's own (tagged to
+   * a slot it serves: <prefix>{tag}__redlock__:maxttl and :clock). */
+  const char *rec_maxttl;
+  size_t rec_maxttl_len;
+  const char *rec_clock;
+  size_t rec_clock_len;
+  char *own_keys;              /* a cluster node's: both, allocated */
+  unsigned tag_slot;           /* the slot its tag hashes to */
+  char myid[41];               /* a cluster node's CLUSTER MYID */
+  int hs_topology;             /* the handshake waits for the topology */
+  uint32_t id_checks;          /* identity re-checks on the wire */
+  /* INFO replication at the handshake (configuration warnings; with
+   * run_id, the instance's identity: a promoted replica, or a master that
+   * was a replica meanwhile, has another replication id). */
   char role[16];               /* "master", "slave", "" unknown */
   char replid[41];             /* master_replid */
   char master_host[64];        /* a replica's master, or "" */
@@ -216,6 +264,28 @@ void redlock__node_recheck(redlock__node *n);
  * owned by the caller (copied as needed). */
 int redlock__node_submit_raw(redlock__node *n, redlock__req *req,
                              const char *cmd, size_t len);
+/* Re-reads INFO replication when UP: a role or replication id other than
+ * the handshake's (a failover, a resync from another master) tears the
+ * connection down, so the next handshake meets a new instance. */
+void redlock__node_check_identity(redlock__node *n);
+/* Points the node at another address (a cluster's primary, the primary a
+ * sentinel names) and connects there now: what is pending fails with
+ * `why`; what waits for the handshake goes to the new address. */
+int redlock__node_repoint(redlock__node *n, const char *host, int port,
+                          const char *why);
+/* Closes the connection and stays down (no reconnect) until repointed:
+ * a cluster's node slot that serves nothing now. Requests fail with why. */
+void redlock__node_idle(redlock__node *n, const char *why);
+/* A DOWN node's next connection goes to host:port (a cluster's seeds). */
+int redlock__node_set_address(redlock__node *n, const char *host, int port);
+/* A redirection (cluster.c): sends req's command to `to` (ASKING first
+ * when asking), keeping its callback, flags and deadline. 0, or < 0 when
+ * it could not be sent (req's callback then runs with the error). */
+int redlock__node_resend(redlock__node *to, redlock__req *req, int asking);
+/* The node's own record keys (a cluster node's): prefix + "{tag}" +
+ * suffixes for `slot`. 0 or ENOMEM. */
+int redlock__node_set_tag(redlock__node *n, const char *prefix,
+                          size_t prefix_len, unsigned slot);
 /* Begins closing: what is in flight drains (bounded by the deadlines),
  * then the connection and the timers close; EV_CLOSED follows. */
 void redlock__node_close(redlock__node *n);

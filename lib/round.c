@@ -41,7 +41,8 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     size_t size = sizeof(*r) + c->n * sizeof(redlock_node_result) +
                   c->n * sizeof(redlock__guard_waiter) +
                   c->n * sizeof(uint64_t) + c->n * sizeof(uint32_t) +
-                  c->n * REDLOCK__ERRSTR_LEN + c->n;
+                  c->n * sizeof(uint16_t) + c->n * REDLOCK__ERRSTR_LEN +
+                  3 * c->n;
     char *p = redlock__malloc(size);
     if (p == NULL)
       return NULL;
@@ -55,9 +56,16 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     p += c->n * sizeof(uint64_t);
     r->pend_seq = (uint32_t *)p;
     p += c->n * sizeof(uint32_t);
+    r->vnode = (uint16_t *)p;
+    p += c->n * sizeof(uint16_t);
     r->buf = p;
     p += c->n * REDLOCK__ERRSTR_LEN;
     r->pend = (uint8_t *)p;
+    p += c->n;
+    r->nparts = (uint8_t *)p;
+    p += c->n;
+    r->left = (uint8_t *)p;
+    r->part = NULL;
     memset(&r->cmd_buf, 0, sizeof(r->cmd_buf));
     for (i = 0; i < c->n; i++) {
       redlock__queue_init(&r->cw[i].link);
@@ -93,7 +101,8 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   r->value_max = 0;
   for (i = 0; i < c->n; i++) {
     redlock_node_result *res = &r->res[i];
-    res->server = c->nodes[i].uri.display;
+    res->server = c->displays[i];
+    res->node = c->nodes[i].uri.display;
     res->vote = REDLOCK_VOTE_NONE;
     res->error = 0;
     res->errstr = "";
@@ -106,6 +115,9 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     res->rw_lock = 0;
     errbuf(r, i)[0] = '\0';
     r->pend[i] = 0;
+    r->nparts[i] = 0;
+    r->left[i] = 0;
+    r->vnode[i] = (uint16_t)i;
   }
   return r;
 }
@@ -132,6 +144,7 @@ static inline void round_unwait(redlock__round *r) {
 void redlock__round_free(redlock__queue *link) {
   redlock__round *r = (redlock__round *)link;
   redlock__buf_free(&r->cmd_buf);
+  redlock__free(r->part);
   redlock__free(r);
 }
 
@@ -167,7 +180,9 @@ static void set_result(redlock__round *r, unsigned i, redlock_vote_t vote,
   res->guard_wait_ms = -1;
   res->guard_window_ms = -1;
   res->latency_us = now > sent ? (now - sent) / REDLOCK__NS_PER_US : 0;
-  redlock__strlcpy(errbuf(r, i), errstr, REDLOCK__ERRSTR_LEN);
+  res->node = r->client->nodes[r->vnode[i]].uri.display;
+  if (errstr != errbuf(r, i))
+    redlock__strlcpy(errbuf(r, i), errstr, REDLOCK__ERRSTR_LEN);
   res->errstr = errbuf(r, i);
   switch (vote) {
     case REDLOCK_VOTE_YES:
@@ -212,31 +227,33 @@ static void round_check(redlock__round *r, redlock__ns now) {
 }
 
 /* A YES that must hold the restart guard's record of this round's ttl
- * (auto guard): the master must have confirmed a record >= the ttl on
- * the same connection, i.e. the same instance, before this command. */
-static int has_record(redlock__round *r, unsigned i) {
+ * (auto guard): the node must have confirmed a record >= the ttl on the
+ * same connection, i.e. the same instance, before this command. */
+static int has_record(redlock__round *r, unsigned node) {
   return !r->needs_record ||
-         redlock__guard_has_record(&r->client->guard, i, r->ttl_ms);
+         redlock__guard_has_record(&r->client->guard, node, r->ttl_ms);
 }
 
-/* A YES of an acquisition: does this master's vote count? With the clock
- * check, only once the reading that followed it came (guard.c, 3.). */
-static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
-                       redlock__ns sent) {
+/* The guard's judgement of one node's YES (the vote's node, or each part
+ * of a split vote): 1 counts, 0 decided otherwise (result set), -1 waits
+ * (a clock reading, or the record's read). */
+static int judge_node(redlock__round *r, unsigned i, unsigned node,
+                      uint32_t seq, uint64_t conn, redlock__ns now,
+                      redlock__ns sent) {
   redlock_client_t *c = r->client;
   char why[REDLOCK__ERRSTR_LEN + 80];
   int64_t wait_ms, window_ms;
   int cause;
-  if (r->pend[i] && c->nodes[i].teardowns != r->pend_conn[i]) {
+  if (r->pend[i] && c->nodes[node].teardowns != conn) {
     /* Its connection was lost while the vote waited. */
     r->pend[i] = 0;
+    r->vnode[i] = (uint16_t)node;
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_EIO,
                "connection lost before the vote counted", now, sent);
-    return;
+    return 0;
   }
   if (r->clocked) {
-    switch (redlock__guard_clock_ready(&c->guard, i, r->pend_seq[i],
-                                       r->pend_conn[i])) {
+    switch (redlock__guard_clock_ready(&c->guard, node, seq, conn)) {
       case 1:
         break;
       case 0:
@@ -244,39 +261,40 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
         r->pend[i] = 2;
         r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
         if (redlock__queue_empty(&r->cw[i].link)) {
-          redlock__guard_wait_clock(&c->guard, i, &r->cw[i]);
+          redlock__guard_wait_clock(&c->guard, node, &r->cw[i]);
           r->clock_waits++;
         }
-        return;
+        return -1;
       default:
         r->pend[i] = 0;
+        r->vnode[i] = (uint16_t)node;
         set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_EIO,
                    "connection lost before the vote counted", now, sent);
-        return;
+        return 0;
     }
   }
-  if (!has_record(r, i)) {
+  if (!has_record(r, node)) {
     r->pend[i] = 0;
+    r->vnode[i] = (uint16_t)node;
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
                "restart guard: ttl record not confirmed on this master", now,
                sent);
     r->res[i].guard_cause = REDLOCK_GUARD_RECORD;
-    return;
+    return 0;
   }
-  switch (redlock__guard_check(&c->guard, i, r->ttl_ms, now, why,
+  switch (redlock__guard_check(&c->guard, node, r->ttl_ms, now, why,
                                sizeof(why), &wait_ms, &window_ms, &cause)) {
     case REDLOCK__GUARD_COUNT:
-      r->pend[i] = 0;
-      set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
-      return;
+      return 1;
     case REDLOCK__GUARD_REFUSE:
       r->pend[i] = 0;
+      r->vnode[i] = (uint16_t)node;
       set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, why, now, sent);
-      c->nodes[i].st.guard_refusals++;
+      c->nodes[node].st.guard_refusals++;
       r->res[i].guard_wait_ms = wait_ms;
       r->res[i].guard_window_ms = window_ms;
       r->res[i].guard_cause = cause;
-      return;
+      return 0;
     case REDLOCK__GUARD_PENDING:
       r->pend[i] = 1;
       r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
@@ -284,8 +302,37 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
         r->waiting_guard = 1;
         redlock__guard_wait(&c->guard, &r->gw);
       }
+      return -1;
+  }
+  return 0;
+}
+
+static redlock__part *part_of(const redlock__round *r, unsigned i,
+                              unsigned k) {
+  return &r->part[(size_t)i * REDLOCK__MAX_PARTS + k];
+}
+
+/* A YES of an acquisition: does this master's vote count? With the clock
+ * check, only once the reading that followed it came (guard.c, 3.). A
+ * split vote counts when every part's node does. */
+static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
+                       redlock__ns sent) {
+  unsigned k;
+  if (r->nparts[i] == 0) {
+    if (judge_node(r, i, r->vnode[i], r->pend_seq[i], r->pend_conn[i], now,
+                   sent) == 1) {
+      r->pend[i] = 0;
+      set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
+    }
+    return;
+  }
+  for (k = 0; k < r->nparts[i]; k++) {
+    redlock__part *p = part_of(r, i, k);
+    if (judge_node(r, i, p->node, p->seq, p->conn, now, sent) != 1)
       return;
   }
+  r->pend[i] = 0;
+  set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
 }
 
 /* Votes waiting on the guard are judged again. */
@@ -310,11 +357,9 @@ static void on_guard_read(redlock__guard_waiter *w) {
 
 static void on_clock_read(redlock__guard_waiter *w) {
   redlock__round *r = w->owner;
-  const redlock__node *n = &r->client->nodes[w->idx];
-  /* Woken by that reading's reply (its time: no clock read), or by the
+  /* Woken by a reading's reply (its time: no clock read), or by the
    * connection going down. */
-  redlock__ns now = n->clock.reply_ns != 0 && n->state == REDLOCK__NODE_UP
-                        ? n->clock.reply_ns : redlock__now_ns();
+  redlock__ns now = redlock__now_ns();
   r->clock_waits--;   /* its link was taken off the list */
   if (r->lock == NULL || r->decided || r->pend[w->idx] != 2)
     return;
@@ -323,23 +368,172 @@ static void on_clock_read(redlock__guard_waiter *w) {
 }
 
 static void round_submit(redlock__round *r, unsigned i, int eval);
+static void part_submit(redlock__round *r, unsigned i, unsigned k, int eval);
+
+/* Commands whose parts add up (a release deletes what it finds where it
+ * finds it) or whose value is the largest part's; the others need every
+ * part to say yes (an acquisition, an extension, the records). */
+static int parts_any(redlock__cmd cmd) {
+  return cmd == REDLOCK__CMD_MULTI_RELEASE ||
+         cmd == REDLOCK__CMD_FORCE_RELEASE;
+}
+
+/* A split vote's parts so far: decides master i when they allow. */
+static void parts_combine(redlock__round *r, unsigned i, redlock__ns now,
+                          redlock__ns sent) {
+  unsigned k, yes = 0, no = 0, err = 0;
+  int64_t sum = 0, max = INT64_MIN;
+  const redlock__part *first_no = NULL, *first_err = NULL;
+  if (r->res[i].vote != REDLOCK_VOTE_NONE || r->pend[i])
+    return;   /* decided, or its YES waits on the guard */
+  for (k = 0; k < r->nparts[i]; k++) {
+    const redlock__part *p = part_of(r, i, k);
+    switch (p->state) {
+      case REDLOCK_VOTE_YES:
+        yes++;
+        sum += p->value;
+        if (p->value > max)
+          max = p->value;
+        break;
+      case REDLOCK_VOTE_NO:
+        no++;
+        if (first_no == NULL)
+          first_no = p;
+        break;
+      case REDLOCK_VOTE_ERR:
+        err++;
+        if (first_err == NULL)
+          first_err = p;
+        break;
+      case REDLOCK_VOTE_NONE:
+        break;
+    }
+  }
+  if (!parts_any(r->cmd)) {
+    if (first_no != NULL) {
+      r->vnode[i] = first_no->node;
+      set_result(r, i, REDLOCK_VOTE_NO, 0, "", now, sent);
+      return;
+    }
+    if (first_err != NULL) {
+      r->vnode[i] = first_err->node;
+      set_result(r, i, REDLOCK_VOTE_ERR, r->res[i].error, errbuf(r, i), now,
+                 sent);
+      return;
+    }
+    if (r->left[i] > 0)
+      return;
+  } else {
+    if (r->left[i] > 0)
+      return;
+    if (yes == 0) {
+      const redlock__part *p = first_no != NULL ? first_no : first_err;
+      r->vnode[i] = p->node;
+      if (first_no != NULL)
+        set_result(r, i, REDLOCK_VOTE_NO, 0, "", now, sent);
+      else
+        set_result(r, i, REDLOCK_VOTE_ERR, r->res[i].error, errbuf(r, i),
+                   now, sent);
+      return;
+    }
+    max = sum;
+  }
+  r->vnode[i] = part_of(r, i, 0)->node;
+  if (max > r->value_max)
+    r->value_max = max;
+  if (r->guarded) {
+    guard_vote(r, i, now, sent);
+    return;
+  }
+  for (k = 0; k < r->nparts[i]; k++)
+    if (!has_record(r, part_of(r, i, k)->node)) {
+      r->vnode[i] = part_of(r, i, k)->node;
+      set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
+                 "restart guard: ttl record not confirmed on this master",
+                 now, sent);
+      return;
+    }
+  set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
+  if ((r->cmd == REDLOCK__CMD_MULTI_PTTL) && max != INT64_MIN)
+    r->res[i].pttl_ms = max;
+}
+
+/* A reply (or failure) of part k of master i. */
+static void on_part_reply(redlock__round *r, unsigned i, unsigned k,
+                          redlock__req *req, const redlock__reply *reply,
+                          int error, const char *errstr, redlock__ns now) {
+  redlock__part *p = part_of(r, i, k);
+  redlock__vote v;
+  if (p->state != REDLOCK_VOTE_NONE)
+    return;
+  p->node = (uint16_t)req->node->index;
+  if (reply != NULL && (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
+                        r->cmd == REDLOCK__CMD_MAXTTL_SET)) {
+    redlock__classify(r->cmd, reply, &v);
+    if (v.vote == REDLOCK_VOTE_YES)
+      redlock__guard_record(&r->client->guard, p->node, v.value);
+    else if (v.error == REDLOCK_ESERVER)
+      redlock__guard_record_failed(&r->client->guard, p->node);
+  }
+  if (r->lock == NULL || (r->decided && !r->all))
+    return;
+  if (reply == NULL) {
+    v.vote = REDLOCK_VOTE_ERR;
+    v.error = error;
+    v.errstr = errstr;
+    v.value = 0;
+  } else {
+    redlock__classify(r->cmd, reply, &v);
+    if (v.noscript && !(req->tag & 1)) {
+      part_submit(r, i, k, 1);   /* again as EVAL */
+      return;
+    }
+  }
+  r->left[i]--;
+  p->state = (uint8_t)v.vote;
+  p->value = v.value;
+  if (v.vote == REDLOCK_VOTE_YES) {
+    p->conn = req->node->teardowns;
+    p->seq = req->clock_seq;
+  } else if (v.vote == REDLOCK_VOTE_ERR && r->res[i].error == 0) {
+    /* The first part that failed says why. */
+    r->res[i].error = v.error;
+    redlock__strlcpy(errbuf(r, i), v.errstr, REDLOCK__ERRSTR_LEN);
+  }
+  parts_combine(r, i, now, req->sent_ns);
+  round_check(r, now);
+}
 
 static void on_round_reply(redlock__req *req, const redlock__reply *reply,
                            int error, const char *errstr) {
   redlock__round *r = req->owner;
   unsigned i = req->idx;
+  redlock__node *node = req->node;
   /* The node read the clock when the reply came (one read per reply). */
   redlock__ns now = reply != NULL ? req->reply_ns : redlock__now_ns();
   redlock__vote v;
   r->refs--;
+  if (r->nparts[i] > 0) {
+    if (r->lock == NULL) {
+      /* Detached: the records still learn, then the last late reply
+       * gives the round back. */
+      on_part_reply(r, i, req->tag >> 1, req, reply, error, errstr, now);
+      if (r->refs == 0)
+        round_put(r);
+      return;
+    }
+    on_part_reply(r, i, req->tag >> 1, req, reply, error, errstr, now);
+    return;
+  }
+  r->vnode[i] = (uint16_t)node->index;
   if (reply != NULL && (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
                         r->cmd == REDLOCK__CMD_MAXTTL_SET)) {
     /* Every answer updates what we know, even a late one. */
     redlock__classify(r->cmd, reply, &v);
     if (v.vote == REDLOCK_VOTE_YES)
-      redlock__guard_record(&r->client->guard, i, v.value);
+      redlock__guard_record(&r->client->guard, node->index, v.value);
     else if (v.error == REDLOCK_ESERVER)
-      redlock__guard_record_failed(&r->client->guard, i);
+      redlock__guard_record_failed(&r->client->guard, node->index);
   }
   if (r->lock == NULL) {
     if (r->refs == 0)
@@ -364,20 +558,19 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
   if (v.vote == REDLOCK_VOTE_YES && v.value > r->value_max)
     r->value_max = v.value;
   if (v.vote == REDLOCK_VOTE_YES && r->guarded) {
-    r->pend_conn[i] = r->client->nodes[i].teardowns;
+    r->pend_conn[i] = node->teardowns;
     r->pend_seq[i] = req->clock_seq;
-    if (r->clocked && (int32_t)(r->client->nodes[i].clock_done -
-                                req->clock_seq) < 0) {
+    if (r->clocked && (int32_t)(node->clock_done - req->clock_seq) < 0) {
       /* The usual case: the TIME behind it is on its way. */
       r->pend[i] = 2;
       r->res[i].latency_us = (now - req->sent_ns) / REDLOCK__NS_PER_US;
-      redlock__guard_wait_clock(&r->client->guard, i, &r->cw[i]);
+      redlock__guard_wait_clock(&r->client->guard, node->index, &r->cw[i]);
       r->clock_waits++;
       return;
     }
     r->pend[i] = 0;
     guard_vote(r, i, now, req->sent_ns);
-  } else if (v.vote == REDLOCK_VOTE_YES && !has_record(r, i)) {
+  } else if (v.vote == REDLOCK_VOTE_YES && !has_record(r, node->index)) {
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
                "restart guard: ttl record not confirmed on this master", now,
                req->sent_ns);
@@ -401,11 +594,11 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
   round_check(r, now);
 }
 
-/* The round's command, encoded once for every master (EVALSHA); 0 or
- * ENOMEM. */
+/* The round's command, encoded once for every plain master (EVALSHA); 0
+ * or ENOMEM. */
 static int round_encode(redlock__round *r) {
-  const char *argv[REDLOCK_MAX_RESOURCES + 8];
-  size_t lens[REDLOCK_MAX_RESOURCES + 8];
+  const char *argv[REDLOCK__ARGV_MAX];
+  size_t lens[REDLOCK__ARGV_MAX];
   char nums[3][24];
   int argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms, 0u, argv, lens,
                                 nums);
@@ -413,26 +606,186 @@ static int round_encode(redlock__round *r) {
   return redlock__resp_cmd(&r->cmd_buf, argc, argv, lens);
 }
 
+static int req_flags(const redlock__round *r) {
+  return r->redeliver ? REDLOCK__REQ_REDELIVER
+         : r->clocked ? REDLOCK__REQ_CLOCK
+                      : 0;
+}
+
+/* ---- cluster masters ----------------------------------------------------- */
+
+/* The keys of a multi-key command on a cluster, grouped by slot: part k
+ * holds names[first[k] .. first[k + 1]). Returns the number of parts. */
+typedef struct groups {
+  const char *names[2 * REDLOCK_MAX_RESOURCES];
+  size_t lens[2 * REDLOCK_MAX_RESOURCES];
+  unsigned slot[2 * REDLOCK_MAX_RESOURCES];
+  unsigned first[REDLOCK__MAX_PARTS + 1];
+  unsigned n;
+} groups;
+
+static unsigned group_keys(const redlock_lock_t *l, redlock__cmd cmd,
+                           groups *g) {
+  const char *in[2 * REDLOCK_MAX_RESOURCES];
+  size_t in_len[2 * REDLOCK_MAX_RESOURCES];
+  unsigned in_slot[2 * REDLOCK_MAX_RESOURCES];
+  uint8_t used[2 * REDLOCK_MAX_RESOURCES];
+  unsigned n = 0, k, j, out = 0;
+  for (k = 0; k < l->nkeys; k++) {
+    in[n] = l->keys[k];
+    in_len[n++] = l->keylens[k];
+  }
+  if (cmd == REDLOCK__CMD_FORCE_RELEASE)
+    for (k = 0; k < l->nkeys; k++) {
+      in[n] = l->rw_names[k];
+      in_len[n++] = l->rw_name_lens[k];
+    }
+  for (k = 0; k < n; k++) {
+    in_slot[k] = redlock__key_slot(in[k], in_len[k]);
+    used[k] = 0;
+  }
+  g->n = 0;
+  for (k = 0; k < n; k++) {
+    if (used[k])
+      continue;
+    g->first[g->n++] = out;
+    for (j = k; j < n; j++)
+      if (!used[j] && in_slot[j] == in_slot[k]) {
+        used[j] = 1;
+        g->names[out] = in[j];
+        g->lens[out] = in_len[j];
+        g->slot[out++] = in_slot[j];
+      }
+  }
+  g->first[g->n] = out;
+  return g->n;
+}
+
+/* Sends part k of master i (a cluster's). */
+static void part_submit(redlock__round *r, unsigned i, unsigned k,
+                        int eval) {
+  redlock_client_t *c = r->client;
+  redlock__cluster *cl = c->clusters[i];
+  redlock_lock_t *l = r->lock;
+  const char *argv[REDLOCK__ARGV_MAX];
+  size_t lens[REDLOCK__ARGV_MAX];
+  char nums[3][24];
+  redlock__argv_sub sub;
+  redlock__node *n;
+  redlock__req *req;
+  int argc, rc = REDLOCK_ENOMEM;
+  memset(&sub, 0, sizeof(sub));
+  if (r->cmd == REDLOCK__CMD_MAXTTL_RAISE || r->cmd == REDLOCK__CMD_MAXTTL_SET) {
+    /* Every primary keeps its own copy of the record. */
+    n = &c->nodes[part_of(r, i, k)->node];
+    sub.rec = n->rec_maxttl;
+    sub.rec_len = n->rec_maxttl_len;
+  } else {
+    groups g;
+    group_keys(l, r->cmd, &g);
+    sub.names = &g.names[g.first[k]];
+    sub.name_lens = &g.lens[g.first[k]];
+    sub.n_names = g.first[k + 1] - g.first[k];
+    n = redlock__cluster_route(cl, g.slot[g.first[k]]);
+    argc = redlock__lock_argv_sub(l, r->cmd, r->ttl_ms,
+                                  eval ? REDLOCK__ARGV_EVAL : 0u, &sub, argv,
+                                  lens, nums);
+    goto send;
+  }
+  argc = redlock__lock_argv_sub(l, r->cmd, r->ttl_ms,
+                                eval ? REDLOCK__ARGV_EVAL : 0u, &sub, argv,
+                                lens, nums);
+send:
+  part_of(r, i, k)->node = (uint16_t)n->index;
+  req = redlock__node_req(n);
+  if (req != NULL) {
+    req->cb = on_round_reply;
+    req->owner = r;
+    req->kind = (uint8_t)r->cmd;
+    req->tag = (k << 1) | (eval ? 1u : 0u);
+    req->flags = (uint8_t)req_flags(r);
+    if (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
+        r->cmd == REDLOCK__CMD_MAXTTL_SET)
+      req->flags |= REDLOCK__REQ_HERE;
+    rc = redlock__node_submit(n, req, argc, argv, lens);
+  }
+  if (rc == 0) {
+    r->refs++;
+    return;
+  }
+  {
+    redlock__part *p = part_of(r, i, k);
+    redlock__ns now = redlock__now_ns();
+    r->left[i]--;
+    p->state = REDLOCK_VOTE_ERR;
+    if (r->res[i].error == 0) {
+      r->res[i].error = rc == REDLOCK_ENOMEM || rc == REDLOCK_ECANCELED
+                            ? rc : REDLOCK_EIO;
+      redlock__strlcpy(errbuf(r, i),
+                       rc == REDLOCK_ENOMEM ? "out of memory" : n->errstr,
+                       REDLOCK__ERRSTR_LEN);
+    }
+    parts_combine(r, i, now, now);
+  }
+}
+
+/* A cluster master: how many parts (0: one command routed by the key's
+ * slot). With `fill`, the records' parts get their nodes. */
+static unsigned cluster_parts(redlock__round *r, unsigned i, int fill) {
+  redlock_client_t *c = r->client;
+  redlock__cluster *cl = c->clusters[i];
+  redlock__cmd cmd = r->cmd;
+  unsigned k, np = 0;
+  if (cmd == REDLOCK__CMD_MAXTTL_RAISE || cmd == REDLOCK__CMD_MAXTTL_SET) {
+    for (k = 0; k < cl->cap; k++)
+      if (!c->nodes[cl->slot_of[k]].lazy) {
+        if (fill)
+          part_of(r, i, np)->node = (uint16_t)cl->slot_of[k];
+        np++;
+      }
+    return np;
+  }
+  if (cmd == REDLOCK__CMD_MULTI_ACQUIRE || cmd == REDLOCK__CMD_MULTI_RELEASE ||
+      cmd == REDLOCK__CMD_MULTI_EXTEND || cmd == REDLOCK__CMD_MULTI_PTTL ||
+      cmd == REDLOCK__CMD_FORCE_RELEASE) {
+    groups g;
+    np = group_keys(r->lock, cmd, &g);
+    return np > 1 ? np : 0;
+  }
+  return 0;
+}
+
 static void round_submit(redlock__round *r, unsigned i, int eval) {
   redlock_client_t *c = r->client;
   redlock__node *n = &c->nodes[i];
-  redlock__req *req = redlock__node_req(n);
+  redlock__req *req;
   int rc = REDLOCK_ENOMEM;
+  if (c->clusters[i] != NULL) {
+    n = redlock__cluster_route(c->clusters[i],
+                               redlock__key_slot(r->lock->key,
+                                                 r->lock->keylen));
+    r->vnode[i] = (uint16_t)n->index;
+  }
+  req = redlock__node_req(n);
   if (req != NULL) {
     req->cb = on_round_reply;
     req->owner = r;
     req->kind = (uint8_t)r->cmd;
     req->tag = eval ? 1 : 0;
-    req->flags = r->redeliver ? REDLOCK__REQ_REDELIVER
-                 : r->clocked   ? REDLOCK__REQ_CLOCK
-                                : 0;
-    if (eval) {
-      /* NOSCRIPT: this master alone gets the script's text. */
-      const char *argv[REDLOCK_MAX_RESOURCES + 8];
-      size_t lens[REDLOCK_MAX_RESOURCES + 8];
+    req->flags = (uint8_t)req_flags(r);
+    if (eval || c->clusters[i] != NULL) {
+      /* NOSCRIPT: this master alone gets the script's text; a cluster's
+       * node gets its own names (slot.c). */
+      const char *argv[REDLOCK__ARGV_MAX];
+      size_t lens[REDLOCK__ARGV_MAX];
       char nums[3][24];
-      int argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms,
-                                    REDLOCK__ARGV_EVAL, argv, lens, nums);
+      redlock__argv_sub sub;
+      int argc;
+      memset(&sub, 0, sizeof(sub));
+      argc = redlock__lock_argv_sub(r->lock, r->cmd, r->ttl_ms,
+                                    eval ? REDLOCK__ARGV_EVAL : 0u,
+                                    c->clusters[i] != NULL ? &sub : NULL,
+                                    argv, lens, nums);
       rc = redlock__node_submit(n, req, argc, argv, lens);
     } else {
       rc = redlock__node_submit_raw(n, req, r->cmd_buf.data,
@@ -447,6 +800,35 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
                                       : rc == REDLOCK_ENOMEM ? rc
                                                              : REDLOCK_EIO,
              rc == REDLOCK_ENOMEM ? "out of memory" : n->errstr, 0, 0);
+}
+
+/* Master i (a cluster's) with parts: every part goes out. */
+static void parts_send(redlock__round *r, unsigned i) {
+  unsigned k, np;
+  if (r->part == NULL) {
+    r->part = redlock__calloc((size_t)r->client->n * REDLOCK__MAX_PARTS,
+                              sizeof(*r->part));
+    if (r->part == NULL) {
+      set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ENOMEM, "out of memory", 0,
+                 0);
+      return;
+    }
+  }
+  np = cluster_parts(r, i, 1);
+  if (np == 0) {
+    set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_EIO,
+               "no primary of the cluster is known", 0, 0);
+    return;
+  }
+  r->nparts[i] = (uint8_t)np;
+  r->left[i] = (uint8_t)np;
+  for (k = 0; k < np; k++) {
+    redlock__part *p = part_of(r, i, k);
+    p->state = REDLOCK_VOTE_NONE;
+    p->value = 0;
+  }
+  for (k = 0; k < np && r->res[i].vote == REDLOCK_VOTE_NONE; k++)
+    part_submit(r, i, k, 0);
 }
 
 void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
@@ -464,9 +846,56 @@ void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
                  "no key of ours there", 0, 0);
       continue;
     }
+    if (c->clusters[i] != NULL &&
+        (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
+         r->cmd == REDLOCK__CMD_MAXTTL_SET || cluster_parts(r, i, 0) > 0)) {
+      parts_send(r, i);
+      continue;
+    }
     round_submit(r, i, 0);
   }
   round_check(r, redlock__now_ns());
+}
+
+/* Fire and forget to a cluster master (lock.c's releases and giveups):
+ * routed by slot, split over slots for multi-key commands; REDELIVER. */
+void redlock__round_cluster_send(redlock_lock_t *l, unsigned i,
+                                 redlock__cmd cmd, int64_t ttl_ms,
+                                 unsigned flags) {
+  redlock_client_t *c = l->client;
+  redlock__cluster *cl = c->clusters[i];
+  const char *argv[REDLOCK__ARGV_MAX];
+  size_t lens[REDLOCK__ARGV_MAX];
+  char nums[3][24];
+  redlock__argv_sub sub;
+  groups g;
+  unsigned k, np = 1;
+  memset(&sub, 0, sizeof(sub));
+  if (cmd == REDLOCK__CMD_MULTI_RELEASE || cmd == REDLOCK__CMD_MULTI_EXTEND ||
+      cmd == REDLOCK__CMD_MULTI_ACQUIRE || cmd == REDLOCK__CMD_FORCE_RELEASE)
+    np = group_keys(l, cmd, &g);
+  for (k = 0; k < np; k++) {
+    redlock__node *n;
+    redlock__req *req;
+    int argc;
+    if (np > 1 || cmd == REDLOCK__CMD_MULTI_RELEASE ||
+        cmd == REDLOCK__CMD_MULTI_EXTEND || cmd == REDLOCK__CMD_MULTI_ACQUIRE ||
+        cmd == REDLOCK__CMD_FORCE_RELEASE) {
+      sub.names = &g.names[g.first[k]];
+      sub.name_lens = &g.lens[g.first[k]];
+      sub.n_names = g.first[k + 1] - g.first[k];
+      n = redlock__cluster_route(cl, g.slot[g.first[k]]);
+    } else {
+      n = redlock__cluster_route(cl, redlock__key_slot(l->key, l->keylen));
+    }
+    argc = redlock__lock_argv_sub(l, cmd, ttl_ms, flags, &sub, argv, lens,
+                                  nums);
+    req = redlock__node_req(n);
+    if (req == NULL)
+      continue;   /* the key still expires by its ttl */
+    req->flags = REDLOCK__REQ_REDELIVER;
+    (void)redlock__node_submit(n, req, argc, argv, lens);
+  }
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -474,6 +903,14 @@ void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
 int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
                        int64_t ttl_ms, unsigned flags, const char **argv,
                        size_t *lens, char nums[3][24]) {
+  return redlock__lock_argv_sub(l, cmd, ttl_ms, flags, NULL, argv, lens,
+                                nums);
+}
+
+int redlock__lock_argv_sub(const redlock_lock_t *l, redlock__cmd cmd,
+                           int64_t ttl_ms, unsigned flags,
+                           const redlock__argv_sub *sub, const char **argv,
+                           size_t *lens, char nums[3][24]) {
   const redlock__script *s = redlock__script_of(cmd);
   const redlock_client_t *c = l->client;
   size_t toklen = strlen(l->token);
@@ -525,11 +962,8 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
   switch (cmd) {
     case REDLOCK__CMD_RELEASE:
     case REDLOCK__CMD_EXTEND:
-    case REDLOCK__CMD_INSPECT:
       ARG("1", 1);
       ARG(l->key, l->keylen);
-      if (cmd == REDLOCK__CMD_INSPECT)
-        break;
       ARG(l->token, toklen);
       if (cmd == REDLOCK__CMD_EXTEND) {
         NUM(0, ttl_ms);
@@ -538,41 +972,66 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
         ARG(quiet, 1);
       }
       break;
+    case REDLOCK__CMD_INSPECT:
+      if (sub != NULL && (l->rw_names == NULL ||
+                          redlock__key_slot(l->key, l->keylen) !=
+                              redlock__key_slot(l->rw_names[0],
+                                                l->rw_name_lens[0]))) {
+        ARG("1", 1);   /* the hash lives in another slot of the cluster */
+        ARG(l->key, l->keylen);
+        break;
+      }
+      ARG(l->rw_names != NULL ? "2" : "1", 1);
+      ARG(l->key, l->keylen);
+      if (l->rw_names != NULL)
+        ARG(l->rw_names[0], l->rw_name_lens[0]);
+      break;
     case REDLOCK__CMD_FENCED_ACQUIRE:
     case REDLOCK__CMD_FENCE:
       ARG("2", 1);
       ARG(l->key, l->keylen);
-      ARG(l->fence_key, l->fence_keylen);
+      if (sub != NULL)
+        ARG(l->fence_key_cl, l->fence_key_cl_len);
+      else
+        ARG(l->fence_key, l->fence_keylen);
       ARG(l->token, toklen);
       NUM(0, ttl_ms);   /* the ttl, or T for the fence round */
       break;
     case REDLOCK__CMD_MULTI_PTTL:
-      NUM(1, l->nkeys);
-      for (k = 0; k < l->nkeys; k++)
-        ARG(l->keys[k], l->keylens[k]);
-      break;
-    case REDLOCK__CMD_FORCE_RELEASE:
-      if (l->kind == REDLOCK__KIND_MULTI) {
-        NUM(1, l->nkeys);
-        for (k = 0; k < l->nkeys; k++)
-          ARG(l->keys[k], l->keylens[k]);
-      } else {
-        ARG("1", 1);
-        ARG(l->key, l->keylen);
-      }
-      break;
     case REDLOCK__CMD_MULTI_ACQUIRE:
     case REDLOCK__CMD_MULTI_RELEASE:
     case REDLOCK__CMD_MULTI_EXTEND:
-      NUM(1, l->nkeys);
-      for (k = 0; k < l->nkeys; k++)
-        ARG(l->keys[k], l->keylens[k]);
+      if (sub != NULL) {
+        NUM(1, sub->n_names);
+        for (k = 0; k < sub->n_names; k++)
+          ARG(sub->names[k], sub->name_lens[k]);
+      } else {
+        NUM(1, l->nkeys);
+        for (k = 0; k < l->nkeys; k++)
+          ARG(l->keys[k], l->keylens[k]);
+      }
+      if (cmd == REDLOCK__CMD_MULTI_PTTL)
+        break;
       ARG(l->token, toklen);
       if (cmd != REDLOCK__CMD_MULTI_RELEASE) {
         NUM(0, ttl_ms);
         ARG(l->heal && cmd == REDLOCK__CMD_MULTI_EXTEND ? "1" : "0", 1);
       } else {
         ARG(quiet, 1);
+      }
+      break;
+    case REDLOCK__CMD_FORCE_RELEASE:
+      /* Every key and its read-write hash (lock.c made the names). */
+      if (sub != NULL) {
+        NUM(1, sub->n_names);
+        for (k = 0; k < sub->n_names; k++)
+          ARG(sub->names[k], sub->name_lens[k]);
+      } else {
+        NUM(1, 2 * l->nkeys);
+        for (k = 0; k < l->nkeys; k++)
+          ARG(l->keys[k], l->keylens[k]);
+        for (k = 0; k < l->nkeys; k++)
+          ARG(l->rw_names[k], l->rw_name_lens[k]);
       }
       break;
     case REDLOCK__CMD_RW_ACQUIRE:
@@ -595,7 +1054,10 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
     case REDLOCK__CMD_MAXTTL_RAISE:
     case REDLOCK__CMD_MAXTTL_SET:
       ARG("1", 1);
-      ARG(c->maxttl_key, c->maxttl_keylen);
+      if (sub != NULL)
+        ARG(sub->rec, sub->rec_len);
+      else
+        ARG(c->maxttl_key, c->maxttl_keylen);
       NUM(0, ttl_ms);
       break;
     case REDLOCK__CMD_SET_NX:

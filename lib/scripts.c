@@ -38,9 +38,13 @@ static const char extend_script[] =
     "redis.call('set',KEYS[1],ARGV[1],'px',ARGV[2]) return 2 "
     "else return 0 end";
 
+/* Inspect: the key's value and ttl, and whether the read-write hash of
+ * the same name (KEYS[2], when given: on a cluster master only if it
+ * shares the key's slot) exists. */
 static const char inspect_script[] =
+    "local rw = 0 if #KEYS > 1 then rw = redis.call('exists',KEYS[2]) end "
     "return {redis.call('get',KEYS[1]) or '', redis.call('pttl',KEYS[1]), "
-    "redis.call('exists',KEYS[1]..':rw')}";
+    "rw}";
 
 /* Fencing (DESIGN 5): the acquire also increments the resource's counter;
  * the second round raises the counter to T on the masters where we hold
@@ -235,34 +239,38 @@ static const char takeover_script[] =
     "if v then return 2 end return 1";
 
 /* The clock record of a master (guard.c), a hash "<prefix>__redlock__:
- * clock": "run" the instance (run_id) it describes; "seen" when a client
+ * clock" (a cluster node's: "<prefix>{tag}__redlock__:clock", tagged to a
+ * slot it serves): "run" and "rid" the instance (run_id and replication
+ * id) it describes; "seen" when a client
  * first saw it (the master's ms); "off"/"unc" its clock's offset against
  * the masters' median then, and the measurement's uncertainty (us);
  * "step" when a client last saw its clock step (the master's ms). Times
  * are stamped with the master's own clock, in the script. ARGV: run_id,
- * off, unc, and the note: "s" first sight (nothing if the record is this
- * instance's already), "b" a new offset (slow drift), "x" a step. */
+ * off, unc, the note: "s" first sight (nothing if the record is this
+ * instance's already), "b" a new offset (slow drift), "x" a step; and the
+ * replication id. */
 static const char clock_note_script[] =
     "local t = redis.call('time') "
     "local now = string.format('%d',"
     "tonumber(t[1]) * 1000 + math.floor(t[2] / 1000)) "
-    "if redis.call('hget',KEYS[1],'run') ~= ARGV[1] then "
-    "redis.call('hset',KEYS[1],'run',ARGV[1],'seen',now,'off',ARGV[2],"
-    "'unc',ARGV[3]) "
+    "if redis.call('hget',KEYS[1],'run') ~= ARGV[1] or "
+    "(redis.call('hget',KEYS[1],'rid') or '') ~= ARGV[5] then "
+    "redis.call('hset',KEYS[1],'run',ARGV[1],'rid',ARGV[5],'seen',now,"
+    "'off',ARGV[2],'unc',ARGV[3]) "
     "elseif ARGV[4] ~= 's' then "
     "redis.call('hset',KEYS[1],'off',ARGV[2],'unc',ARGV[3]) end "
     "if ARGV[4] == 'x' then redis.call('hset',KEYS[1],'step',now) end "
     "return 1";
 
 /* An operator's forced release (redlock_lock_force_release): each key and
- * the read-write hash of the same name go, whoever holds them, and their
- * waiters hear a release. The fencing counter stays (tokens must not go
- * back). Returns how many keys went. */
+ * the read-write hash of the same name (KEYS: both names of every key,
+ * declared, so a cluster can route them) go, whoever holds them, and
+ * their waiters hear a release. The fencing counter stays (tokens must
+ * not go back). Returns how many keys went. */
 static const char force_release_script[] =
     "local n = 0 for i=1,#KEYS do "
-    "n = n + redis.call('del',KEYS[i],KEYS[i]..':rw') "
-    "redis.call('publish','__redlock__:'..KEYS[i],'1') "
-    "redis.call('publish','__redlock__:'..KEYS[i]..':rw','1') end "
+    "n = n + redis.call('del',KEYS[i]) "
+    "redis.call('publish','__redlock__:'..KEYS[i],'1') end "
     "return n";
 
 /* An operator sets the ttl record (lowering it: redlock.h). */

@@ -66,19 +66,44 @@ int redlock_client_stats(const redlock_client_t *c, redlock_stats *out) {
   out->quorum = c->quorum;
   out->n_masters = c->n;
   for (i = 0; i < c->n; i++) {
-    const redlock__node *n = &c->nodes[i];
     redlock_master_stats *m = &out->masters[i];
-    m->server = n->uri.display;
-    m->up = n->state == REDLOCK__NODE_UP;
-    m->commands = n->st.commands;
-    m->replies = n->st.replies;
-    m->server_errors = n->st.server_errors;
-    m->timeouts = n->st.timeouts;
-    m->conn_failures = n->st.conn_failures;
-    m->connects = n->connects;
-    m->guard_refusals = n->st.guard_refusals;
-    m->latency_sum_us = n->st.latency_sum_us;
-    memcpy(m->latency_hist, n->st.hist, sizeof(m->latency_hist));
+    m->server = c->displays[i];
+  }
+  /* Every node that was ever used adds to its master's counters; a
+   * master is up when one of its nodes is (a cluster: the one that
+   * serves the slot may be another). */
+  for (i = 0; i < c->n_nodes; i++) {
+    const redlock__node *n = &c->nodes[i];
+    redlock_master_stats *m = &out->masters[n->master];
+    unsigned b;
+    if (n->uri.host == NULL && n->uri.path == NULL)
+      continue;   /* a cluster's node slot never used */
+    m->up |= n->state == REDLOCK__NODE_UP;
+    m->commands += n->st.commands;
+    m->replies += n->st.replies;
+    m->server_errors += n->st.server_errors;
+    m->timeouts += n->st.timeouts;
+    m->conn_failures += n->st.conn_failures;
+    m->connects += n->connects;
+    m->guard_refusals += n->st.guard_refusals;
+    m->latency_sum_us += n->st.latency_sum_us;
+    for (b = 0; b < REDLOCK_HIST_BUCKETS; b++)
+      m->latency_hist[b] += n->st.hist[b];
+    if (out->n_nodes < REDLOCK_MAX_NODES &&
+        (n->cluster == NULL || n->connects > 0 || !n->lazy)) {
+      redlock_node_stats *ns = &out->nodes[out->n_nodes++];
+      ns->node = n->uri.display;
+      ns->master = n->master;
+      ns->up = n->state == REDLOCK__NODE_UP;
+      ns->commands = n->st.commands;
+      ns->replies = n->st.replies;
+      ns->server_errors = n->st.server_errors;
+      ns->timeouts = n->st.timeouts;
+      ns->conn_failures = n->st.conn_failures;
+      ns->connects = n->connects;
+      ns->guard_refusals = n->st.guard_refusals;
+      ns->latency_sum_us = n->st.latency_sum_us;
+    }
   }
   return 0;
 }
@@ -222,6 +247,27 @@ int redlock_stats_prometheus(const redlock_stats *s, char *buf, size_t len) {
              "Yes votes the restart guard did not count.",
              OFF(guard_refusals));
 #undef OFF
+  if (s->n_nodes > s->n_masters) {
+    /* A cluster master: each primary's share. */
+    head(&o, "redlock_node_commands_total", "counter",
+         "Lock commands written to each node (a cluster's primaries).");
+    for (i = 0; i < s->n_nodes; i++) {
+      put(&o, "redlock_node_commands_total{master=\"");
+      label(&o, s->masters[s->nodes[i].master].server);
+      put(&o, "\",node=\"");
+      label(&o, s->nodes[i].node);
+      put(&o, "\"} %llu\n", (unsigned long long)s->nodes[i].commands);
+    }
+    head(&o, "redlock_node_up", "gauge",
+         "1 when the node is connected and ready.");
+    for (i = 0; i < s->n_nodes; i++) {
+      put(&o, "redlock_node_up{master=\"");
+      label(&o, s->masters[s->nodes[i].master].server);
+      put(&o, "\",node=\"");
+      label(&o, s->nodes[i].node);
+      put(&o, "\"} %d\n", s->nodes[i].up);
+    }
+  }
   head(&o, "redlock_master_latency_seconds", "histogram",
        "Time from writing a lock command to its answer.");
   for (i = 0; i < s->n_masters; i++) {

@@ -23,7 +23,12 @@ void tu_cb(redlock_lock_t *lock, int status, const redlock_result *res,
     snprintf(op->errstr[i], sizeof(op->errstr[i]), "%s",
              res->nodes[i].errstr);
     op->nodes[i].errstr = op->errstr[i];
-    op->nodes[i].server = NULL;
+    snprintf(op->server[i], sizeof(op->server[i]), "%s",
+             res->nodes[i].server);
+    snprintf(op->node[i], sizeof(op->node[i]), "%s",
+             res->nodes[i].node != NULL ? res->nodes[i].node : "(null)");
+    op->nodes[i].server = op->server[i];
+    op->nodes[i].node = op->node[i];
   }
   op->done = 1;
 }
@@ -67,9 +72,9 @@ int tu_release(uv_loop_t *loop, redlock_lock_t *l, tu_op *op) {
 
 static const char *addrs_store[TU_MAX_NODES];
 
-redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
-                            int n, const redlock_client_config *cfg,
-                            unsigned wait_up) {
+redlock_client_t *tu_client_at(uv_loop_t *loop, const char *const *addrs,
+                               int n, const redlock_client_config *cfg,
+                               unsigned wait_up) {
   redlock_client_config c;
   redlock_client_t *client = NULL;
   int rc;
@@ -78,8 +83,7 @@ redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
     c = *cfg;
   else
     memset(&c, 0, sizeof(c));
-  harness_addrs(srv, n, addrs_store);
-  c.servers = addrs_store;
+  c.servers = addrs;
   c.n_servers = (size_t)n;
   if (c.command_timeout_ms == 0)
     c.command_timeout_ms = 1000;
@@ -96,6 +100,13 @@ redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
   if (wait_up > 0)
     tu_wait_up(loop, client, wait_up, 10000);
   return client;
+}
+
+redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
+                            int n, const redlock_client_config *cfg,
+                            unsigned wait_up) {
+  harness_addrs(srv, n, addrs_store);
+  return tu_client_at(loop, addrs_store, n, cfg, wait_up);
 }
 
 typedef struct {

@@ -21,6 +21,8 @@ typedef struct tu_op {
   uint64_t cb_ms;               /* harness_now_ms() when the cb ran */
   redlock_node_result nodes[TU_MAX_NODES];
   char errstr[TU_MAX_NODES][160];
+  char server[TU_MAX_NODES][160];   /* copies: valid after the callback */
+  char node[TU_MAX_NODES][64];
 } tu_op;
 
 /* A redlock_lock_cb that records into a tu_op (arg). */
@@ -43,6 +45,10 @@ int tu_release(uv_loop_t *loop, redlock_lock_t *l, tu_op *op);
 redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
                             int n, const redlock_client_config *cfg,
                             unsigned wait_up);
+/* The same on explicit addresses (clusters, sentinel groups). */
+redlock_client_t *tu_client_at(uv_loop_t *loop, const char *const *addrs,
+                               int n, const redlock_client_config *cfg,
+                               unsigned wait_up);
 /* Waits (bounded, running the loop) until redlock_client_n_up == want. */
 void tu_wait_up(uv_loop_t *loop, redlock_client_t *c, unsigned want,
                 uint64_t timeout_ms);

@@ -1,0 +1,58 @@
+/* cluster.h: a Redis Cluster as one master of the quorum (see cluster.c). */
+#ifndef REDLOCK_CLUSTER_H
+#define REDLOCK_CLUSTER_H
+
+#include "common.h"
+#include "node.h"
+#include "pure.h"
+
+#define REDLOCK__CLUSTER_NODES 32   /* node slots per cluster: at most this
+                                       many primaries are used at once */
+#define REDLOCK__NO_NODE 0xffff
+
+typedef struct redlock__cluster {
+  redlock__node *nodes;        /* the client's node array */
+  unsigned master;             /* the quorum member it is */
+  unsigned slot_of[REDLOCK__CLUSTER_NODES];   /* its node slots (indexes
+                                                 in nodes): [0] = master */
+  unsigned cap;
+  const char *prefix;          /* the client's key prefix */
+  size_t prefix_len;
+  uint16_t map[REDLOCK__SLOTS];   /* slot -> node index, or NO_NODE */
+  int have_map;
+  uint64_t map_gen;            /* topologies applied */
+  int refreshing;              /* a CLUSTER SHARDS is on the wire */
+  int refresh_again;
+  redlock__ns refresh_ns;      /* when the last one was asked */
+  /* The seeds (the URI's host:port and its ?seed= options): the first
+   * node tries them in turn until a topology came. */
+  char **seed_host;
+  int *seed_port;
+  unsigned n_seeds;
+  unsigned next_seed;
+  uint64_t moved, asked;       /* redirections followed */
+  char problem[200];           /* the latest topology problem, or "" */
+} redlock__cluster;
+
+/* cl->nodes, master, cap and slot_of must be set; the URI's seeds are
+ * copied. 0 or ENOMEM. */
+int redlock__cluster_init(redlock__cluster *cl, const redlock__uri *uri,
+                          const char *prefix, size_t prefix_len);
+void redlock__cluster_free(redlock__cluster *cl);
+
+/* The node that serves `slot` now: the map's, or the first node while the
+ * map does not know (a MOVED then teaches it). */
+redlock__node *redlock__cluster_route(redlock__cluster *cl, unsigned slot);
+/* The node hooks (node.h). */
+redlock__topo redlock__cluster_topology(redlock__node *n,
+                                        const redlock__reply *r, int slots);
+int redlock__cluster_redirect(redlock__node *n, redlock__req *req,
+                              const redlock__reply *r);
+/* A node of the cluster went down (its connection failed). */
+void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n);
+/* Asks a connected node for the topology (at most one on the wire). */
+void redlock__cluster_refresh(redlock__cluster *cl);
+/* Node slots of the cluster in use (serving slots or connecting). */
+unsigned redlock__cluster_used(const redlock__cluster *cl);
+
+#endif

@@ -1,0 +1,253 @@
+/* A Redis Cluster as the one master of the quorum (issue 22): keys in
+ * different slots and on different primaries are acquired, extended,
+ * inspected and released where the cluster serves them (checked on the
+ * owning primary itself); a second owner is refused; a multi-resource
+ * lock over slots of two primaries is one vote, all or nothing; fencing
+ * tokens grow with the counter in the key's slot; read-write locks
+ * exclude; many auto-extended locks renew in batches per slot; the seed
+ * may be any node, a replica too; statistics count per primary. */
+#include "tutil.h"
+
+#define P 3
+
+static harness_server srv[P + 1];
+static const char *addr[1];
+
+/* A key whose slot primary `want` serves. */
+static void key_on(int want, const char *base, char *out, size_t len) {
+  int i;
+  for (i = 0; i < 10000; i++) {
+    snprintf(out, len, "%s-%d", base, i);
+    if (harness_cluster_owner(srv, P + 1, out) == want)
+      return;
+  }
+  TEST_FAIL("no key of primary %d", want);
+}
+
+static int holders(const char *key, const char *token) {
+  return tu_count_holding(srv, P, key, token);
+}
+
+static void plain_locks(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_acquire_opts once = {.wait_ms = -1};
+  char key[64];
+  tu_op op;
+  int p;
+  for (p = 0; p < P; p++) {
+    redlock_lock_t *a, *b;
+    char tok[80];
+    key_on(p, "job", key, sizeof(key));
+    ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &a), 0);
+    ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &b), 0);
+    ASSERT_EQ(tu_acquire(loop, a, 10000, NULL, &op), 0);
+    ASSERT_EQ(op.yes, 1);
+    snprintf(tok, sizeof(tok), "%s", redlock_lock_token(a));
+    /* On the primary that serves the slot, and only there. */
+    ASSERT_EQ(tu_count_holding(&srv[p], 1, key, tok), 1);
+    ASSERT_EQ(holders(key, tok), 1);
+    /* The vote names the primary that gave it. */
+    ASSERT_STR_EQ(op.nodes[0].server, addr[0]);
+    {
+      char want[64];
+      snprintf(want, sizeof(want), "127.0.0.1:%d", srv[p].port);
+      ASSERT_STR_EQ(op.nodes[0].node, want);
+    }
+    ASSERT_EQ(tu_acquire(loop, b, 10000, &once, &op), REDLOCK_ETAKEN);
+    ASSERT_EQ(tu_extend(loop, a, 20000, &op), 0);
+    ASSERT_GT(harness_pttl(&srv[p], key), 10000);
+    ASSERT_EQ(tu_release(loop, a, &op), 0);
+    tu_drain(loop, c);
+    ASSERT_EQ(holders(key, tok), 0);
+    ASSERT_EQ(tu_acquire(loop, b, 5000, &once, &op), 0);
+    ASSERT_EQ(tu_release(loop, b, &op), 0);
+    ASSERT_EQ(redlock_lock_free(a), 0);
+    ASSERT_EQ(redlock_lock_free(b), 0);
+  }
+}
+
+static void multi_lock(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_acquire_opts once = {.wait_ms = -1};
+  char k0[64], k1[64], k2[64];
+  const void *names[3];
+  size_t lens[3];
+  redlock_lock_t *m, *one;
+  tu_op op;
+  key_on(0, "m", k0, sizeof(k0));
+  key_on(1, "m", k1, sizeof(k1));
+  key_on(1, "n", k2, sizeof(k2));   /* the same primary, another slot */
+  names[0] = k0;
+  names[1] = k1;
+  names[2] = k2;
+  lens[0] = strlen(k0);
+  lens[1] = strlen(k1);
+  lens[2] = strlen(k2);
+  ASSERT_EQ(redlock_lock_new_multi(c, names, lens, 3, &m), 0);
+  ASSERT_EQ(tu_acquire(loop, m, 10000, NULL, &op), 0);
+  ASSERT_EQ(op.yes, 1);
+  ASSERT_EQ(tu_count_holding(&srv[0], 1, k0, redlock_lock_token(m)), 1);
+  ASSERT_EQ(tu_count_holding(&srv[1], 1, k1, redlock_lock_token(m)), 1);
+  ASSERT_EQ(tu_count_holding(&srv[1], 1, k2, redlock_lock_token(m)), 1);
+  ASSERT_EQ(tu_extend(loop, m, 20000, &op), 0);
+  ASSERT_GT(harness_pttl(&srv[0], k0), 10000);
+  ASSERT_GT(harness_pttl(&srv[1], k2), 10000);
+  ASSERT_EQ(tu_release(loop, m, &op), 0);
+  tu_drain(loop, c);
+  ASSERT_EQ(harness_get(&srv[0], k0, NULL, 0), 0);
+  ASSERT_EQ(harness_get(&srv[1], k1, NULL, 0), 0);
+  /* All or nothing: one key held by a plain lock refuses the multi lock,
+   * which then leaves none of its keys behind. */
+  ASSERT_EQ(redlock_lock_new(c, k1, strlen(k1), &one), 0);
+  ASSERT_EQ(tu_acquire(loop, one, 10000, NULL, &op), 0);
+  ASSERT_EQ(tu_acquire(loop, m, 10000, &once, &op), REDLOCK_ETAKEN);
+  tu_drain(loop, c);
+  ASSERT_EQ(harness_get(&srv[0], k0, NULL, 0), 0);
+  ASSERT_EQ(harness_get(&srv[1], k2, NULL, 0), 0);
+  ASSERT_EQ(tu_release(loop, one, &op), 0);
+  ASSERT_EQ(tu_acquire(loop, m, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_release(loop, m, &op), 0);
+  ASSERT_EQ(redlock_lock_free(one), 0);
+  ASSERT_EQ(redlock_lock_free(m), 0);
+}
+
+static void inspect_and_force(uv_loop_t *loop, redlock_client_t *c) {
+  char key[64];
+  redlock_lock_t *a, *look;
+  tu_op op;
+  key_on(2, "look", key, sizeof(key));
+  ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &a), 0);
+  ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &look), 0);
+  ASSERT_EQ(tu_acquire(loop, a, 10000, NULL, &op), 0);
+  op.done = 0;
+  op.calls = 0;
+  ASSERT_EQ(redlock_lock_inspect(look, tu_cb, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &op.done, 10000), 0);
+  ASSERT_EQ(op.status, 0);
+  ASSERT_EQ(op.nodes[0].vote, REDLOCK_VOTE_YES);
+  ASSERT_GT(op.nodes[0].pttl_ms, 5000);
+  op.done = 0;
+  op.calls = 0;
+  ASSERT_EQ(redlock_lock_force_release(look, tu_cb, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &op.done, 10000), 0);
+  ASSERT_EQ(op.status, 0);
+  ASSERT_EQ(harness_get(&srv[2], key, NULL, 0), 0);
+  ASSERT_EQ(redlock_lock_free(a), 0);
+  ASSERT_EQ(redlock_lock_free(look), 0);
+}
+
+static void fencing(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_acquire_opts fenced = {.fence = 1};
+  char key[64], fkey[80];
+  char val[64];
+  redlock_lock_t *a;
+  uint64_t last = 0;
+  tu_op op;
+  int i, p;
+  key_on(1, "fenced", key, sizeof(key));
+  snprintf(fkey, sizeof(fkey), "{%s}:fence", key);
+  ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &a), 0);
+  for (i = 0; i < 5; i++) {
+    int rc = tu_acquire(loop, a, 10000, &fenced, &op);
+    if (rc != 0)
+      TEST_FAIL("fenced acquire: %s: %s", redlock_err_name(rc),
+                op.nodes[0].errstr);
+    ASSERT_GT(redlock_lock_fence(a), last);
+    last = redlock_lock_fence(a);
+    ASSERT_EQ(tu_release(loop, a, &op), 0);
+  }
+  /* The counter lives in the key's slot, on the key's primary. */
+  p = harness_cluster_owner(srv, P + 1, key);
+  ASSERT_EQ(harness_cluster_owner(srv, P + 1, fkey), p);
+  ASSERT_EQ(harness_get(&srv[p], fkey, val, sizeof(val)), 1);
+  ASSERT_EQ((uint64_t)strtoull(val, NULL, 10), last);
+  ASSERT_EQ(redlock_lock_free(a), 0);
+}
+
+static void rwlocks(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_acquire_opts once = {.wait_ms = -1};
+  redlock_lock_t *r1, *r2, *w;
+  tu_op op;
+  ASSERT_EQ(redlock_rwlock_new(c, "shared", 6, REDLOCK_READ, &r1), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "shared", 6, REDLOCK_READ, &r2), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "shared", 6, REDLOCK_WRITE, &w), 0);
+  ASSERT_EQ(tu_acquire(loop, r1, 10000, NULL, &op), 0);
+  ASSERT_EQ(tu_acquire(loop, r2, 10000, NULL, &op), 0);
+  ASSERT_EQ(tu_acquire(loop, w, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(tu_release(loop, r1, &op), 0);
+  ASSERT_EQ(tu_release(loop, r2, &op), 0);
+  ASSERT_EQ(tu_acquire(loop, w, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_acquire(loop, r1, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(tu_release(loop, w, &op), 0);
+  ASSERT_EQ(redlock_lock_free(r1), 0);
+  ASSERT_EQ(redlock_lock_free(r2), 0);
+  ASSERT_EQ(redlock_lock_free(w), 0);
+}
+
+/* 60 auto-extended locks over every slot range, ttl 1.2 s, for 3 ttls:
+ * the renewals go in batches, one command per slot (a CROSSSLOT error
+ * would fail them and lose the locks). */
+static void batched(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_acquire_opts ext = {.auto_extend = 1};
+  redlock_lock_t *l[60];
+  redlock_stats st;
+  char key[32];
+  tu_op op;
+  uint64_t before;
+  int i;
+  for (i = 0; i < 60; i++) {
+    snprintf(key, sizeof(key), "many-%d", i);
+    ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &l[i]), 0);
+    ASSERT_EQ(tu_acquire(loop, l[i], 1200, &ext, &op), 0);
+  }
+  ASSERT_EQ(redlock_client_stats(c, &st), 0);
+  before = st.extensions;
+  tu_run_for(loop, 3600);
+  ASSERT_EQ(redlock_client_stats(c, &st), 0);
+  ASSERT_EQ(st.lost, 0);
+  ASSERT_EQ(st.extension_failures, 0);
+  ASSERT_GE(st.extensions - before, 60 * 3);
+  for (i = 0; i < 60; i++) {
+    ASSERT_EQ(redlock_lock_is_held(l[i]), 1);
+    ASSERT_EQ(tu_release(loop, l[i], &op), 0);
+    ASSERT_EQ(redlock_lock_free(l[i]), 0);
+  }
+}
+
+static void per_primary_stats(redlock_client_t *c) {
+  redlock_stats st;
+  unsigned k, seen = 0;
+  ASSERT_EQ(redlock_client_stats(c, &st), 0);
+  ASSERT_EQ(st.n_masters, 1);
+  ASSERT_EQ(st.n_nodes, P);
+  for (k = 0; k < st.n_nodes; k++) {
+    ASSERT_EQ(st.nodes[k].master, 0);
+    ASSERT_GT(st.nodes[k].commands, 0);
+    seen++;
+  }
+  ASSERT_EQ(seen, P);
+  ASSERT_GE(st.masters[0].commands, st.nodes[0].commands);
+}
+
+int main(void) {
+  uv_loop_t loop;
+  redlock_client_t *c;
+  int i;
+  memset(srv, 0, sizeof(srv));
+  for (i = 0; i < P + 1; i++)
+    srv[i].cluster = 1;
+  harness_start(srv, P + 1);
+  harness_cluster_make(srv, P + 1, P);   /* srv[P]: a replica of srv[0] */
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  /* The seed is the replica: the client finds the primaries. */
+  addr[0] = harness_cluster_addr(&srv[P]);
+  c = tu_client_at(&loop, addr, 1, NULL, 1);
+  plain_locks(&loop, c);
+  multi_lock(&loop, c);
+  inspect_and_force(&loop, c);
+  fencing(&loop, c);
+  rwlocks(&loop, c);
+  batched(&loop, c);
+  per_primary_stats(c);
+  tu_close(&loop, c);
+  harness_stop_all();
+  return 0;
+}
