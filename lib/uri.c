@@ -271,8 +271,8 @@ static int parse_options(const ctx *x, const char *q, int allow_db,
                          redlock__uri *u) {
   static const char *const known[3] = {
       "db=N, durable=1", "durable=1, seed=host:port",
-      "db=N, durable=1, sentinel=host:port, sentinel_user=U, "
-      "sentinel_password=P"};
+      ("db=N, durable=1, sentinel=host:port, sentinel_user=U, "
+       "sentinel_password=P")};
   char msg[160];
   while (*q != '\0') {
     const char *amp = strchr(q, '&');

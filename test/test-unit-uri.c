@@ -97,8 +97,8 @@ int main(void) {
       "unix:///var/run/redis.sock?db=3", "redis://[::1]:7000/1",
       "[fe80::1]:6380", "redis://:secret@h",
       "rediss+cluster://u:secret@h:7000?seed=h2:7001&seed=[::1]:7002",
-      "redis+sentinel://:secret@h:26379/m?sentinel=h2:26380&db=2&"
-      "sentinel_user=u&sentinel_password=secret"};
+      ("redis+sentinel://:secret@h:26379/m?sentinel=h2:26380&db=2&"
+       "sentinel_user=u&sentinel_password=secret")};
   char buf[512];
   uint64_t st = 12345;
   size_t i, k;
