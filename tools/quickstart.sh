@@ -56,7 +56,7 @@ build() {
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" --werror "$@" >/dev/null
   fi
-  ninja -C "$dir" >"$dir.log" 2>&1 || { cat "$dir.log"; exit 1; }
+  ninja -C "$dir" >"$dir.log" 2>&1 || { cat "$dir.log"; return 1; }
 }
 
 # Skips that depend on the machine, not on the build: the only ones the
@@ -119,12 +119,12 @@ cmd=${1:-}
 case "$cmd" in
   build)
     need_pkgs "${base_pkgs[@]}"
-    build build
+    build build || exit 1
     log "built: build/"
     ;;
   demo)
     need_pkgs "${base_pkgs[@]}"
-    build build
+    build build || exit 1
     cluster="$here/cluster-compose/cluster.sh"
     export REDLOCK_CLUSTER_DIR
     REDLOCK_CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redlock-demo.XXXXXX")
@@ -167,10 +167,17 @@ case "$cmd" in
     run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/redlock-ci.XXXXXX")
     export TMPDIR=$run_tmp
     trap 'rm -rf "$results" "$run_tmp"' EXIT
-    build build
-    run_suite build plain --suite unit --suite redis --suite fault
-    build build-asan -Db_sanitize=address,undefined -Db_lundef=false
-    run_suite build-asan asan --suite unit --suite redis --suite fault
+    # A build that fails is a failure of the run (counted), not its end.
+    if build build; then
+      run_suite build plain --suite unit --suite redis --suite fault
+    else
+      echo "FAIL build:plain" >>"$results"
+    fi
+    if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
+      run_suite build-asan asan --suite unit --suite redis --suite fault
+    else
+      echo "FAIL build:asan" >>"$results"
+    fi
     # valgrind: unit and redis; the fault suite's schedules are timed
     # (pauses, deadlines, proxies) and under valgrind's 20-50x slowdown
     # would measure valgrind, not the library: ASan covers their memory.
@@ -180,8 +187,11 @@ case "$cmd" in
     run_suite build readme --suite readme
     if echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
        clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
-      CC=clang build build-fuzz -Dfuzz=true
-      run_suite build-fuzz fuzz --suite fuzz
+      if CC=clang build build-fuzz -Dfuzz=true; then
+        run_suite build-fuzz fuzz --suite fuzz
+      else
+        echo "FAIL build:fuzz (clang)" >>"$results"
+      fi
     else
       echo "FAIL fuzz:no-libfuzzer-runtime (clang -fsanitize=fuzzer does not link)" >>"$results"
     fi
