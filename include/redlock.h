@@ -377,6 +377,11 @@ typedef struct redlock_master_stats {
   uint64_t guard_refusals;   /* yes votes the restart guard did not count */
   uint64_t latency_sum_us;   /* of every answer */
   uint64_t latency_hist[REDLOCK_HIST_BUCKETS];   /* per answer, us */
+  /* A Redis Cluster master: redirections followed (MOVED: the map was
+   * out of date; ASK: a slot being migrated), and its primaries in use. */
+  uint64_t moved;
+  uint64_t asked;
+  unsigned primaries;
 } redlock_master_stats;
 
 /* One node of a master: a plain master's only node, or a primary of a

@@ -34,7 +34,9 @@
 #define MAXTTL_SUFFIX "__redlock__:maxttl"
 #define CLOCK_SUFFIX "__redlock__:clock"
 #define DEF_MAX_TTL_MS 3600000        /* the cap on ttls: one hour */
-#define RECHECK_MS 3000               /* declared masters' persistence */
+#define TICK_MS 1000                  /* the client's background checks */
+#define RECHECK_TICKS 3               /* declared masters' persistence */
+#define REFRESH_TICKS 5               /* a cluster's topology */
 
 void redlock__assert_fail(const char *expr, const char *file, int line) {
   fprintf(stderr, "redlock: assertion failed: %s (%s:%d)\n", expr, file,
@@ -216,14 +218,30 @@ static void on_guard_warning(void *arg, unsigned idx, const char *msg) {
     c->warn_cb(c, msg, c->warn_arg);
 }
 
-/* Declared masters: their persistence is read again while connected
- * (guard.c, 6.). */
+/* Background checks, every second while the client is open:
+ *  - every node's replication (role, replication id) when the restart
+ *    guard is on, or the node is a cluster's: a failover or a resync
+ *    behind a connection that stayed open makes a new instance (node.c);
+ *  - declared masters' persistence, every 3 s (guard.c, 6.);
+ *  - each cluster's topology, every 5 s (a reshard or a failover that no
+ *    redirection showed yet). */
 static void on_recheck(uv_timer_t *t) {
   redlock_client_t *c = t->data;
   unsigned i;
-  for (i = 0; i < c->n_nodes; i++)
-    if (c->nodes[i].declared)
-      redlock__node_recheck(&c->nodes[i]);
+  c->ticks++;
+  for (i = 0; i < c->n_nodes; i++) {
+    redlock__node *n = &c->nodes[i];
+    if (n->state != REDLOCK__NODE_UP)
+      continue;
+    if (c->restart_guard_ms >= 0 || n->cluster != NULL)
+      redlock__node_check_identity(n);
+    if (n->declared && c->ticks % RECHECK_TICKS == 0)
+      redlock__node_recheck(n);
+  }
+  if (c->ticks % REFRESH_TICKS == 0)
+    for (i = 0; i < c->n; i++)
+      if (c->clusters[i] != NULL)
+        redlock__cluster_refresh(c->clusters[i]);
 }
 
 /* ---- node events --------------------------------------------------------- */
@@ -466,8 +484,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     c->idle[i].guard_window_ms = -1;
   }
   redlock__free(uris);
-  if (c->declared)
-    uv_timer_start(&c->recheck_timer, on_recheck, RECHECK_MS, RECHECK_MS);
+  if (c->declared || c->restart_guard_ms >= 0 || c->n_nodes > c->n)
+    uv_timer_start(&c->recheck_timer, on_recheck, TICK_MS, TICK_MS);
   for (i = 0; i < c->n; i++)
     redlock__node_start(&c->nodes[i]);
   *out = c;

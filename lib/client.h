@@ -63,7 +63,8 @@ struct redlock_client_s {
   size_t clock_keylen;
   int64_t max_ttl_ms;          /* the deployment's cap on ttls */
   int declared;                /* some master is declared durable */
-  uv_timer_t recheck_timer;    /* re-reads declared masters' persistence */
+  uv_timer_t recheck_timer;    /* background checks (client.c) */
+  uint64_t ticks;
   void (*warn_cb)(redlock_client_t *c, const char *msg, void *arg);
   void *warn_arg;
   char (*warnings)[300];       /* n: the latest warning per master */

@@ -68,6 +68,12 @@ int redlock_client_stats(const redlock_client_t *c, redlock_stats *out) {
   for (i = 0; i < c->n; i++) {
     redlock_master_stats *m = &out->masters[i];
     m->server = c->displays[i];
+    m->primaries = 1;
+    if (c->clusters[i] != NULL) {
+      m->moved = c->clusters[i]->moved;
+      m->asked = c->clusters[i]->asked;
+      m->primaries = redlock__cluster_used(c->clusters[i]);
+    }
   }
   /* Every node that was ever used adds to its master's counters; a
    * master is up when one of its nodes is (a cluster: the one that

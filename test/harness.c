@@ -1466,6 +1466,31 @@ void harness_cluster_make(harness_server *srv, int n, int primaries) {
     TEST_FAIL("cluster: not ok in time");
 }
 
+int harness_get_asking(const harness_server *s, const char *key, char *val,
+                       size_t vallen) {
+  redisContext *c = connect_to(s);
+  redisReply *r;
+  int rc = -1;
+  if (c == NULL)
+    return -1;
+  r = redisCommand(c, "ASKING");
+  if (r != NULL)
+    freeReplyObject(r);
+  r = redisCommand(c, "GET %s", key);
+  if (r != NULL) {
+    if (r->type == REDIS_REPLY_NIL) {
+      rc = 0;
+    } else if (r->type == REDIS_REPLY_STRING) {
+      if (val != NULL)
+        snprintf(val, vallen, "%.*s", (int)r->len, r->str);
+      rc = 1;
+    }
+    freeReplyObject(r);
+  }
+  redisFree(c);
+  return rc;
+}
+
 const char *harness_cluster_addr(const harness_server *s) {
   static char bufs[8][64];
   static int next;

@@ -120,6 +120,10 @@ void harness_restart(harness_server *s);
  * other node, and every replica's link is up. Done with CLUSTER
  * ADDSLOTSRANGE, MEET and REPLICATE, not redis-cli. */
 void harness_cluster_make(harness_server *srv, int n, int primaries);
+/* GET after ASKING on one connection (a slot being imported): 1 and the
+ * value, 0 missing, -1 error. */
+int harness_get_asking(const harness_server *s, const char *key, char *val,
+                       size_t vallen);
 /* "redis+cluster://127.0.0.1:PORT" of s (static buffer, 8 slots). */
 const char *harness_cluster_addr(const harness_server *s);
 /* The index in srv[0..n) of the primary that serves key's slot now (per
