@@ -501,7 +501,16 @@ void redlock__cluster_refresh(redlock__cluster *cl) {
   }
 }
 
+#define REFRESH_MIN_NS (200 * REDLOCK__NS_PER_MS)
+
 void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n) {
+  if (cl->have_map && !n->lazy &&
+      redlock__now_ns() - cl->refresh_ns >= REFRESH_MIN_NS) {
+    /* A primary failed: another may be taking over its slots (a
+     * failover). Ask the others, at most every 200 ms. */
+    redlock__cluster_refresh(cl);
+    return;
+  }
   if (n != slot_node(cl, 0) || cl->have_map || cl->n_seeds < 2)
     return;
   /* No topology yet and the seed failed: the next seed, at the node's own

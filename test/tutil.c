@@ -72,9 +72,28 @@ int tu_release(uv_loop_t *loop, redlock_lock_t *l, tu_op *op) {
 
 static const char *addrs_store[TU_MAX_NODES];
 
+static redlock_client_t *client_at(uv_loop_t *loop,
+                                   const char *const *addrs, int n,
+                                   const redlock_client_config *cfg,
+                                   unsigned wait_up, int guard_auto);
+
 redlock_client_t *tu_client_at(uv_loop_t *loop, const char *const *addrs,
                                int n, const redlock_client_config *cfg,
                                unsigned wait_up) {
+  return client_at(loop, addrs, n, cfg, wait_up, 0);
+}
+
+redlock_client_t *tu_client_guarded(uv_loop_t *loop,
+                                    const char *const *addrs, int n,
+                                    const redlock_client_config *cfg,
+                                    unsigned wait_up) {
+  return client_at(loop, addrs, n, cfg, wait_up, 1);
+}
+
+static redlock_client_t *client_at(uv_loop_t *loop,
+                                   const char *const *addrs, int n,
+                                   const redlock_client_config *cfg,
+                                   unsigned wait_up, int guard_auto) {
   redlock_client_config c;
   redlock_client_t *client = NULL;
   int rc;
@@ -91,7 +110,7 @@ redlock_client_t *tu_client_at(uv_loop_t *loop, const char *const *addrs,
     c.connect_timeout_ms = 2000;
   /* The harness's servers are seconds old: the restart guard would hold
    * their votes for a ttl. Tests of the guard set it explicitly. */
-  if (c.restart_guard_ms == 0)
+  if (c.restart_guard_ms == 0 && !guard_auto)
     c.restart_guard_ms = -1;
   rc = redlock_client_new(loop, &c, &client);
   if (rc != 0)

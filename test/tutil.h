@@ -45,7 +45,12 @@ int tu_release(uv_loop_t *loop, redlock_lock_t *l, tu_op *op);
 redlock_client_t *tu_client(uv_loop_t *loop, const harness_server *srv,
                             int n, const redlock_client_config *cfg,
                             unsigned wait_up);
-/* The same on explicit addresses (clusters, sentinel groups). */
+/* The same on explicit addresses (clusters, sentinel groups). With
+ * guard_auto, restart_guard_ms 0 stays the automatic guard. */
+redlock_client_t *tu_client_guarded(uv_loop_t *loop,
+                                    const char *const *addrs, int n,
+                                    const redlock_client_config *cfg,
+                                    unsigned wait_up);
 redlock_client_t *tu_client_at(uv_loop_t *loop, const char *const *addrs,
                                int n, const redlock_client_config *cfg,
                                unsigned wait_up);
