@@ -83,6 +83,12 @@ static void client_free_memory(redlock_client_t *c) {
       redlock__cluster_free(c->clusters[i]);
       redlock__free(c->clusters[i]);
     }
+  for (i = 0; c->sentinels != NULL && i < c->n; i++)
+    if (c->sentinels[i] != NULL) {
+      redlock__sentinel_free(c->sentinels[i]);
+      redlock__free(c->sentinels[i]);
+    }
+  redlock__free(c->sentinels);
   for (i = 0; c->displays != NULL && i < c->n; i++)
     redlock__free(c->displays[i]);
   redlock__free(c->clusters);
@@ -314,6 +320,33 @@ static void init_cluster(redlock_client_t *c, unsigned i, redlock__uri *u,
   c->nodes[i].cluster = cl;
 }
 
+/* Master i is a sentinel group: its node has no address until the
+ * sentinels name the primary (lazy); it keeps the URI's credentials, db
+ * and TLS. */
+static void init_sentinel(redlock_client_t *c, unsigned i, redlock__uri *u) {
+  redlock__uri data;
+  redlock__node *n = &c->nodes[i];
+  memset(&data, 0, sizeof(data));
+  data.tls = u->tls;
+  data.db = u->db;
+  data.username = u->username;
+  data.password = u->password;
+  u->username = NULL;
+  u->password = NULL;
+  data.display = redlock__strdup("(no primary named yet)");
+  redlock__node_init(n, &c->env, i, &data);
+  n->sentinel = 1;
+  n->lazy = 1;
+  redlock__strlcpy(n->errstr, c->sentinels[i]->errstr, sizeof(n->errstr));
+  redlock__uri_free(u);
+}
+
+static void on_stale(redlock__node *n) {
+  redlock_client_t *c = n->env->arg;
+  if (c->sentinels[n->master] != NULL)
+    redlock__sentinel_stale(c->sentinels[n->master]);
+}
+
 int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
                        redlock_client_t **out) {
   redlock_client_t *c = NULL;
@@ -356,11 +389,6 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       goto fail;
     }
     parsed++;
-    if (uris[i].kind == REDLOCK__URI_SENTINEL) {
-      rc = redlock__fail(REDLOCK_EINVAL, "server %zu: %s: not supported "
-                         "yet", i + 1, uris[i].display);
-      goto fail;
-    }
     if (uris[i].kind == REDLOCK__URI_CLUSTER) {
       const char *open = cfg->key_prefix != NULL
                              ? strchr(cfg->key_prefix, '{') : NULL;
@@ -402,12 +430,21 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->nodes = redlock__calloc(c->n_nodes, sizeof(*c->nodes));
   c->displays = redlock__calloc(c->n, sizeof(*c->displays));
   c->clusters = redlock__calloc(c->n, sizeof(*c->clusters));
-  if (c->nodes == NULL || c->displays == NULL || c->clusters == NULL)
+  c->sentinels = redlock__calloc(c->n, sizeof(*c->sentinels));
+  if (c->nodes == NULL || c->displays == NULL || c->clusters == NULL ||
+      c->sentinels == NULL)
     goto nomem;
   for (i = 0; i < c->n; i++) {
     c->displays[i] = redlock__strdup(uris[i].display);
     if (c->displays[i] == NULL)
       goto nomem;
+    if (uris[i].kind == REDLOCK__URI_SENTINEL) {
+      c->sentinels[i] = redlock__calloc(1, sizeof(*c->sentinels[i]));
+      if (c->sentinels[i] == NULL ||
+          redlock__sentinel_init(c->sentinels[i], &c->env, &c->nodes[i],
+                                 &uris[i]) != 0)
+        goto nomem;
+    }
     if (uris[i].kind == REDLOCK__URI_CLUSTER) {
       c->clusters[i] = redlock__calloc(1, sizeof(*c->clusters[i]));
       if (c->clusters[i] == NULL ||
@@ -455,6 +492,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->env.arg = c;
   c->env.topology = redlock__cluster_topology;
   c->env.redirect = redlock__cluster_redirect;
+  c->env.stale = on_stale;
   redlock__flusher_init(loop, &c->flusher);
   c->flusher.prepare.data = c;
   uv_timer_init(loop, &c->close_timer);
@@ -470,6 +508,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     int declared = uris[i].durable || cfg->durable;
     if (c->clusters[i] != NULL)
       init_cluster(c, (unsigned)i, &uris[i], declared, &next_slot);
+    else if (c->sentinels[i] != NULL)
+      init_sentinel(c, (unsigned)i, &uris[i]);
     else
       redlock__node_init(&c->nodes[i], &c->env, (unsigned)i, &uris[i]);
     c->nodes[i].declared = declared;
@@ -486,8 +526,12 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   redlock__free(uris);
   if (c->declared || c->restart_guard_ms >= 0 || c->n_nodes > c->n)
     uv_timer_start(&c->recheck_timer, on_recheck, TICK_MS, TICK_MS);
-  for (i = 0; i < c->n; i++)
-    redlock__node_start(&c->nodes[i]);
+  for (i = 0; i < c->n; i++) {
+    if (c->sentinels[i] != NULL)
+      redlock__sentinel_start(c->sentinels[i]);
+    else
+      redlock__node_start(&c->nodes[i]);
+  }
   *out = c;
   return 0;
 
@@ -530,13 +574,19 @@ static void on_client_handle_closed(uv_handle_t *h) {
 
 static void client_maybe_finish(redlock_client_t *c) {
   if (c->close_stage != 1 || c->nodes_open != 0 || !c->wake_closed ||
-      !redlock__queue_empty(&c->members))
+      c->sentinels_open != 0 || !redlock__queue_empty(&c->members))
     return;
   c->close_stage = 2;   /* the final close runs once */
   redlock__flusher_close(&c->flusher, on_client_handle_closed);
   uv_close((uv_handle_t *)&c->close_timer, on_client_handle_closed);
   uv_close((uv_handle_t *)&c->recheck_timer, on_client_handle_closed);
   redlock__tq_close(&c->tq, on_client_handle_closed);
+}
+
+static void on_sentinel_closed(void *arg) {
+  redlock_client_t *c = arg;
+  c->sentinels_open--;
+  client_maybe_finish(c);
 }
 
 static void on_wake_closed(void *arg) {
@@ -560,6 +610,12 @@ static void on_close_timer(uv_timer_t *t) {
     m->abort(m);
   }
   redlock__guard_close(&c->guard);
+  for (i = 0; i < c->n; i++)
+    if (c->sentinels[i] != NULL)
+      c->sentinels_open++;
+  for (i = 0; i < c->n; i++)
+    if (c->sentinels[i] != NULL)
+      redlock__sentinel_close(c->sentinels[i], on_sentinel_closed, c);
   redlock__wake_close(&c->wake, on_wake_closed, c);
   for (i = 0; i < c->n_nodes; i++)
     redlock__node_close(&c->nodes[i]);

@@ -9,6 +9,7 @@
 #include "conn.h"
 #include "guard.h"
 #include "node.h"
+#include "sentinel.h"
 #include "tq.h"
 #include "wake.h"
 
@@ -46,6 +47,8 @@ struct redlock_client_s {
   char **displays;             /* n: each master as configured, without
                                   password (results, messages) */
   redlock__cluster **clusters; /* n: a cluster master's, else NULL */
+  redlock__sentinel **sentinels;   /* n: a sentinel group's, else NULL */
+  unsigned sentinels_open;     /* closing: sentinel timers not closed */
   unsigned quorum;
   double drift_factor;
   int64_t command_timeout_ms;

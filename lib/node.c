@@ -898,6 +898,18 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
     case HS_REPL:
       if (r->type == REDLOCK__R_STRING)
         parse_replication(n, r->str);
+      if (n->sentinel && strcmp(n->role, "master") != 0) {
+        /* The sentinels' answer was stale, or a switch is under way. */
+        snprintf(why, sizeof(why), "role %s: not the primary (a switch "
+                 "under way?); asking the sentinels again",
+                 n->role[0] ? n->role : "unknown");
+        redlock__conn_close(&n->conn);
+        node_set_errstr(n, why);
+        uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
+        if (n->env->stale != NULL)
+          n->env->stale(n);
+        return;
+      }
       break;
     case HS_TIME:
       n->clock.wall_us = parse_time(r);
@@ -1622,6 +1634,8 @@ void redlock__node_start(redlock__node *n) {
   struct addrinfo hints;
   if (n->closing || n->state == REDLOCK__NODE_CLOSED)
     return;
+  if (n->uri.host == NULL && n->uri.path == NULL)
+    return;   /* no address yet (a sentinel group's, a cluster's slot) */
   n->last_try_ns = redlock__now_ns();
   if (n->uri.path != NULL || parse_ip_literal(n)) {
     node_connect(n);

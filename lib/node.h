@@ -117,6 +117,8 @@ typedef struct redlock__node_env {
                             int slots);
   int (*redirect)(redlock__node *n, redlock__req *req,
                   const redlock__reply *r);
+  /* A sentinel group's data node is not the primary (role:slave). */
+  void (*stale)(redlock__node *n);
 } redlock__node_env;
 
 /*   RESOLVING --> CONNECTING --> HANDSHAKE --> UP
@@ -152,6 +154,8 @@ struct redlock__node {
   unsigned index;              /* in the client's node array */
   unsigned master;             /* its master (of the quorum) */
   struct redlock__cluster *cluster;   /* a Redis Cluster's node, or NULL */
+  int sentinel;                /* the primary of a sentinel group: it must
+                                  say role:master (env->stale if not) */
   int lazy;                    /* a cluster's node slot not started (no
                                   primary, or one that serves no slot) */
   redlock__uri uri;

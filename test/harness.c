@@ -548,6 +548,13 @@ static int spawn_server(harness_server *s) {
       args[k++] = (char *)(s->tls_auth_clients != NULL ? s->tls_auth_clients
                                                        : "no");
     }
+    if (s->replicaof > 0) {
+      static char rport[16];
+      snprintf(rport, sizeof(rport), "%d", s->replicaof);
+      args[k++] = "--replicaof";
+      args[k++] = "127.0.0.1";
+      args[k++] = rport;
+    }
     if (s->cluster) {
       static char nt[16], bus[16];
       snprintf(nt, sizeof(nt), "%d",
@@ -643,6 +650,7 @@ void harness_start(harness_server *srv, int n) {
     s->tls_auth_clients = keep.tls_auth_clients;
     s->clock_shim = keep.clock_shim;
     s->cluster = keep.cluster;
+    s->replicaof = keep.replicaof;
     s->node_timeout_ms = keep.node_timeout_ms;
     s->sentinel = keep.sentinel;
     s->sentinel_port = keep.sentinel_port;

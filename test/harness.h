@@ -81,6 +81,7 @@ typedef struct harness_server {
   const char *admin_pass;
   int clock_shim;        /* started under the clock shim (clockshim.c):
                             set by harness_clock_prepare */
+  int replicaof;         /* --replicaof 127.0.0.1 <this port> (0: none) */
   int cluster;           /* --cluster-enabled yes (harness_cluster_*) */
   int node_timeout_ms;   /* cluster-node-timeout (0: 1000 ms) */
   int bus_port;          /* the cluster bus (picked free, not port+10000) */
