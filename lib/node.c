@@ -1403,7 +1403,8 @@ int redlock__node_set_tag(redlock__node *n, const char *prefix,
   if (keys == NULL)
     return REDLOCK_ENOMEM;
   p = keys;
-  memcpy(p, prefix, prefix_len);
+  if (prefix_len > 0)
+    memcpy(p, prefix, prefix_len);
   p += prefix_len;
   *p++ = '{';
   memcpy(p, tag, tl);
