@@ -256,12 +256,28 @@ typedef struct redlock_master_info {
   int64_t guard_wait_ms;     /* until it counts; -1 not a matter of time */
   const char *guard_reason;  /* why not, in words; or "" */
   const char *warning;       /* the latest configuration warning, or "" */
+  /* The node described: the master itself, a cluster's primary, the
+   * primary a sentinel group names ("host:port"). */
+  const char *node;
+  unsigned nodes;            /* redlock_client_master_info: the master's
+                                nodes in use (a cluster's primaries; 1
+                                otherwise), for redlock_client_node_info */
+  const char *problem;       /* a cluster's topology problem (slots without
+                                a primary...) or a sentinel group's (no
+                                primary named), or "" */
 } redlock_master_info;
 
-/* Fills *out for master i. Errors: EINVAL (NULL, i out of range). */
+/* Fills *out for master i: for a Redis Cluster its first primary (the
+ * others: redlock_client_node_info). Errors: EINVAL (NULL, i out of
+ * range). */
 REDLOCK_EXTERN int redlock_client_master_info(redlock_client_t *c,
                                               unsigned i,
                                               redlock_master_info *out);
+/* The same for node k (0 <= k < info.nodes) of master i: each primary of
+ * a cluster master. Errors: EINVAL. */
+REDLOCK_EXTERN int redlock_client_node_info(redlock_client_t *c, unsigned i,
+                                            unsigned k,
+                                            redlock_master_info *out);
 
 /* ------------------------------------------------------------------------
  * Results: what each master said in the operation that just finished.

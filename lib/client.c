@@ -454,7 +454,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     }
   }
   c->idle = redlock__calloc(c->n, sizeof(*c->idle));
-  c->warnings = redlock__calloc(c->n, sizeof(*c->warnings));
+  c->warnings = redlock__calloc(c->n_nodes, sizeof(*c->warnings));
   if (make_key(c, MAXTTL_SUFFIX, &c->maxttl_key, &c->maxttl_keylen) != 0 ||
       make_key(c, CLOCK_SUFFIX, &c->clock_key, &c->clock_keylen) != 0 ||
       c->nodes == NULL || c->idle == NULL || c->warnings == NULL)
@@ -664,20 +664,33 @@ uv_loop_t *redlock_client_loop(const redlock_client_t *c) {
   return c != NULL ? c->loop : NULL;
 }
 
-int redlock_client_master_info(redlock_client_t *c, unsigned i,
-                               redlock_master_info *out) {
-  const redlock__node *n;
-  const redlock__guard_node *gn;
+/* The node slots of master i in use, in order: the first node, then a
+ * cluster's other primaries. */
+static unsigned master_nodes_used(const redlock_client_t *c, unsigned i,
+                                  unsigned *out) {
+  const redlock__cluster *cl = c->clusters[i];
+  unsigned k, n = 0;
+  if (cl == NULL) {
+    out[0] = i;
+    return 1;
+  }
+  for (k = 0; k < cl->cap; k++) {
+    const redlock__node *nd = &c->nodes[cl->slot_of[k]];
+    if (!nd->lazy || k == 0)
+      out[n++] = cl->slot_of[k];
+  }
+  return n;
+}
+
+static void fill_info(redlock_client_t *c, unsigned i, unsigned idx,
+                      redlock_master_info *out) {
+  const redlock__node *n = &c->nodes[idx];
+  const redlock__guard_node *gn = &c->guard.gn[idx];
   int64_t skew, unc, window;
   int cause;
-  if (c == NULL || out == NULL || i >= c->n)
-    return redlock__fail(REDLOCK_EINVAL,
-                         "redlock_client_master_info: client, out or index "
-                         "out of range");
-  n = &c->nodes[i];
-  gn = &c->guard.gn[i];
   memset(out, 0, sizeof(*out));
-  out->server = n->uri.display;
+  out->server = c->displays[i];
+  out->node = n->uri.display;
   out->up = n->state == REDLOCK__NODE_UP;
   out->error = out->up ? "" : n->errstr;
   out->run_id = n->run_id;
@@ -687,12 +700,12 @@ int redlock_client_master_info(redlock_client_t *c, unsigned i,
   out->durable = n->durable;
   out->ttl_record_ms = gn->up ? gn->known_ms : -1;
   out->clock_known = gn->have;
-  if (redlock__guard_skew(&c->guard, i, &skew, &unc) == 0)
+  if (redlock__guard_skew(&c->guard, idx, &skew, &unc) == 0)
     out->clock_skew_ms = skew / 1000;
   window = redlock__guard_window(&c->guard);
   c->info_buf[0][0] = '\0';
   out->counts =
-      redlock__guard_peek(&c->guard, i, window > 0 ? window : 1,
+      redlock__guard_peek(&c->guard, idx, window > 0 ? window : 1,
                           redlock__now_ns(), c->info_buf[0],
                           sizeof(c->info_buf[0]), &out->guard_wait_ms,
                           &cause) == REDLOCK__GUARD_COUNT;
@@ -700,6 +713,41 @@ int redlock_client_master_info(redlock_client_t *c, unsigned i,
   out->guard_reason = out->counts ? "" : c->info_buf[0];
   if (out->counts)
     out->guard_wait_ms = -1;
-  out->warning = c->warnings[i];
+  out->warning = c->warnings[idx];
+  out->nodes = 1;
+  out->problem = "";
+  if (c->clusters[i] != NULL) {
+    unsigned tmp[REDLOCK__CLUSTER_NODES];
+    out->nodes = master_nodes_used(c, i, tmp);
+    out->problem = c->clusters[i]->problem;
+  } else if (c->sentinels[i] != NULL) {
+    out->problem = c->sentinels[i]->errstr;
+  }
+}
+
+int redlock_client_master_info(redlock_client_t *c, unsigned i,
+                               redlock_master_info *out) {
+  if (c == NULL || out == NULL || i >= c->n)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_client_master_info: client, out or index "
+                         "out of range");
+  fill_info(c, i, i, out);
+  return 0;
+}
+
+int redlock_client_node_info(redlock_client_t *c, unsigned i, unsigned k,
+                             redlock_master_info *out) {
+  unsigned tmp[REDLOCK__CLUSTER_NODES];
+  unsigned n;
+  if (c == NULL || out == NULL || i >= c->n)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_client_node_info: client, out or index "
+                         "out of range");
+  n = master_nodes_used(c, i, tmp);
+  if (k >= n)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_client_node_info: master %u has %u "
+                         "node%s in use", i + 1, n, n == 1 ? "" : "s");
+  fill_info(c, i, tmp[k], out);
   return 0;
 }

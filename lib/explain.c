@@ -44,6 +44,13 @@ static int answered_error(int err) {
          err == REDLOCK_ENOMEM;
 }
 
+/* A cluster's or a sentinel group's result names the node that answered:
+ * a primary (shown in brackets after the master). */
+static int behind(const redlock_node_result *n) {
+  return n->node != NULL && n->server != NULL &&
+         strcmp(n->node, n->server) != 0;
+}
+
 /* "; K of N masters WHAT (server: text, ...)" for the masters that match. */
 static void group(out *o, const redlock_result *r, const char *what,
                   int (*match)(const redlock_node_result *), int details,
@@ -67,6 +74,8 @@ static void group(out *o, const redlock_result *r, const char *what,
       break;
     }
     put(o, "%s%s", shown == 0 ? " (" : ", ", n->server);
+    if (behind(n))
+      put(o, " [%s]", n->node);
     if (n->errstr != NULL && n->errstr[0] != '\0')
       put(o, ": %s", n->errstr);
     shown++;
@@ -128,11 +137,12 @@ static int m_none(const redlock_node_result *n) {
 static void guard_group(out *o, const redlock_result *r, int *first) {
   int64_t waits[64];
   int64_t window = 0, wait_max = 0;
-  unsigned i, k = 0, j, need;
+  unsigned i, k = 0, j, need, primaries = 0;
   for (i = 0; i < r->n_nodes; i++) {
     const redlock_node_result *n = &r->nodes[i];
     if (!m_guard_timed(n))
       continue;
+    primaries += behind(n);
     if (k < sizeof(waits) / sizeof(waits[0]))
       waits[k] = n->guard_wait_ms;
     k++;
@@ -143,9 +153,11 @@ static void guard_group(out *o, const redlock_result *r, int *first) {
   }
   if (k == 0)
     return;
-  put(o, "%s%u of %u master%s restarted less than %.1f s ago (restart "
+  /* A cluster's or a sentinel group's new primary: a failover. */
+  put(o, "%s%u of %u master%s restarted%s less than %.1f s ago (restart "
       "guard): %s votes count again within %.1f s", *first ? "" : "; ", k,
-      r->n_nodes, r->n_nodes == 1 ? "" : "s", (double)window / 1000.0,
+      r->n_nodes, r->n_nodes == 1 ? "" : "s",
+      primaries > 0 ? " or failed over" : "", (double)window / 1000.0,
       k == 1 ? "its" : "their", (double)wait_max / 1000.0);
   *first = 0;
   /* The quorum needs this many of them (yes votes already count). */
@@ -175,7 +187,10 @@ static void clock_group(out *o, const redlock_result *r, int *first) {
       put(o, "; ...");
       break;
     }
-    if (strncmp(n->errstr, "clock", 5) == 0)
+    if (strncmp(n->errstr, "clock", 5) == 0 && behind(n))
+      put(o, "%smaster %u's primary %s: %s", *first ? "" : "; ", i + 1,
+          n->node, n->errstr);
+    else if (strncmp(n->errstr, "clock", 5) == 0)
       put(o, "%smaster %u's %s", *first ? "" : "; ", i + 1, n->errstr);
     else
       put(o, "%smaster %u (%s): %s", *first ? "" : "; ", i + 1, n->server,

@@ -49,12 +49,35 @@ static uint64_t reads_deadline;
 
 static int guard_reading(void) {
   redlock_master_info mi;
-  unsigned i, n = redlock_client_n_servers(client);
-  for (i = 0; i < n; i++)
-    if (redlock_client_master_info(client, i, &mi) == 0 && mi.up &&
-        mi.guard_cause == REDLOCK_GUARD_READING)
-      return 1;
+  unsigned i, k, n = redlock_client_n_servers(client);
+  for (i = 0; i < n; i++) {
+    if (redlock_client_master_info(client, i, &mi) != 0)
+      continue;
+    for (k = 0; k < mi.nodes; k++) {
+      redlock_master_info ni;
+      if (redlock_client_node_info(client, i, k, &ni) == 0 && ni.up &&
+          ni.guard_cause == REDLOCK_GUARD_READING)
+        return 1;
+    }
+  }
   return 0;
+}
+
+/* Master i's info for the node that answered (a cluster's primary, a
+ * sentinel group's primary), or the master's own. */
+static void info_of(unsigned i, const char *node, redlock_master_info *out) {
+  unsigned k;
+  memset(out, 0, sizeof(*out));
+  if (redlock_client_master_info(client, i, out) != 0)
+    return;
+  for (k = 0; node != NULL && node[0] != '\0' && k < out->nodes; k++) {
+    redlock_master_info ni;
+    if (redlock_client_node_info(client, i, k, &ni) == 0 &&
+        strcmp(ni.node, node) == 0) {
+      *out = ni;
+      return;
+    }
+  }
 }
 
 static void on_reads_closed(uv_handle_t *h) {
@@ -111,10 +134,59 @@ static void print_guard_notes(void) {
     printf("]");
 }
 
-/* guard: one line per master, then why a master does not count. */
+/* One row of the guard table: a master, or a cluster's primary. */
+static void guard_row(const redlock_master_info *mi, int comma) {
+  char skew[24], record[24], uptime[24];
+  char name[300];
+  if (opt.json) {
+    printf("%s{\"server\":", comma ? "," : "");
+    json_str(mi->server);
+    printf(",\"node\":");
+    json_str(mi->node);
+    printf(",\"up\":%s,\"run_id\":", mi->up ? "true" : "false");
+    json_str(mi->run_id);
+    printf(",\"role\":");
+    json_str(mi->role);
+    printf(",\"uptime_s\":%lld,\"declared_durable\":%s,"
+           "\"reports_durable\":%s,\"ttl_record_ms\":%lld,"
+           "\"clock_known\":%s,\"clock_skew_ms\":%lld,\"counts\":%s,"
+           "\"guard_wait_ms\":%lld,\"guard_reason\":",
+           (long long)mi->uptime_s, mi->declared_durable ? "true" : "false",
+           mi->durable ? "true" : "false", (long long)mi->ttl_record_ms,
+           mi->clock_known ? "true" : "false", (long long)mi->clock_skew_ms,
+           mi->counts ? "true" : "false", (long long)mi->guard_wait_ms);
+    json_str(mi->guard_reason);
+    printf(",\"error\":");
+    json_str(mi->error);
+    printf(",\"warning\":");
+    json_str(mi->warning);
+    putchar('}');
+    return;
+  }
+  /* A cluster's primaries are indented under their master's line. */
+  if (strcmp(mi->node, mi->server) != 0)
+    snprintf(name, sizeof(name), "  %s", mi->node);
+  else
+    snprintf(name, sizeof(name), "%s", mi->server);
+  snprintf(uptime, sizeof(uptime), "%lld", (long long)mi->uptime_s);
+  snprintf(record, sizeof(record), "%lld", (long long)mi->ttl_record_ms);
+  if (mi->clock_known)
+    snprintf(skew, sizeof(skew), "%+lld", (long long)mi->clock_skew_ms);
+  else
+    snprintf(skew, sizeof(skew), "-");
+  printf("%-28s %-3s %-8.8s %9s %-7s %-7s %12s %8s %-6s\n", name,
+         mi->up ? "yes" : "no", mi->run_id[0] ? mi->run_id : "-",
+         mi->uptime_s >= 0 ? uptime : "-",
+         mi->declared_durable ? "yes" : "no", mi->durable ? "yes" : "no",
+         mi->ttl_record_ms >= 0 ? record : "-", skew,
+         mi->up && mi->counts ? "yes" : "no");
+}
+
+/* guard: one line per master (and per primary of a cluster master), then
+ * why a master does not count. */
 static void print_guard_table(void) {
   redlock_master_info mi;
-  unsigned i, n = redlock_client_n_servers(client);
+  unsigned i, k, rows = 0, n = redlock_client_n_servers(client);
   if (opt.json)
     printf("{\"command\":\"guard\",\"masters\":[");
   else
@@ -122,58 +194,40 @@ static void print_guard_table(void) {
            "run_id", "uptime_s", "durable", "reports", "record_ms",
            "skew_ms", "counts");
   for (i = 0; i < n; i++) {
-    char skew[24], record[24], uptime[24];
+    unsigned nodes;
     if (redlock_client_master_info(client, i, &mi) != 0)
       continue;
-    if (opt.json) {
-      printf("%s{\"server\":", i ? "," : "");
-      json_str(mi.server);
-      printf(",\"up\":%s,\"run_id\":", mi.up ? "true" : "false");
-      json_str(mi.run_id);
-      printf(",\"role\":");
-      json_str(mi.role);
-      printf(",\"uptime_s\":%lld,\"declared_durable\":%s,"
-             "\"reports_durable\":%s,\"ttl_record_ms\":%lld,"
-             "\"clock_known\":%s,\"clock_skew_ms\":%lld,\"counts\":%s,"
-             "\"guard_wait_ms\":%lld,\"guard_reason\":",
-             (long long)mi.uptime_s, mi.declared_durable ? "true" : "false",
-             mi.durable ? "true" : "false", (long long)mi.ttl_record_ms,
-             mi.clock_known ? "true" : "false", (long long)mi.clock_skew_ms,
-             mi.counts ? "true" : "false", (long long)mi.guard_wait_ms);
-      json_str(mi.guard_reason);
-      printf(",\"error\":");
-      json_str(mi.error);
-      printf(",\"warning\":");
-      json_str(mi.warning);
-      putchar('}');
-      continue;
-    }
-    snprintf(uptime, sizeof(uptime), "%lld", (long long)mi.uptime_s);
-    snprintf(record, sizeof(record), "%lld", (long long)mi.ttl_record_ms);
-    if (mi.clock_known)
-      snprintf(skew, sizeof(skew), "%+lld", (long long)mi.clock_skew_ms);
-    else
-      snprintf(skew, sizeof(skew), "-");
-    printf("%-28s %-3s %-8.8s %9s %-7s %-7s %12s %8s %-6s\n", mi.server,
-           mi.up ? "yes" : "no", mi.run_id[0] ? mi.run_id : "-",
-           mi.uptime_s >= 0 ? uptime : "-",
-           mi.declared_durable ? "yes" : "no", mi.durable ? "yes" : "no",
-           mi.ttl_record_ms >= 0 ? record : "-", skew,
-           mi.up && mi.counts ? "yes" : "no");
+    nodes = mi.nodes;
+    if (!opt.json && strcmp(mi.node, mi.server) != 0)
+      printf("%s%s%s\n", mi.server, mi.problem[0] ? ": " : "", mi.problem);
+    for (k = 0; k < nodes; k++)
+      if (k == 0 || redlock_client_node_info(client, i, k, &mi) == 0)
+        guard_row(&mi, rows++ > 0);
   }
   if (opt.json) {
     printf("]}\n");
     return;
   }
   for (i = 0; i < n; i++) {
+    unsigned nodes;
     if (redlock_client_master_info(client, i, &mi) != 0)
       continue;
-    if (!mi.up)
-      printf("%s: down: %s\n", mi.server, mi.error);
-    else if (!mi.counts && mi.guard_reason[0] != '\0')
-      printf("guard: %s: %s\n", mi.server, mi.guard_reason);
-    if (mi.warning[0] != '\0')
-      printf("warning: %s\n", mi.warning);
+    nodes = mi.nodes;
+    for (k = 0; k < nodes; k++) {
+      char name[300];
+      if (k > 0 && redlock_client_node_info(client, i, k, &mi) != 0)
+        continue;
+      if (strcmp(mi.node, mi.server) != 0)
+        snprintf(name, sizeof(name), "%s [%s]", mi.server, mi.node);
+      else
+        snprintf(name, sizeof(name), "%s", mi.server);
+      if (!mi.up)
+        printf("%s: down: %s\n", name, mi.error);
+      else if (!mi.counts && mi.guard_reason[0] != '\0')
+        printf("guard: %s: %s\n", name, mi.guard_reason);
+      if (mi.warning[0] != '\0')
+        printf("warning: %s\n", mi.warning);
+    }
   }
 }
 
@@ -231,6 +285,7 @@ static int status_status;
  * table is printed once the guard's reads ended). */
 typedef struct status_row {
   char server[256];
+  char node[64];        /* the primary that answered, if not the master */
   int up, held, mine, rw;
   uint64_t latency_us;
   int64_t pttl_ms;
@@ -282,13 +337,15 @@ static void status_finish(void) {
     const status_row *n = &status_rows[i];
     redlock_master_info mi;
     char counts[24];
-    memset(&mi, 0, sizeof(mi));
-    if (redlock_client_master_info(client, i, &mi) != 0)
-      mi.up = 0;
+    info_of(i, n->node, &mi);
     counts_cell(&mi, counts, sizeof(counts));
     if (opt.json) {
       printf("%s{\"server\":", i ? "," : "");
       json_str(n->server);
+      if (n->node[0] != '\0') {
+        printf(",\"node\":");
+        json_str(n->node);
+      }
       printf(",\"reachable\":%s", n->up ? "true" : "false");
       if (n->up) {
         printf(",\"latency_us\":%llu,\"held\":%s,\"pttl_ms\":%lld,"
@@ -307,11 +364,11 @@ static void status_finish(void) {
       json_str(durable_cell(&mi));
       putchar('}');
     } else if (n->up) {
-      printf("%-28s %-9s %10llu %-5s %10lld %-8s %-7s %s%s\n", n->server,
-             "yes", (unsigned long long)n->latency_us,
+      printf("%-28s %-9s %10llu %-5s %10lld %-8s %-7s %s%s%s%s\n",
+             n->server, "yes", (unsigned long long)n->latency_us,
              n->held ? "yes" : "no", (long long)(n->held ? n->pttl_ms : -2),
              counts, durable_cell(&mi), n->held ? n->shown : "-",
-             n->mine ? " (mine)" : "");
+             n->mine ? " (mine)" : "", n->node[0] ? " on " : "", n->node);
     } else {
       printf("%-28s %-9s %10s %-5s %10s %-8s %-7s %s\n", n->server, "no",
              "-", "-", "-", "-", durable_cell(&mi), n->error);
@@ -364,6 +421,9 @@ void on_status_cmd(redlock_lock_t *l, int status,
     row->latency_us = n->latency_us;
     row->pttl_ms = n->pttl_ms;
     snprintf(row->server, sizeof(row->server), "%s", n->server);
+    snprintf(row->node, sizeof(row->node), "%s",
+             n->node != NULL && strcmp(n->node, n->server) != 0 ? n->node
+                                                                : "");
     snprintf(row->error, sizeof(row->error), "%s", n->errstr);
     /* Never print another owner's full token: 8 characters identify it. */
     snprintf(row->shown, sizeof(row->shown), "%.8s%s", n->holder,
