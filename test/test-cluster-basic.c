@@ -5,7 +5,9 @@
  * lock over slots of two primaries is one vote, all or nothing; fencing
  * tokens grow with the counter in the key's slot; read-write locks
  * exclude; many auto-extended locks renew in batches per slot; the seed
- * may be any node, a replica too; statistics count per primary. */
+ * may be any node, a replica too; a waiter is woken by a release (the
+ * message crosses the cluster: PUBLISH is broadcast); an election elects
+ * one leader and hands over; statistics count per primary. */
 #include "tutil.h"
 
 #define P 3
@@ -212,6 +214,79 @@ static void batched(uv_loop_t *loop, redlock_client_t *c) {
   }
 }
 
+/* A waiter with a long retry delay gets the lock within a fraction of it
+ * once the holder releases: the release message reached its subscriber,
+ * which may sit on another node of the cluster. */
+static void wake(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_client_config cfg = {.retry_delay_ms = 5000, .retry_jitter_ms = -1};
+  redlock_acquire_opts w = {.wake = 1, .wait_ms = 20000};
+  redlock_client_t *c2 = tu_client_at(loop, addr, 1, &cfg, 1);
+  redlock_lock_t *a, *b;
+  char key[64];
+  tu_op op, wop;
+  uint64_t t0;
+  key_on(2, "wake", key, sizeof(key));
+  ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &a), 0);
+  ASSERT_EQ(redlock_lock_new(c2, key, strlen(key), &b), 0);
+  ASSERT_EQ(tu_acquire(loop, a, 30000, NULL, &op), 0);
+  memset(&wop, 0, sizeof(wop));
+  ASSERT_EQ(redlock_lock_acquire(b, 10000, &w, tu_cb, &wop), 0);
+  /* The waiter tried once and is subscribed somewhere in the cluster. */
+  tu_run_for(loop, 300);
+  ASSERT_EQ(wop.done, 0);
+  t0 = harness_now_ms();
+  ASSERT_EQ(tu_release(loop, a, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &wop.done, 10000), 0);
+  ASSERT_EQ(wop.status, 0);
+  fprintf(stderr, "wake: granted %llu ms after the release (retry delay "
+          "5000 ms)\n", (unsigned long long)(harness_now_ms() - t0));
+  ASSERT_LT(harness_now_ms() - t0, (uint64_t)harness_bound_ms(1500));
+  ASSERT_EQ(tu_release(loop, b, &op), 0);
+  ASSERT_EQ(redlock_lock_free(a), 0);
+  ASSERT_EQ(redlock_lock_free(b), 0);
+  tu_close_client(loop, c2);
+}
+
+typedef struct elect_state {
+  volatile int elected;
+  volatile int deposed;
+} elect_state;
+
+static void on_change(redlock_election_t *e, redlock_election_event ev,
+                      int reason, void *arg) {
+  elect_state *st = arg;
+  (void)e;
+  (void)reason;
+  if (ev == REDLOCK_ELECTED)
+    st->elected++;
+  else
+    st->deposed++;
+}
+
+/* Two candidates: one leads, the other takes over when it resigns. */
+static void election(uv_loop_t *loop, redlock_client_t *c) {
+  elect_state s1 = {0, 0}, s2 = {0, 0};
+  redlock_election_opts o1 = {.ttl_ms = 10000, .on_change = on_change,
+                              .arg = &s1};
+  redlock_election_opts o2 = {.ttl_ms = 10000, .on_change = on_change,
+                              .arg = &s2};
+  redlock_election_t *e1, *e2;
+  ASSERT_EQ(redlock_election_new(c, "leader", 6, "one", &o1, &e1), 0);
+  ASSERT_EQ(redlock_election_new(c, "leader", 6, "two", &o2, &e2), 0);
+  ASSERT_EQ(redlock_election_campaign(e1), 0);
+  ASSERT_EQ(harness_run_until(loop, &s1.elected, 10000), 0);
+  ASSERT_EQ(redlock_election_campaign(e2), 0);
+  tu_run_for(loop, 500);
+  ASSERT_EQ(s2.elected, 0);
+  ASSERT_EQ(redlock_election_resign(e1), 0);
+  ASSERT_EQ(harness_run_until(loop, &s2.elected, 10000), 0);
+  ASSERT_EQ(redlock_election_is_leader(e1), 0);
+  ASSERT_EQ(redlock_election_is_leader(e2), 1);
+  ASSERT_EQ(redlock_election_free(e1), 0);
+  ASSERT_EQ(redlock_election_free(e2), 0);
+  tu_run_for(loop, 50);
+}
+
 static void per_primary_stats(redlock_client_t *c) {
   redlock_stats st;
   unsigned k, seen = 0;
@@ -246,6 +321,8 @@ int main(void) {
   fencing(&loop, c);
   rwlocks(&loop, c);
   batched(&loop, c);
+  wake(&loop, c);
+  election(&loop, c);
   per_primary_stats(c);
   tu_close(&loop, c);
   harness_stop_all();
