@@ -14,7 +14,10 @@
  *     does not trust the restarted instances either.
  *  c) with the declaration kept (AOF never turned off), a restart of a
  *     declared master loses nothing and its vote counts at once (the
- *     declaration's purpose; test-fault-guard-durable has more). */
+ *     declaration's purpose; test-fault-guard-durable has more).
+ *  d) appendfsync lowered at run time (CONFIG SET appendfsync everysec on
+ *     M3, a host crash would lose the last second): the declaration broke
+ *     too, and the connected client says so. */
 #include "tutil.h"
 
 #define N 3
@@ -86,9 +89,11 @@ static void bounce(uv_loop_t *loop, redlock_client_t *c, unsigned i) {
     TEST_FAIL("no new handshake with master %u", i + 1);
 }
 
+static const char *want_warning = "now reports appendonly no";
+
 static int warned(void *arg) {
   (void)arg;
-  return strstr(warnings, "now reports appendonly no") != NULL;
+  return strstr(warnings, want_warning) != NULL;
 }
 
 typedef struct {
@@ -179,6 +184,15 @@ int main(void) {
               "break");
   ASSERT(strstr(warnings, "restarted after it broke its durability") !=
          NULL);
+
+  /* d) */
+  warnings[0] = '\0';
+  want_warning = "now reports appendfsync not always";
+  ASSERT_EQ(harness_cmdf(&srv[2], ok, sizeof(ok),
+                         "CONFIG SET appendfsync everysec"), 0);
+  if (harness_wait_for(warned_running, &sp, 10000) != 0)
+    TEST_FAIL("d) no warning about appendfsync lowered: \"%s\"", warnings);
+  ASSERT(strstr(warnings, harness_addr(&srv[2])) != NULL);
 
   ASSERT_EQ(redlock_lock_free(held), 0);
   tu_close_client(&loop, watch);

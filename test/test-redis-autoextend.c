@@ -123,7 +123,7 @@ int main(void) {
   ae.heal = 0;
   ASSERT_EQ(tu_acquire(&loop, l, 900, &ae, &op), 0);
   snprintf(tok, sizeof(tok), "%s", redlock_lock_token(l));
-  tu_run_for(&loop, 20);
+  wait_key(&loop, &srv[0], key, tok);   /* the SET landed there too */
   harness_kill(&srv[0]);
   harness_restart(&srv[0]);
   tu_wait_up(&loop, c, N, 10000);

@@ -103,7 +103,10 @@ for line in open(path):
         out = (t.get("stdout") or "") + (t.get("stderr") or "")
         lines = [x for x in out.strip().splitlines() if x.strip()]
         why = " " + (lines[-1].strip() if lines else "(no reason given)")
-    print(f"{kind} {label}:{t['name']}{why}")
+    # meson names a test "project:suite / name": the name alone here, so
+    # that a line is "KIND label:name why" (allowed_skip reads the name).
+    name = t['name'].split(' / ')[-1]
+    print(f"{kind} {label}:{name}{why}")
 if rc != 0 and failed == 0:
     print(f"FAIL {label}:meson-test-exit-{rc}")
 PY
@@ -200,6 +203,11 @@ case "$cmd" in
       echo "PASS mutants" >>"$results"
     else
       echo "FAIL mutants" >>"$results"
+    fi
+    if bash test/check-leftovers.sh "$here" "$TMPDIR"; then
+      echo "PASS leftovers:mutants" >>"$results"
+    else
+      echo "FAIL leftovers:mutants" >>"$results"
     fi
     log "compose file: docker-compose config"
     if docker-compose -f cluster-compose/docker-compose.yml config -q &&
