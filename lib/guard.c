@@ -256,6 +256,13 @@ static void check_settled(redlock__guard *g) {
     wake_list(&g->settle_waiters);
 }
 
+/* A master's record of the deployment's longest ttl (at its handshake, or
+ * from a read that a quorum answered): the window covers it (5.). */
+static void record_seen(redlock__guard *g, int64_t value) {
+  if (value > g->window_ms)
+    g->window_ms = value;
+}
+
 int64_t redlock__guard_window(const redlock__guard *g) {
   return g->mode_ms > 0 ? g->mode_ms : g->window_ms;
 }
@@ -582,8 +589,7 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
   gn->up = 1;
   gn->up_ns = now;
   gn->known_ms = node->maxttl_ms;
-  if (node->maxttl_ms > g->window_ms)
-    g->window_ms = node->maxttl_ms;
+  record_seen(g, node->maxttl_ms);
   if (same) {
     /* The same instance again: one more bound on its start. */
     if (rec != 0 && rec < gn->start)
@@ -669,8 +675,8 @@ static void finish_read(redlock__guard *g) {
   g->reading = 0;
   valid = redlock__guard_read_valid(g->n_masters, g->quorum,
                                     g->read_answered);
-  if (valid && g->read_max > g->window_ms)
-    g->window_ms = g->read_max;
+  if (valid)
+    record_seen(g, g->read_max);
   for (i = 0; i < g->n; i++) {
     redlock__guard_node *gn = &g->gn[i];
     if (gn->up && !is_cleared(gn) && gn->up_ns <= g->read_start)
