@@ -15,6 +15,19 @@
 #   cluster.sh reset I | refuse I         reset connections / refuse them
 #   cluster.sh heal I                     end a proxy fault
 #
+#   cluster.sh clusters K P R [BASEPORT=7201]
+#                        K independent Redis Clusters, each of P primaries
+#                        with R replicas per primary (K*P*(1+R) nodes on
+#                        BASEPORT..), made with redis-cli --cluster create
+#                        (P >= 3; smaller ones with CLUSTER ADDSLOTSRANGE,
+#                        MEET and REPLICATE, which redis-cli refuses);
+#                        cluster-node-timeout 2000 ms. Then: down, status,
+#                        addrs (one redis+cluster:// per cluster, the others
+#                        as ?seed=), pause|resume|kill|restart I (node I),
+#                        primary C (the node that serves cluster C's slot
+#                        0), failover I (promote replica I now: CLUSTER
+#                        FAILOVER TAKEOVER).
+#
 # With the fault proxy (tools/redlock-faultproxy, built in ../build, or
 # $REDLOCK_FAULTPROXY), clients use the proxy ports BASEPORT.. and the
 # masters listen on BASEPORT+100..; the control port is BASEPORT+99.
@@ -90,8 +103,13 @@ proxy_cmd() {
 }
 
 start_one() {
-  local i=$1 port persist=() listen
+  local i=$1 port persist=() listen cl=()
   port=$(mport "$1")
+  if [ "${MODE:-masters}" = clusters ]; then
+    # nodes.conf stays across restarts: a node knows its cluster again.
+    cl=(--cluster-enabled yes --cluster-config-file nodes.conf
+        --cluster-node-timeout 2000)
+  fi
   mkdir -p "$dir/$i"
   if [ "${PERSIST:-aof}" = aof ]; then
     persist=(--appendonly yes --appendfsync always)
@@ -106,7 +124,7 @@ start_one() {
             --tls-ca-cert-file "$dir/tls/ca.crt" --tls-auth-clients no)
   fi
   "$redis" "${listen[@]}" --bind 127.0.0.1 --save '' "${persist[@]}" \
-    --dir "$dir/$i" --daemonize no --enable-debug-command local \
+    "${cl[@]}" --dir "$dir/$i" --daemonize no --enable-debug-command local \
     --protected-mode no >>"$dir/$i.log" 2>&1 &
   echo $! >"$dir/$i.pid"
   local t
@@ -135,8 +153,123 @@ stop_one() {
   rm -f "$dir/$i.pid"
 }
 
+# Nodes of cluster C (1..K): ports of its primaries then its replicas.
+cl_first() { echo $(( (($1 - 1) * P * (1 + R)) + 1 )); }
+cl_size() { echo $(( P * (1 + R) )); }
+
+rc() { redis-cli -h 127.0.0.1 -p "$1" "${@:2}"; }
+
+# Waits (bounded, 30 s) until every node of cluster C says the cluster is
+# ok and knows all its nodes.
+cl_wait_ok() {
+  local c=$1 first n t i ok
+  first=$(cl_first "$c"); n=$(cl_size)
+  for t in $(seq 1 300); do
+    ok=1
+    for i in $(seq "$first" $((first + n - 1))); do
+      rc "$(mport "$i")" CLUSTER INFO 2>/dev/null | tr -d '\r' |
+        grep -q '^cluster_state:ok' || { ok=0; break; }
+      [ "$(rc "$(mport "$i")" CLUSTER INFO | tr -d '\r' |
+           sed -n 's/^cluster_known_nodes://p')" = "$n" ] || { ok=0; break; }
+    done
+    [ "$ok" = 1 ] && return 0
+    sleep 0.1
+  done
+  die "cluster $c did not become ok"
+}
+
+# Cluster C by hand (P < 3, which redis-cli --cluster create refuses).
+cl_make_by_hand() {
+  local c=$1 first j lo hi p0 id t
+  first=$(cl_first "$c")
+  p0=$(mport "$first")
+  for j in $(seq 0 $((P - 1))); do
+    lo=$((16384 * j / P)); hi=$((16384 * (j + 1) / P - 1))
+    rc "$(mport $((first + j)))" CLUSTER ADDSLOTSRANGE "$lo" "$hi" >/dev/null
+  done
+  for j in $(seq 1 $((P * (1 + R) - 1))); do
+    rc "$(mport $((first + j)))" CLUSTER MEET 127.0.0.1 "$p0" >/dev/null
+  done
+  for j in $(seq "$P" $((P * (1 + R) - 1))); do
+    id=$(rc "$(mport $((first + (j - P) % P)))" CLUSTER MYID)
+    for t in $(seq 1 100); do
+      rc "$(mport $((first + j)))" CLUSTER REPLICATE "$id" 2>/dev/null |
+        grep -q OK && break
+      sleep 0.1
+    done
+  done
+}
+
 cmd=${1:-}
 case "$cmd" in
+  clusters)
+    MODE=clusters
+    K=${2:-3}; P=${3:-3}; R=${4:-1}; BASEPORT=${5:-7201}
+    for v in "$K" "$P" "$R"; do
+      [[ "$v" =~ ^[0-9]+$ ]] || die "usage: clusters K P R [BASEPORT]"
+    done
+    [ "$K" -ge 1 ] && [ "$K" -le 9 ] || die "K must be 1..9"
+    [ "$P" -ge 1 ] && [ "$P" -le 16 ] || die "P must be 1..16"
+    [ "$R" -le 3 ] || die "R must be 0..3"
+    N=$((K * P * (1 + R)))
+    [ -f "$dir/cluster.env" ] && die "a cluster is already up in $dir"
+    command -v "$redis" >/dev/null || die "redis-server not found"
+    command -v redis-cli >/dev/null || die "redis-cli not found"
+    for i in $(seq 1 "$N"); do
+      port_busy $((BASEPORT + i - 1)) && die "port $((BASEPORT + i - 1)) is in use"
+      port_busy $((BASEPORT + i - 1 + 10000)) &&
+        die "cluster bus port $((BASEPORT + i - 1 + 10000)) is in use"
+    done
+    mkdir -p "$dir"
+    PERSIST=${REDLOCK_PERSIST:-aof}
+    [ "$PERSIST" = aof ] || [ "$PERSIST" = none ] ||
+      die "REDLOCK_PERSIST must be aof or none"
+    printf 'MODE=clusters\nN=%s\nK=%s\nP=%s\nR=%s\nBASEPORT=%s\nPERSIST=%s\nPROXY=0\nTLS=0\n' \
+      "$N" "$K" "$P" "$R" "$BASEPORT" "$PERSIST" >"$dir/cluster.env"
+    for i in $(seq 1 "$N"); do start_one "$i"; done
+    for c in $(seq 1 "$K"); do
+      first=$(cl_first "$c")
+      if [ "$P" -ge 3 ]; then
+        nodes=()
+        for j in $(seq 0 $((P * (1 + R) - 1))); do
+          nodes+=("127.0.0.1:$(mport $((first + j)))")
+        done
+        redis-cli --cluster create "${nodes[@]}" --cluster-replicas "$R" \
+          --cluster-yes >>"$dir/create.log" 2>&1 ||
+          die "redis-cli --cluster create failed (see $dir/create.log)"
+      else
+        cl_make_by_hand "$c"
+      fi
+      cl_wait_ok "$c"
+    done
+    echo "clusters up: $K clusters of $P primaries with $R replica(s) each, nodes on 127.0.0.1:$BASEPORT-$((BASEPORT + N - 1)) ($PERSIST persistence)" >&2
+    ;;
+  primary)
+    load
+    [ "${MODE:-masters}" = clusters ] || die "not a clusters setup"
+    [[ "${2:-}" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] && [ "$2" -le "$K" ] ||
+      die "cluster index must be 1..$K"
+    first=$(cl_first "$2")
+    for i in $(seq "$first" $((first + $(cl_size) - 1))); do
+      alive "$(pid_of "$i")" || continue
+      owner=$(rc "$(mport "$i")" CLUSTER NODES 2>/dev/null | tr -d '\r' |
+        awk '$3 ~ /master/ && $3 !~ /fail/ {
+               for (k = 9; k <= NF; k++) if ($k ~ /^0(-|$)/) {
+                 split($2, a, "[:@]"); print a[2] } }' | head -1)
+      [ -n "$owner" ] && break
+    done
+    [ -n "${owner:-}" ] || die "no primary serves slot 0 of cluster $2"
+    for i in $(seq "$first" $((first + $(cl_size) - 1))); do
+      [ "$(mport "$i")" = "$owner" ] && { echo "$i"; exit 0; }
+    done
+    die "the primary of slot 0 is not one of ours"
+    ;;
+  failover)
+    load; check_index "${2:-}"
+    [ "${MODE:-masters}" = clusters ] || die "not a clusters setup"
+    rc "$(mport "$2")" CLUSTER FAILOVER TAKEOVER | grep -q OK ||
+      die "node $2: CLUSTER FAILOVER TAKEOVER refused (a primary?)"
+    ;;
   up)
     N=${2:-5}
     BASEPORT=${3:-7101}
@@ -198,12 +331,37 @@ case "$cmd" in
         grep -q '^State:.*T' "/proc/$pid/status" 2>/dev/null && state=paused
       fi
       ans=no; [ "$state" = running ] && ping_port "$port" && ans=yes
+      if [ "${MODE:-masters}" = clusters ]; then
+        role=-
+        [ "$ans" = yes ] && role=$(rc "$port" ROLE | head -1)
+        printf 'node %d (cluster %d)  127.0.0.1:%d  pid %-7s %-8s %s\n' \
+          "$i" $(( (i - 1) / $(cl_size) + 1 )) "$port" "${pid:--}" \
+          "$state" "$role"
+        continue
+      fi
       printf 'master %d  127.0.0.1:%d  pid %-7s %-8s PING %s\n' \
         "$i" "$port" "${pid:--}" "$state" "$ans"
     done
     ;;
   addrs)
     load
+    if [ "${MODE:-masters}" = clusters ]; then
+      out=""
+      opts=""
+      [ "$PERSIST" = aof ] && opts="durable=1"
+      for c in $(seq 1 "$K"); do
+        first=$(cl_first "$c")
+        uri="redis+cluster://127.0.0.1:$(mport "$first")"
+        q="$opts"
+        for j in 1 2; do
+          [ "$j" -lt "$(cl_size)" ] || continue
+          q="${q:+$q&}seed=127.0.0.1:$(mport $((first + j)))"
+        done
+        out+="${out:+,}$uri${q:+?$q}"
+      done
+      echo "$out"
+      exit 0
+    fi
     out=""
     scheme=""
     opts=""
@@ -252,7 +410,7 @@ case "$cmd" in
     proxy_cmd "$2" normal
     ;;
   *)
-    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,48p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -493,6 +493,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->env.topology = redlock__cluster_topology;
   c->env.redirect = redlock__cluster_redirect;
   c->env.stale = on_stale;
+  c->env.next_seed = redlock__cluster_next_seed;
   redlock__flusher_init(loop, &c->flusher);
   c->flusher.prepare.data = c;
   uv_timer_init(loop, &c->close_timer);

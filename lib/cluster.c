@@ -513,11 +513,27 @@ void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n) {
   }
   if (n != slot_node(cl, 0) || cl->have_map || cl->n_seeds < 2)
     return;
-  /* No topology yet and the seed failed: the next seed, at the node's own
-   * backoff. */
+  /* No topology yet and every seed failed this round: the next round
+   * starts at the node's own backoff. */
   cl->next_seed = (cl->next_seed + 1) % cl->n_seeds;
+  cl->seed_tries = 0;
   (void)redlock__node_set_address(n, cl->seed_host[cl->next_seed],
                                   cl->seed_port[cl->next_seed]);
+}
+
+int redlock__cluster_next_seed(redlock__node *n) {
+  redlock__cluster *cl = n->cluster;
+  if (cl == NULL || n != slot_node(cl, 0) || cl->have_map ||
+      cl->seed_tries + 1 >= cl->n_seeds)
+    return 0;
+  /* The seed failed: try the next one at once (requests keep waiting). */
+  cl->seed_tries++;
+  cl->next_seed = (cl->next_seed + 1) % cl->n_seeds;
+  n->state = REDLOCK__NODE_DOWN;
+  if (redlock__node_set_address(n, cl->seed_host[cl->next_seed],
+                                cl->seed_port[cl->next_seed]) != 0)
+    return 0;
+  return 1;
 }
 
 /* ---- redirections -------------------------------------------------------- */

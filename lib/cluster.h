@@ -30,6 +30,7 @@ typedef struct redlock__cluster {
   int *seed_port;
   unsigned n_seeds;
   unsigned next_seed;
+  unsigned seed_tries;         /* seeds tried in a row this round */
   uint64_t moved, asked;       /* redirections followed */
   char problem[200];           /* the latest topology problem, or "" */
 } redlock__cluster;
@@ -48,6 +49,9 @@ redlock__topo redlock__cluster_topology(redlock__node *n,
                                         const redlock__reply *r, int slots);
 int redlock__cluster_redirect(redlock__node *n, redlock__req *req,
                               const redlock__reply *r);
+/* The first node failed before any topology: 1 when it now points at the
+ * next seed, to try at once (node.c keeps its waiting requests). */
+int redlock__cluster_next_seed(redlock__node *n);
 /* A node of the cluster went down (its connection failed). */
 void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n);
 /* Asks a connected node for the topology (at most one on the wire). */

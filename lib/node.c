@@ -84,6 +84,7 @@ enum {
 
 static void node_connect(redlock__node *n);
 static void node_schedule_reconnect(redlock__node *n);
+static void on_reconnect(uv_timer_t *t);
 static void node_arm_deadline(redlock__node *n);
 static void node_finish_close(redlock__node *n);
 static void on_deadline(uv_timer_t *t);
@@ -277,6 +278,7 @@ static void node_teardown(redlock__node *n, int error, const char *why,
                           int count_failure) {
   redlock__queue pending;
   redlock__queue waiting;
+  int next_seed;
   redlock__queue_init(&pending);
   redlock__queue_init(&waiting);
   redlock__conn_close(&n->conn);
@@ -290,11 +292,26 @@ static void node_teardown(redlock__node *n, int error, const char *why,
   n->teardowns++;
   n->clock_due = 0;
   n->rechecking = 0;
+  /* A cluster that has not answered yet: while untried seeds are left,
+   * what waits for the handshake goes to the next one now (the address
+   * changes here), and only what was written fails. */
+  next_seed = n->state != REDLOCK__NODE_UP && !n->closing &&
+              error != REDLOCK_ECANCELED && n->env->next_seed != NULL &&
+              n->env->next_seed(n);
   /* Detach both lists first: callbacks may submit to this node again. */
   while (!redlock__queue_empty(&n->pending)) {
     redlock__queue *q = n->pending.next;
     redlock__queue_remove(q);
     redlock__queue_insert_tail(&pending, q);
+  }
+  if (next_seed) {
+    n->n_pending = 0;
+    n->hs_left = 0;
+    n->state = REDLOCK__NODE_RESOLVING;
+    fail_list(n, &pending, error, why);
+    if (n->state == REDLOCK__NODE_RESOLVING && !n->closing)
+      uv_timer_start(&n->conn_timer, on_reconnect, 0, 0);
+    return;
   }
   while (!redlock__queue_empty(&n->waiting)) {
     redlock__queue *q = n->waiting.next;
@@ -1326,15 +1343,25 @@ void redlock__node_idle(redlock__node *n, const char *why) {
 }
 
 int redlock__node_set_address(redlock__node *n, const char *host, int port) {
-  char *h;
+  char display[300];
+  char *h, *d;
+  int v6 = strchr(host, ':') != NULL;
   if (n->state != REDLOCK__NODE_DOWN)
     return REDLOCK_EBUSY;
+  snprintf(display, sizeof(display), "%s%s%s:%d", v6 ? "[" : "", host,
+           v6 ? "]" : "", port);
   h = redlock__strdup(host);
-  if (h == NULL)
+  d = redlock__strdup(display);
+  if (h == NULL || d == NULL) {
+    redlock__free(h);
+    redlock__free(d);
     return REDLOCK_ENOMEM;
+  }
   redlock__free(n->uri.host);
   n->uri.host = h;
   n->uri.port = port;
+  redlock__free(n->uri.display);
+  n->uri.display = d;
   memset(&n->addr, 0, sizeof(n->addr));
   return 0;
 }

@@ -119,6 +119,9 @@ typedef struct redlock__node_env {
                   const redlock__reply *r);
   /* A sentinel group's data node is not the primary (role:slave). */
   void (*stale)(redlock__node *n);
+  /* A cluster's first node failed before any topology: 1 when it was
+   * pointed at another seed to try now (cluster.c). */
+  int (*next_seed)(redlock__node *n);
 } redlock__node_env;
 
 /*   RESOLVING --> CONNECTING --> HANDSHAKE --> UP

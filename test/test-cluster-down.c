@@ -3,7 +3,9 @@
  * is fail (a primary died, no replica to promote) answers CLUSTERDOWN for
  * every key. Either way the master's vote is an error with the server's
  * words, at once: no hang, no wait for a deadline. The topology problem
- * is reported by redlock_client_master_info(). */
+ * is reported by redlock_client_master_info(). And a seed that is down
+ * costs nothing while another (?seed=) answers: the first acquisition
+ * succeeds. */
 #include "tutil.h"
 
 #define P 2
@@ -87,6 +89,23 @@ int main(void) {
   ASSERT_EQ(redlock_lock_new(c, "still-fine", 10, &ok), 0);
   ASSERT_EQ(tu_acquire(&loop, ok, 5000, NULL, &op), 0);
   ASSERT_EQ(tu_release(&loop, ok, &op), 0);
+  {
+    /* The first seed refuses connections; the second is a node. */
+    static char seeds[128];
+    const char *s2[1];
+    redlock_client_t *c2;
+    redlock_lock_t *l2;
+    redlock_acquire_opts once = {.wait_ms = -1};
+    snprintf(seeds, sizeof(seeds), "redis+cluster://127.0.0.1:%d?seed="
+             "127.0.0.1:%d", harness_free_port(), srv[1].port);
+    s2[0] = seeds;
+    c2 = tu_client_at(&loop, s2, 1, NULL, 0);
+    ASSERT_EQ(redlock_lock_new(c2, "seeded", 6, &l2), 0);
+    ASSERT_EQ(tu_acquire(&loop, l2, 5000, &once, &op), 0);
+    ASSERT_EQ(tu_release(&loop, l2, &op), 0);
+    ASSERT_EQ(redlock_lock_free(l2), 0);
+    tu_close_client(&loop, c2);
+  }
 
   /* 2. The whole cluster down: a primary died and nothing replaces it;
    * with full coverage required again every key is refused. */

@@ -6,7 +6,10 @@
 #                              (workers contend, one master is killed
 #                              mid-way), stop the cluster; with --tls the
 #                              masters speak TLS (rediss://, test
-#                              certificates made on the spot)
+#                              certificates made on the spot); with
+#                              --cluster each of 3 masters is a Redis
+#                              Cluster (3 primaries + 3 replicas), and a
+#                              primary is killed (its replica takes over)
 #   tools/quickstart.sh test   install what is missing, build, run every
 #                              test suite: plain, ASan+UBSan, valgrind;
 #                              ends with "N passed, N failed"
@@ -133,10 +136,29 @@ case "$cmd" in
     REDLOCK_CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/redlock-demo.XXXXXX")
     rmdir "$REDLOCK_CLUSTER_DIR"
     trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
-    if [ "${2:-}" = --tls ]; then
-      export REDLOCK_TLS=1
-    fi
-    "$cluster" up 5 "${REDLOCK_DEMO_BASEPORT:-7101}"
+    kill_cmd="$cluster kill 3"
+    case "${2:-}" in
+      --tls)
+        export REDLOCK_TLS=1
+        "$cluster" up 5 "${REDLOCK_DEMO_BASEPORT:-7101}"
+        ;;
+      --cluster)
+        # Three masters, each a Redis Cluster of 3 primaries with a
+        # replica each (18 redis-servers): a primary of the third is
+        # killed mid-way, its replica takes over after the node timeout,
+        # and the restart guard holds the new primary's votes meanwhile.
+        "$cluster" clusters 3 3 1 "${REDLOCK_DEMO_BASEPORT:-7201}"
+        kill_cmd="$cluster kill $("$cluster" primary 3)"
+        echo "[demo] 3 Redis Clusters of 3 primaries + 3 replicas each"
+        ;;
+      "")
+        "$cluster" up 5 "${REDLOCK_DEMO_BASEPORT:-7101}"
+        ;;
+      *)
+        log "usage: quickstart.sh demo [--tls | --cluster]"
+        exit 2
+        ;;
+    esac
     servers=$("$cluster" addrs)
     if [ "${REDLOCK_TLS:-0}" = 1 ]; then
       export REDLOCK_TLS_CA
@@ -144,7 +166,7 @@ case "$cmd" in
       echo "[demo] over TLS: $servers (CA $REDLOCK_TLS_CA)"
     fi
     build/tools/redlock-demo --servers "$servers" --workers 6 --seconds 6 \
-      --kill-cmd "$cluster kill 3"
+      --kill-cmd "$kill_cmd"
     # The same lock from the shell: the redlock tool (flock(1) across
     # hosts). Three jobs on one key run one after another; status shows
     # each master (master 3 is still down).

@@ -310,10 +310,13 @@ static void counts_cell(const redlock_master_info *mi, char *buf,
 }
 
 /* "yes" (declared and it reports appendonly + always), "no" (not
- * declared), "broken" (declared, but it reports otherwise). */
+ * declared), "broken" (declared, but it reports otherwise), "-" (declared,
+ * down: unknown). */
 static const char *durable_cell(const redlock_master_info *mi) {
   if (!mi->declared_durable)
     return "no";
+  if (!mi->up)
+    return "-";   /* not known while down */
   return mi->durable ? "yes" : "broken";
 }
 
