@@ -235,6 +235,8 @@ case "$cmd" in
     if docker-compose -f cluster-compose/docker-compose.yml config -q &&
        docker-compose -f cluster-compose/docker-compose.yml \
          -f cluster-compose/docker-compose.tls.yml config -q &&
+       docker-compose -f cluster-compose/docker-compose.cluster.yml \
+         config -q &&
        python3 -c 'import json,sys; [json.load(open(f)) for f in sys.argv[1:]]' \
          cluster-compose/toxiproxy.json cluster-compose/toxiproxy.tls.json; then
       echo "PASS compose:config" >>"$results"
