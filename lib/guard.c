@@ -128,7 +128,12 @@
  *    and its next instance is not trusted either. Undeclared masters are
  *    guarded whatever they report. Durability does not protect against
  *    clock steps (keys still expire by the wall clock): 3. applies to
- *    durable masters too.
+ *    durable masters too. Nor against a failover: a replica promoted to
+ *    primary (a cluster's shard, a sentinel group; INFO's
+ *    second_repl_offset says it was a replica in this life) holds what
+ *    asynchronous replication brought it, not what its predecessor
+ *    acknowledged, so it is guarded whatever its persistence, and its
+ *    next instance (reloading the same data) is not trusted either.
  *
  * Until a read covers an instance its YES votes are PENDING: the round
  * waits (bounded by the read's command deadlines), then asks again. */
@@ -611,7 +616,20 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
     }
     memcpy(gn->run_id, node->ident, sizeof(gn->run_id));
   }
-  if (node->declared && node->ident[0] != '\0') {
+  if (node->declared && node->ident[0] != '\0' && node->promoted) {
+    /* A failover's new primary: its data is what asynchronous
+     * replication brought it, not what the old primary acknowledged;
+     * its own persistence does not help (6.). Guarded, and its next
+     * instance too (it reloads the same data). */
+    memcpy(gn->broke, node->ident, sizeof(gn->broke));
+    if (strcmp(gn->warned, node->ident) != 0) {
+      memcpy(gn->warned, node->ident, sizeof(gn->warned));
+      warn(g, idx, "%s is declared durable but was a replica promoted in "
+           "this life (a failover): guarded for the longest ttl, as its "
+           "data may lack writes the old primary acknowledged",
+           node->uri.display);
+    }
+  } else if (node->declared && node->ident[0] != '\0') {
     if (node->durable && strcmp(gn->distrust, node->ident) != 0) {
       /* Declared, and it shows appendonly + appendfsync always: this
        * instance loaded every key its predecessor acknowledged (6.). */

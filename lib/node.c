@@ -649,8 +649,10 @@ static void info_field(const char *s, const char *name, char *out,
 
 /* role, master_replid, master_host/port from INFO replication. */
 static void parse_replication(redlock__node *n, const char *s) {
-  char port[16];
+  char port[16], second[24];
   info_field(s, "role", n->role, sizeof(n->role));
+  info_field(s, "second_repl_offset", second, sizeof(second));
+  n->promoted = second[0] != '\0' && second[0] != '-';
   info_field(s, "master_replid", n->replid, sizeof(n->replid));
   info_field(s, "master_host", n->master_host, sizeof(n->master_host));
   info_field(s, "master_port", port, sizeof(port));
@@ -1030,6 +1032,7 @@ static int node_send_handshake(redlock__node *n) {
   n->replid[0] = '\0';
   n->master_host[0] = '\0';
   n->master_port = 0;
+  n->promoted = 0;
   n->id_checks = 0;
   if (pass != NULL) {
     int argc = 0;

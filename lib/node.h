@@ -230,6 +230,11 @@ struct redlock__node {
    * run_id, the instance's identity: a promoted replica, or a master that
    * was a replica meanwhile, has another replication id). */
   char role[16];               /* "master", "slave", "" unknown */
+  int promoted;                /* a master that was a replica in this
+                                  life (INFO's second_repl_offset >= 0):
+                                  a failover's new primary; its data is
+                                  what replication brought, whatever its
+                                  persistence (guard.c, 6.) */
   char replid[41];             /* master_replid */
   char master_host[64];        /* a replica's master, or "" */
   int master_port;

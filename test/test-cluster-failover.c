@@ -1,11 +1,15 @@
 /* A failover inside the cluster master (issue 22, item 4): the primary
  * that holds a lock's key dies before its replica got the key (the
- * replica was down and came back empty: replication is asynchronous),
- * and the replica is promoted. The new primary lacks the key, exactly like a master that
- * restarted empty: a new client's acquisition must not count its YES
- * until the deployment's longest ttl has passed, so it is refused for as
- * long as the first holder's lock can be valid, then granted. The first
- * holder, whose key is gone, finds its lock not held. */
+ * replica was down and came back from its own AOF: replication is
+ * asynchronous), and the replica is promoted. The new primary lacks the
+ * key, exactly like a master that restarted empty: a new client's
+ * acquisition must not count its YES until the deployment's longest ttl
+ * has passed, so it is refused for as long as the first holder's lock can
+ * be valid, then granted. The nodes run appendonly yes + appendfsync
+ * always and the clients declare the cluster durable: durability covers a
+ * restart, not a failover (the promoted replica holds what replication
+ * brought it), so the guard holds it all the same. The first holder,
+ * whose key is gone, finds its lock not held. */
 #include "tutil.h"
 
 #define P 3
@@ -13,6 +17,14 @@
 #define TTL 5000
 
 static harness_server srv[N];
+static char warnings[4096];
+
+static void on_warning(redlock_client_t *c, const char *msg, void *arg) {
+  size_t n = strlen(warnings);
+  (void)c;
+  (void)arg;
+  snprintf(warnings + n, sizeof(warnings) - n, "%s\n", msg);
+}
 
 int main(void) {
   uv_loop_t loop;
@@ -28,8 +40,10 @@ int main(void) {
   uint64_t granted_at, valid_until, first_try = 0, b_ok = 0;
   int primary, replica, i, refused = 0, guard_said = 0;
   memset(srv, 0, sizeof(srv));
-  for (i = 0; i < N; i++)
+  for (i = 0; i < N; i++) {
     srv[i].cluster = 1;
+    srv[i].appendonly = 1;
+  }
   harness_start(srv, N);
   harness_cluster_make(srv, N, P);   /* replica P + k of primary k */
   ASSERT_EQ(uv_loop_init(&loop), 0);
@@ -43,6 +57,8 @@ int main(void) {
 
   memset(&guarded, 0, sizeof(guarded));
   guarded.restart_guard_ms = 0;   /* auto: the deployment's longest ttl */
+  guarded.durable = 1;            /* declared: AOF, fsync always */
+  guarded.on_warning = on_warning;
   addr[0] = harness_cluster_addr(&srv[(primary + 1) % P]);
   a_c = tu_client_guarded(&loop, addr, 1, &guarded, 1);
   ASSERT_EQ(redlock_lock_new(a_c, key, strlen(key), &a), 0);
@@ -54,14 +70,15 @@ int main(void) {
     ASSERT_EQ(tu_acquire(&loop, a, TTL, &wait, &op), 0);
     ASSERT_EQ(tu_release(&loop, a, &op), 0);
   }
-  /* The replica does not get the key: down while it is set. */
+  /* The replica does not get the key: down while it is set (it comes
+   * back with its own AOF, without the key). */
   harness_kill(&srv[replica]);
   ASSERT_EQ(tu_acquire(&loop, a, TTL, &once, &op), 0);
   granted_at = harness_now_ms();
   valid_until = granted_at + (uint64_t)op.validity_ms;
   ASSERT_EQ(tu_count_holding(&srv[primary], 1, key, redlock_lock_token(a)),
             1);
-  /* The primary dies; the replica comes back (empty) and takes over. */
+  /* The primary dies; the replica comes back and takes over. */
   harness_kill(&srv[primary]);
   harness_restart(&srv[replica]);
   ASSERT_EQ(harness_cmdf(&srv[replica], buf, sizeof(buf),
@@ -112,6 +129,8 @@ int main(void) {
   /* Never while the first holder's lock could be valid. */
   ASSERT_GE(b_ok, valid_until);
   ASSERT_GT(guard_said, 0);
+  /* The durable declaration was not taken for a failover's. */
+  ASSERT(strstr(warnings, "was a replica promoted") != NULL);
   ASSERT_EQ(tu_count_holding(&srv[replica], 1, key, redlock_lock_token(b)),
             1);
   ASSERT_EQ(tu_release(&loop, b, &op), 0);
