@@ -135,6 +135,57 @@
  *    acknowledged, so it is guarded whatever its persistence, and its
  *    next instance (reloading the same data) is not trusted either.
  *
+ * 7. Masters made of several nodes (cluster.c, sentinel.c). A master of
+ *    the quorum may be a Redis Cluster (its keys spread over primaries,
+ *    each a node here) or the primary a sentinel group names (one node at
+ *    a time). The guard's unit is the node: each has its own instance,
+ *    clock, records and verdicts; the failure model (2.) still counts
+ *    masters: a master is faulty when any of its nodes is (a shard within
+ *    `window` of a failover, a primary unreachable...), and the skew of
+ *    (3. ii) is taken against the median of the masters' offsets, each
+ *    master's being the median of its nodes' (a cluster of many primaries
+ *    is not many voters).
+ *    - A failover is a restart. A replica promoted to primary holds what
+ *      asynchronous replication brought it: any key of the old primary may
+ *      be missing. It is a new instance (a new run_id, or the same run_id
+ *      with a new replication id: the instance is "run_id/replid", so a
+ *      master that was a replica meanwhile is new too), found at its
+ *      handshake (a MOVED or a topology names it; the sentinels switch)
+ *      or, behind a connection that stayed open, by the identity check
+ *      every second (client.c): then the connection is made again and the
+ *      handshake meets it as new. Its votes count once `window` has
+ *      passed since it was first seen. Durability does not shorten that
+ *      (6.): it was a replica in this life (INFO's second_repl_offset).
+ *      Limit: a master demoted and promoted again within the second
+ *      between two identity checks, and voting meanwhile, is seen only at
+ *      the next check.
+ *    - A MOVED alone (a resharding) loses nothing: MIGRATE moves a key
+ *      with its ttl, and ASK sends a key that already moved to its new
+ *      node; the new owner is a known, cleared instance. Slots reassigned
+ *      without their keys (CLUSTER SETSLOT ... NODE without MIGRATE,
+ *      FLUSHSLOTS) are an operator deleting keys, like FLUSHALL: outside
+ *      the model.
+ *    - The ttl record (5.) is kept by every primary of a cluster, each
+ *      under a key tagged to a slot it serves ("<prefix>{tag}__redlock__:
+ *      maxttl"; the clock record likewise), raised on every primary before
+ *      any longer ttl reaches the cluster (the raise round's parts), and a
+ *      cluster answers a read when one of its primaries does, with the
+ *      largest value they give. Why a failover cannot lose it: a YES of a
+ *      cluster counts only where the primary that said it confirmed the
+ *      record on its current connection (has_record, per node). If A's
+ *      lock rests on cluster C through primary p, p held a record >= L
+ *      when it said yes. For the record to be gone from C, p's shard (and
+ *      every other primary's copy) must have been lost: a failover of p
+ *      makes C faulty (as a restart does a plain master), and the read's
+ *      argument of 5. counts C among the faulty masters; while C is not
+ *      faulty every primary still holds its copy, and any one answering
+ *      gives >= L. A failover of another shard loses only that shard's
+ *      copy. With N = 1 (a single cluster) the read must be answered by
+ *      the cluster alone: a failover of the primary that holds the lock's
+ *      key leaves the other primaries' copies, so the record survives any
+ *      failover of one shard unless the cluster has a single primary
+ *      (then it is N = 1 with one node, as for a plain master).
+ *
  * Until a read covers an instance its YES votes are PENDING: the round
  * waits (bounded by the read's command deadlines), then asks again. */
 #include <stdarg.h>
