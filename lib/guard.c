@@ -534,10 +534,18 @@ static void clock_reading(redlock__guard *g, unsigned idx, int same) {
   if (!gn->continuity || !gn->base || gn->base_check || gn->step_note ||
       rd->reply_ns - gn->settled_ns >= SETTLE_EVERY_NS)
     settle(g, idx);
-  /* Masters that waited for the others' clocks (first connections). */
-  for (i = 0; i < g->n; i++)
-    if (i != idx && g->gn[i].have && (!g->gn[i].base || g->gn[i].base_check))
-      settle(g, i);
+  /* Masters that waited for the others' clocks (first connections):
+   * looked for only while some may be (a cluster has many node slots). */
+  if (g->unsettled) {
+    unsigned left = 0;
+    for (i = 0; i < g->n; i++) {
+      redlock__guard_node *o = &g->gn[i];
+      if (i != idx && o->have && (!o->base || o->base_check))
+        settle(g, i);
+      left += o->have && (!o->base || o->base_check);
+    }
+    g->unsettled = left > 0;
+  }
 }
 
 void redlock__guard_clock(redlock__guard *g, unsigned idx) {
@@ -693,6 +701,8 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
                                   : "appendfsync not always");
     }
   }
+  g->unsettled = 1;
+  g->raise_ok = 0;
   read_record(g, idx);
   clock_reading(g, idx, same);
   if (!same)
@@ -707,6 +717,7 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
 
 void redlock__guard_node_down(redlock__guard *g, unsigned idx) {
   redlock__guard_node *gn = &g->gn[idx];
+  g->raise_ok = 0;
   gn->up = 0;
   gn->known_ms = 0;   /* read again at the next handshake */
   check_settled(g);
@@ -788,6 +799,8 @@ static void on_read_reply(redlock__req *req, const redlock__reply *r,
       }
       if (v.value > g->read_max)
         g->read_max = v.value;
+      if (v.value < g->gn[req->node->index].known_ms)
+        g->raise_ok = 0;
       g->gn[req->node->index].known_ms = v.value;
     }
   }
@@ -1038,9 +1051,11 @@ void redlock__guard_unwait(redlock__guard_waiter *w) {
 
 /* ---- the record ---------------------------------------------------------- */
 
-int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms) {
+int redlock__guard_needs_raise(redlock__guard *g, int64_t ttl_ms) {
   unsigned have = 0;
   unsigned m, i;
+  if (ttl_ms <= g->raise_ok)
+    return 0;   /* nothing changed since it was enough */
   for (i = 0; i < g->n; i++)
     if (g->gn[i].up && g->gn[i].known_ms < ttl_ms)
       return 1;   /* a node that is up lacks it */
@@ -1056,7 +1071,10 @@ int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms) {
       up += g->gn[node_of(list, m, j)].up;
     have += up > 0;
   }
-  return have < g->quorum;
+  if (have < g->quorum)
+    return 1;
+  g->raise_ok = ttl_ms;
+  return 0;
 }
 
 int redlock__guard_has_record(const redlock__guard *g, unsigned idx,
@@ -1111,6 +1129,7 @@ void redlock__guard_raise_async(redlock__guard *g, int64_t ttl_ms) {
 }
 
 void redlock__guard_record_failed(redlock__guard *g, unsigned idx) {
+  g->raise_ok = 0;
   /* A client without the auto guard does not insist: no raise again on
    * this connection (the next handshake reads the record afresh). */
   if (g->mode_ms != 0)
@@ -1118,6 +1137,8 @@ void redlock__guard_record_failed(redlock__guard *g, unsigned idx) {
 }
 
 void redlock__guard_record(redlock__guard *g, unsigned idx, int64_t value) {
+  if (value < g->gn[idx].known_ms)
+    g->raise_ok = 0;
   g->gn[idx].known_ms = value;
 }
 

@@ -114,6 +114,9 @@ typedef struct redlock__guard {
   redlock__queue settle_waiters;  /* acquisitions waiting for first
                                      connections (redlock__guard_settled) */
   int closing;
+  int unsettled;              /* some node may wait for the others' clocks */
+  int64_t raise_ok;           /* needs_raise said no for this ttl, and no
+                                 record or node changed since: 0 unknown */
   redlock__guard_warn_fn warn;
   void *warn_arg;
 } redlock__guard;
@@ -181,7 +184,7 @@ void redlock__guard_unwait(redlock__guard_waiter *w);
  * record must first be raised to ttl_ms: a master that is up is not known
  * to hold a record >= ttl_ms on its current connection, or fewer than a
  * quorum of masters are known to hold one. Every mode records. */
-int redlock__guard_needs_raise(const redlock__guard *g, int64_t ttl_ms);
+int redlock__guard_needs_raise(redlock__guard *g, int64_t ttl_ms);
 /* Not the auto guard: raise the record where it is lacking, without
  * waiting (the commands go ahead of the caller's next ones). */
 void redlock__guard_raise_async(redlock__guard *g, int64_t ttl_ms);

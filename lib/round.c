@@ -755,6 +755,13 @@ static unsigned cluster_parts(redlock__round *r, unsigned i, int fill) {
   return 0;
 }
 
+/* Commands whose arguments differ on a cluster master (a same-slot name,
+ * a key left out): the others go out as the bytes encoded once. */
+static int cluster_names(redlock__cmd cmd) {
+  return cmd == REDLOCK__CMD_FENCED_ACQUIRE || cmd == REDLOCK__CMD_FENCE ||
+         cmd == REDLOCK__CMD_INSPECT;
+}
+
 static void round_submit(redlock__round *r, unsigned i, int eval) {
   redlock_client_t *c = r->client;
   redlock__node *n = &c->nodes[i];
@@ -773,7 +780,7 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
     req->kind = (uint8_t)r->cmd;
     req->tag = eval ? 1 : 0;
     req->flags = (uint8_t)req_flags(r);
-    if (eval || c->clusters[i] != NULL) {
+    if (eval || (c->clusters[i] != NULL && cluster_names(r->cmd))) {
       /* NOSCRIPT: this master alone gets the script's text; a cluster's
        * node gets its own names (slot.c). */
       const char *argv[REDLOCK__ARGV_MAX];

@@ -405,8 +405,9 @@ static int parse_redis(const ctx *x, const char *s, redlock__uri *u) {
     if (nl > 128)
       return bad(x, "primary name longer than 128 characters");
     for (i = 0; i < nl; i++)
-      if (name[i] == '/' || name[i] == '%')
-        return bad(x, "bad character in the primary name");
+      if (!host_char_ok(name[i]))
+        return bad(x, "bad character in the primary name (letters, "
+                      "digits, '-', '_', '.')");
     u->name = redlock__strndup(name, nl);
     return u->name == NULL ? REDLOCK_ENOMEM : 0;
   }

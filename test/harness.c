@@ -454,8 +454,18 @@ static int ping_ok(const harness_server *s) {
 static void clock_reset(harness_server *s);
 
 /* Starts (or restarts) s on s->port; 0 when it answers PING within 5 s. */
+/* In a forked child of `parent`: killed when the test process dies,
+ * however it dies (an exit that skips the atexit handlers, a sanitizer's
+ * _exit, SIGKILL): no server or proxy outlives its test. */
+static void die_with_test(pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent)
+    _exit(1);   /* the test died before the prctl */
+}
+
 static int spawn_server(harness_server *s) {
   const char *exe = harness_redis_path();
+  pid_t parent;
   char port[16];
   char logpath[600];
   uint64_t end;
@@ -465,11 +475,13 @@ static int spawn_server(harness_server *s) {
     return -1;
   snprintf(port, sizeof(port), "%d", s->port);
   snprintf(logpath, sizeof(logpath), "%s/redis.log", s->dir);
+  parent = getpid();
   pid = fork();
   if (pid < 0)
     return -1;
   if (pid == 0) {
     int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    die_with_test(parent);
     setpgid(0, 0);
     if (fd >= 0) {
       dup2(fd, 1);
@@ -1039,11 +1051,13 @@ static int connect_port(int port) {
  * within 5 s. */
 static pid_t proxy_spawn(harness_proxy *p, const char *exe, char **argv) {
   uint64_t end;
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0)
     TEST_FAIL("fork");
   if (pid == 0) {
     const char *log = getenv("REDLOCK_FAULTPROXY_LOG");
+    die_with_test(parent);
     setpgid(0, 0);
     int fd = open(log != NULL ? log : "/dev/null",
                   O_WRONLY | O_CREAT | O_APPEND, 0644);

@@ -10,5 +10,8 @@ case "$seconds" in
 esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# A finding exits 1, not libFuzzer's default 77 (meson's "skipped": a
+# crash once passed as a skip).
 "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=1024 \
-  -print_final_stats=1 "$work" "$seeds"
+  -error_exitcode=1 -timeout_exitcode=1 -print_final_stats=1 \
+  "$work" "$seeds"
