@@ -1,0 +1,97 @@
+"""Fixtures: private masters per test (killed by PID in every exit path),
+a temp dir under $TMPDIR, and the paths of the build (the CLI, the header,
+the library) that run.sh passes in the environment."""
+import os
+import tempfile
+
+import pytest
+
+import support
+
+
+def pytest_report_header(config):
+    import libredlock
+    return (f"libredlock {libredlock.__version__} from "
+            f"{os.path.dirname(libredlock.__file__)}; C library "
+            f"{libredlock.library_path()}")
+
+
+@pytest.fixture
+def workdir():
+    d = tempfile.mkdtemp(prefix="redlock-py-")
+    yield d
+    import shutil
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _masters(workdir, n, **kw):
+    ms = support.Masters(n, workdir, **kw)
+    return ms
+
+
+@pytest.fixture
+def masters(workdir):
+    """Three masters without persistence (clients use restart_guard=-1:
+    they are brand new)."""
+    ms = _masters(workdir, 3)
+    try:
+        yield ms
+    finally:
+        ms.close()
+
+
+@pytest.fixture
+def masters5(workdir):
+    ms = _masters(workdir, 5)
+    try:
+        yield ms
+    finally:
+        ms.close()
+
+
+@pytest.fixture
+def make_masters(workdir):
+    """make_masters(n, durable=..., password=...) for other shapes."""
+    made = []
+
+    def make(n, **kw):
+        ms = _masters(workdir, n, **kw)
+        made.append(ms)
+        return ms
+    try:
+        yield make
+    finally:
+        for ms in made:
+            ms.close()
+
+
+@pytest.fixture
+def client_of():
+    """client_of(masters, **options): a Client for brand-new masters
+    (restart guard off, generous timeouts for a loaded CI machine), closed
+    at the end of the test."""
+    import libredlock
+    made = []
+
+    def make(ms, **kw):
+        kw.setdefault("restart_guard", -1)
+        kw.setdefault("command_timeout", 0.5)
+        kw.setdefault("connect_timeout", 1.0)
+        c = libredlock.Client(ms.addrs if hasattr(ms, "addrs") else ms, **kw)
+        made.append(c)
+        return c
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.close()
+
+
+@pytest.fixture
+def cli():
+    """The redlock CLI of the build under test."""
+    path = os.environ.get("REDLOCK_CLI")
+    if not path or not os.access(path, os.X_OK):
+        pytest.fail("REDLOCK_CLI must name the build's redlock tool "
+                    "(run.sh sets it)")
+    return path
