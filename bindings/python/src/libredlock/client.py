@@ -124,9 +124,13 @@ _CLASSES = {F.ETAKEN: LockTaken, F.ENOQUORUM: NoQuorum,
 
 def _error(f, rc, what, classes=None):
     """The exception for a failed call; reads this thread's message and
-    per-master result at once (the next library call replaces them)."""
+    per-master result at once (the next library call replaces them).
+    `what` names the operation: a str, or (verb, object with .name),
+    formatted only here (not on every successful call)."""
     msg = _decode(f.redlock_last_error())
     results = results_from(f.redlock_sync_last_result())
+    if isinstance(what, tuple):
+        what = f"{what[0]} {what[1].name!r}"
     cls = (classes or {}).get(rc) or _CLASSES.get(rc, RedlockError)
     name = F.ERRORS.get(rc, str(rc))
     return cls(f"{what}: {msg}" if msg else f"{what}: {name}", name, results)
@@ -792,7 +796,7 @@ class Lock:
                         self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
                 if rc != 0:
                     _lost_targets.pop(held.id, None)
-                    raise _error(f, rc, f"acquire {self.name!r}")
+                    raise _error(f, rc, ("acquire", self))
                 held.ptr = out.value
                 self._held = held
                 hd.held[held.id] = held
@@ -821,7 +825,7 @@ class Lock:
             held.ptr = None
             if ptr is None:   # the client's close released it
                 raise ClientClosed("the client is closed", "ECANCELED")
-            c._call_on(f"release {self.name!r}", c._f.redlock_sync_release,
+            c._call_on(("release", self), c._f.redlock_sync_release,
                        ptr, classes={F.ENOTHELD: Lost})
 
     def extend(self, ttl=None):
@@ -831,7 +835,7 @@ class Lock:
         c = self._client
         with self._mutex:
             ptr = self._ptr()
-            c._call_on(f"extend {self.name!r}", c._f.redlock_sync_extend,
+            c._call_on(("extend", self), c._f.redlock_sync_extend,
                        ptr, ms, classes={F.ENOTHELD: Lost, F.EEXPIRED: Lost})
 
     def _ptr(self):
@@ -1026,7 +1030,7 @@ class Election:
         out = ctypes.c_void_p()
         _election_targets[self._id] = self
         try:
-            c._call(f"campaign {self.name!r}", c._f.redlock_sync_campaign,
+            c._call(("campaign", self), c._f.redlock_sync_campaign,
                     self._name, len(self._name), self._identity,
                     ctypes.byref(self._opts), wait_ms, ctypes.byref(out))
         except BaseException:
@@ -1062,7 +1066,7 @@ class Election:
                 return
             c._hd.elections.pop(self._id, None)
             try:
-                c._call_on(f"resign {self.name!r}", c._f.redlock_sync_resign,
+                c._call_on(("resign", self), c._f.redlock_sync_resign,
                            h)
             except ClientClosed:
                 pass
