@@ -1,12 +1,34 @@
 """Fixtures: private masters per test (killed by PID in every exit path),
 a temp dir under $TMPDIR, and the paths of the build (the CLI, the header,
 the library) that run.sh passes in the environment."""
+import faulthandler
 import os
+import sys
 import tempfile
 
 import pytest
 
 import support
+
+# One test may take this long (the mixed fleet: FLEET_SECONDS + startup);
+# past it the process prints every thread's stack and exits, so a
+# deadlock (a call that never returns) fails the suite at once, with the
+# place, instead of hanging until meson's timeout.
+TEST_DEADLINE = float(os.environ.get("TEST_DEADLINE", "150"))
+# pytest captures fds 1 and 2 during a test: run.sh keeps the real stderr
+# open as fd 3 for the stacks.
+try:
+    _STACKS = os.fdopen(3, "w")
+except OSError:
+    _STACKS = sys.__stderr__
+
+
+@pytest.fixture(autouse=True)
+def deadline():
+    faulthandler.dump_traceback_later(TEST_DEADLINE, exit=True,
+                                      file=_STACKS)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 def pytest_report_header(config):

@@ -44,4 +44,6 @@ export PYTHONDONTWRITEBYTECODE=1
 unset REDLOCK_SERVERS REDLOCK_PASSWORD REDLOCK_PASSWORD_FILE
 # From the tests' directory: extra arguments name test files or -k.
 cd "$src/test/python"
-"$work/venv/bin/python" -m pytest -p no:cacheprovider -rs "$@"
+# fd 3: the real stderr, for the stacks of a test past its deadline
+# (conftest.py), which pytest's capture of fd 2 would swallow.
+"$work/venv/bin/python" -m pytest -p no:cacheprovider -rs "$@" 3>&2

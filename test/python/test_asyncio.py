@@ -1,6 +1,7 @@
 """asyncio: `async with client.lock(...)` never blocks the event loop;
 tasks exclude each other; a cancelled waiter leaves nothing held."""
 import asyncio
+import threading
 import time
 
 import pytest
@@ -29,15 +30,17 @@ def test_tasks_exclude_and_loop_stays_free(masters, client_of):
         hb = asyncio.create_task(heartbeat(stop, gaps))
         inside = [0]
         windows = []
-        # Another client holds the key for 1.5 s first: every task waits
-        # in the library meanwhile. A blocking wait on the loop would show
-        # as a heartbeat gap of about that long.
+        # Another client holds the key for 1.5 s first (released by a
+        # thread of its own): every task waits in the library meanwhile. A
+        # blocking wait on the loop would show as a heartbeat gap of about
+        # that long.
         first = other.lock("async-key", ttl=10).acquire()
-        asyncio.get_running_loop().call_later(1.5, first.release)
+        timer = threading.Timer(1.5, first.release)
+        timer.start()
 
         async def task(i):
             for _ in range(4):
-                async with c.lock("async-key", ttl=10, wait=60) as lock:
+                async with c.lock("async-key", ttl=10, wait=10) as lock:
                     t0 = time.monotonic()
                     inside[0] += 1
                     assert inside[0] == 1, "two tasks inside"
@@ -48,6 +51,7 @@ def test_tasks_exclude_and_loop_stays_free(masters, client_of):
 
         await asyncio.wait_for(asyncio.gather(*(task(i) for i in range(8))),
                                120)
+        timer.join()
         stop.set()
         await hb
         return gaps, windows
