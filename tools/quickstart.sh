@@ -180,7 +180,8 @@ case "$cmd" in
     build build
     run_suite build plain --suite unit --suite redis --suite fault
     build build-asan -Db_sanitize=address,undefined -Db_lundef=false
-    run_suite build-asan asan --suite unit --suite redis --suite fault
+    run_suite build-asan asan --suite unit --suite redis --suite fault \
+      --suite python
     # valgrind: unit and redis; the fault suite's schedules are timed
     # (pauses, deadlines, proxies) and under valgrind's 20-50x slowdown
     # would measure valgrind, not the library: ASan covers their memory.

@@ -6,7 +6,7 @@
 #   python3 -m venv --system-site-packages VENV
 #   VENV/bin/pip install --no-index --no-build-isolation ./bindings/python
 # then pytest on test/python against the build's libredlock.so
-# (REDLOCK_LIBRARY) and CLI. node-redlock for the mixed-fleet test comes
+# (REDLOCK_LIBRARY) and CLI (also an ASan build's: see below). node-redlock for the mixed-fleet test comes
 # from npm into bench/node/node_modules, once, as the benchmarks do.
 set -euo pipefail
 src=$(cd "$1" && pwd)
@@ -38,6 +38,17 @@ if [ ! -d "$src/bench/node/node_modules/redlock" ]; then
       exit 1; }
 fi
 export REDLOCK_LIBRARY=$build/lib/libredlock.so
+# An ASan+UBSan build (quickstart's build-asan): the sanitizer's runtime
+# must be loaded first, so it is preloaded into the Python processes
+# (support.spawn keeps it out of redis-server and node). Python's own
+# allocations are not LeakSanitizer's business: leaks are off here; ASan
+# still stops the process at the first memory error.
+if ldd "$REDLOCK_LIBRARY" 2>/dev/null | grep -q libasan; then
+  export LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so)
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  echo "run.sh: ASan build: $LD_PRELOAD preloaded into Python"
+fi
 export REDLOCK_CLI=$build/tools/redlock
 export REDLOCK_SRC=$src REDLOCK_BUILD=$build
 export PYTHONDONTWRITEBYTECODE=1

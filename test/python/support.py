@@ -52,6 +52,12 @@ def spawn(argv, **kw):
     """Starts argv as our child (killed with us); returns the Popen.
     It gets its own process group so that signals for it (SIGSTOP) reach
     it alone; we stop it by PID."""
+    if "LD_PRELOAD" in os.environ and argv[0] != sys.executable:
+        # A sanitizer's runtime preloaded for the library (run.sh) is for
+        # the Python processes only, not for redis-server or node.
+        env = dict(kw.pop("env", None) or os.environ)
+        env.pop("LD_PRELOAD", None)
+        kw["env"] = env
     if SETPRIV:
         argv = [SETPRIV, "--pdeathsig", "KILL", "--"] + list(argv)
     p = subprocess.Popen(argv, start_new_session=True, **kw)
