@@ -768,7 +768,8 @@ class Lock:
             if self._held is not None:
                 raise RedlockError(f"{self.name!r} is already held by this "
                                    "Lock object", "EBUSY")
-            self.lost.clear()
+            if self.lost.is_set():
+                self.lost.clear()
             self._lost_reason = None
             held = _Held(self.lost)
             o = self._opts
