@@ -26,10 +26,14 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-python.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$py" -m venv --system-site-packages "$work/venv"
+# pip builds in the directory it is given (build/, *.egg-info): a private
+# copy, so that the tree stays clean and parallel runs do not collide.
+cp -r "$src/bindings/python" "$work/pkg"
+rm -rf "$work/pkg/build" "$work/pkg"/src/*.egg-info
 # PIP_* from the machine (find-links, index) must not matter: no index.
 env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL \
   "$work/venv/bin/pip" install --quiet --no-index --no-build-isolation \
-  --disable-pip-version-check "$src/bindings/python" >"$work/pip.log" 2>&1 ||
+  --disable-pip-version-check "$work/pkg" >"$work/pip.log" 2>&1 ||
   { cat "$work/pip.log" >&2; echo "run.sh: pip install failed" >&2; exit 1; }
 if [ ! -d "$src/bench/node/node_modules/redlock" ]; then
   (cd "$src/bench/node" &&
