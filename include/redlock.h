@@ -84,6 +84,11 @@ REDLOCK_EXTERN const char *redlock_last_error(void);
 
 REDLOCK_EXTERN const char *redlock_version_string(void);
 
+/* sizeof the public struct named `type` ("redlock_stats", ...), 0 for a
+ * name it does not know: for bindings that lay the structs out themselves
+ * (ctypes), to refuse a library whose structs differ from theirs. */
+REDLOCK_EXTERN size_t redlock_abi_sizeof(const char *type);
+
 /* ------------------------------------------------------------------------
  * Allocator. Call before creating any client. hiredis 0.14 has no hooks:
  * its own allocations bypass these.
