@@ -90,3 +90,22 @@ def test_not_found_says_what_to_do(tmp_path):
         pytest.fail("this machine has libredlock installed system-wide "
                     f"({out}): the not-found message cannot be checked")
     assert "REDLOCK_LIBRARY" in out and "meson install" in out
+
+
+def test_library_of_another_version_is_refused(libfile, tmp_path):
+    """A library whose structs differ from the package's (here the
+    package's redlock_stats has grown a field, as a newer header's would)
+    is refused with the sizes named, never called with a struct of the
+    wrong size (the library would write past its end)."""
+    code = ("import ctypes\n"
+            "from libredlock import _ffi as F\n"
+            "class S(ctypes.Structure):\n"
+            "    _fields_ = F.Stats._fields_ + [('x', ctypes.c_uint64)]\n"
+            "F.STRUCTS['redlock_stats'] = S\n" + PROBE)
+    base = dict(os.environ, REDLOCK_LIBRARY=libfile)
+    out = subprocess.run([sys.executable, "-c", code], env=base,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("NOTFOUND"), out.stdout
+    assert "structs differ" in out.stdout
+    assert "redlock_stats is" in out.stdout

@@ -200,6 +200,7 @@ ELECTED, DEPOSED = 1, 2
 P = ctypes.POINTER
 _PROTOTYPES = [
     ("redlock_version_string", c_char_p, []),
+    ("redlock_abi_sizeof", c_size_t, [c_char_p]),
     ("redlock_strerror", c_char_p, [c_int]),
     ("redlock_err_name", c_char_p, [c_int]),
     ("redlock_last_error", c_char_p, []),
@@ -321,6 +322,20 @@ def _load():
             fn = getattr(dll, name)
             fn.restype = res
             fn.argtypes = args
+        # The structs as the library has them: a field added or removed
+        # would have ctypes read and write past their ends.
+        differ = [f"{n} is {dll.redlock_abi_sizeof(n.encode())} bytes "
+                  f"there, {ctypes.sizeof(st)} here"
+                  for n, st in STRUCTS.items()
+                  if dll.redlock_abi_sizeof(n.encode()) != ctypes.sizeof(st)]
+        if differ:
+            tried.append(f"{how}: {where}: its structs differ from this "
+                         "package's (a libredlock of another version: "
+                         "install the package from the same tree as the "
+                         "library): " + "; ".join(differ))
+            if how == "REDLOCK_LIBRARY":
+                break
+            continue
         return dll, where
     raise LibraryNotFound(
         "libredlock.so not found or not usable; install the C library "
