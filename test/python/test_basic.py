@@ -45,8 +45,10 @@ def test_exclusion_and_results(masters, client_of):
         assert "held by another owner" in str(e)
         assert len(e.results) == 3
         assert {r.server for r in e.results} == set(masters.addrs)
-        assert sum(r.vote == "no" for r in e.results) >= 2
-        assert all(r.vote in ("no", None) for r in e.results)
+        # Decided once a quorum was impossible; a master b is still
+        # connecting to (a loaded machine) may show as an error.
+        assert sum(r.vote == "no" for r in e.results) >= 2, e.results
+        assert "yes" not in [r.vote for r in e.results], e.results
     # Released at the end of the block: b gets it now.
     with b.lock("job-2", ttl=10, wait=0) as lb:
         assert lb.held

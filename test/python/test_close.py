@@ -42,8 +42,10 @@ def test_close_ends_waiting_calls(masters, client_of):
                "campaign", lambda: c.campaign("cl-lead", id="me")))]
     for t in ths:
         t.start()
-    support.wait_for(lambda: c.stats().taken >= 2, 10,
-                     "both calls to be refused and waiting")
+    # Both threads inside the library (the client's gate counts them),
+    # and refused by the masters at least twice between them.
+    support.wait_for(lambda: c._hd.inflight == 2 and c.stats().taken >= 2,
+                     10, "both calls to be refused and waiting")
     t0 = time.monotonic()
     c.close()
     for t in ths:

@@ -32,10 +32,12 @@ def test_campaign_leader_resign(masters, client_of):
             got["at"] = time.monotonic()
             got["leader"] = b.leader("ha").id
             got["is_leader"] = eb.is_leader
+    base = b.stats().taken
     th = threading.Thread(target=standby)
     th.start()
-    # The standby is campaigning once the masters refused it (stats).
-    support.wait_for(lambda: b.stats().taken >= 2, 10, "the standby to wait")
+    # The standby is campaigning: inside the library, refused once more.
+    support.wait_for(lambda: b._hd.inflight == 1 and
+                     b.stats().taken > base, 10, "the standby to wait")
     t0 = time.monotonic()
     ea.resign()
     assert not ea.is_leader
@@ -68,8 +70,8 @@ def test_failover_when_leader_dies(masters, client_of):
             got["e"] = e
         th = threading.Thread(target=standby)
         th.start()
-        support.wait_for(lambda: b.stats().taken >= 1, 10,
-                         "the standby to wait")
+        support.wait_for(lambda: b._hd.inflight == 1 and
+                         b.stats().taken >= 1, 10, "the standby to wait")
         # The masters read the ttl after t_read: the lock expires at
         # t_read + ttl or later (an extension may still come before the
         # kill), never sooner.
