@@ -90,17 +90,21 @@ def make_masters(workdir):
 @pytest.fixture
 def client_of():
     """client_of(masters, **options): a Client for brand-new masters
-    (restart guard off, generous timeouts for a loaded CI machine), closed
-    at the end of the test."""
+    (restart guard off, generous timeouts for a loaded CI machine),
+    connected to every master (wait_up=False: not waited for), closed at
+    the end of the test."""
     import libredlock
     made = []
 
-    def make(ms, **kw):
+    def make(ms, wait_up=True, **kw):
         kw.setdefault("restart_guard", -1)
         kw.setdefault("command_timeout", 0.5)
         kw.setdefault("connect_timeout", 1.0)
         c = libredlock.Client(ms.addrs if hasattr(ms, "addrs") else ms, **kw)
         made.append(c)
+        if wait_up:   # connected to every master (as the C tests' tu_client)
+            support.wait_for(lambda: all(m.up for m in c.stats().masters),
+                             10, "the client to connect to every master")
         return c
     try:
         yield make

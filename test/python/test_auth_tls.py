@@ -16,7 +16,7 @@ def test_password(make_masters, client_of):
     uris = [f"redis://:s3cret@{m.addr}" for m in ms]
     with client_of(uris).lock("auth2", ttl=5) as lock:
         assert lock.held
-    bad = client_of(ms, password="wrong")
+    bad = client_of(ms, password="wrong", wait_up=False)
     with pytest.raises(NoQuorum) as ei:
         bad.lock("auth3", ttl=5, wait=0).acquire()
     assert "credentials" in str(ei.value) or "auth" in str(ei.value)
@@ -40,7 +40,8 @@ def test_tls(workdir, make_masters, client_of):
         pass
     # The wrong CA: every master refused, with OpenSSL's reason.
     wrong = client_of(ms, tls={"ca_file": os.path.join(certs,
-                                                       "other-ca.crt")})
+                                                       "other-ca.crt")},
+                      wait_up=False)
     with pytest.raises(NoQuorum) as ei:
         wrong.lock("tls3", ttl=5, wait=0).acquire()
     assert any("certificate" in r.detail for r in ei.value.results), \
