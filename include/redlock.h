@@ -84,6 +84,11 @@ REDLOCK_EXTERN const char *redlock_last_error(void);
 
 REDLOCK_EXTERN const char *redlock_version_string(void);
 
+/* sizeof the public struct named `type` ("redlock_stats", ...), 0 for a
+ * name it does not know: for bindings that lay the structs out themselves
+ * (ctypes), to refuse a library whose structs differ from theirs. */
+REDLOCK_EXTERN size_t redlock_abi_sizeof(const char *type);
+
 /* ------------------------------------------------------------------------
  * Allocator. Call before creating any client. hiredis 0.14 has no hooks:
  * its own allocations bypass these.
@@ -817,8 +822,31 @@ REDLOCK_EXTERN int redlock_sync_new(const redlock_client_config *cfg,
                                     redlock_sync_t **out);
 /* Releases every lock still held (bounded by the command timeout), closes
  * the connections, joins the thread and frees everything, including lock
- * handles not released. No call on this handle may be running. */
+ * and election handles not released. Calls in flight on other threads end
+ * with ECANCELED, but no call may START once redlock_sync_close was
+ * called (the handle is freed): when other threads may still call, use
+ * redlock_sync_shutdown first, wait for them, then close. */
 REDLOCK_EXTERN int redlock_sync_close(redlock_sync_t *s);
+/* The first half of redlock_sync_close, for handles shared by threads
+ * (language bindings): every call in flight ends with ECANCELED (waiting
+ * acquisitions and campaigns included), locks still held are released,
+ * the connections are closed and the thread is joined. The handle stays
+ * allocated: later calls on it, its locks and its elections return
+ * ECANCELED (getters 0) at once, until redlock_sync_close frees it.
+ * Idempotent; a second caller returns once the first one is done. */
+REDLOCK_EXTERN int redlock_sync_shutdown(redlock_sync_t *s);
+/* The per-master result of this thread's last blocking call if it failed
+ * with one (the votes, each master's error text, latency and
+ * restart-guard wait, as an async callback gets them); NULL after a
+ * success or a failure without one (EINVAL, a closed handle). Valid in
+ * this thread until its next blocking call (redlock_sync_*, close
+ * included); freed when the thread exits. */
+REDLOCK_EXTERN const redlock_result *redlock_sync_last_result(void);
+/* The client's counters and latency histograms (redlock_client_stats),
+ * read on the background thread. Its strings (masters[i].server) stay
+ * valid until the handle is shut down or closed. Errors: EINVAL,
+ * ECANCELED (shut down). */
+REDLOCK_EXTERN int redlock_sync_stats(redlock_sync_t *s, redlock_stats *out);
 
 /* Acquires `resource` for ttl_ms, waiting as `opts` allows (NULL: the
  * client's retry policy). On success *out is a held lock. Returns 0 or

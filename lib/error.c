@@ -1,4 +1,7 @@
-/* error.c: names and descriptions generated from REDLOCK_ERRNO_MAP. */
+/* error.c: names and descriptions generated from REDLOCK_ERRNO_MAP; the
+ * version; the sizes of the public structs for bindings. */
+#include <string.h>
+
 #include "redlock.h"
 
 const char *redlock_strerror(int err) {
@@ -30,4 +33,28 @@ const char *redlock_version_string(void) {
   return REDLOCK__STR(REDLOCK_VERSION_MAJOR) "."
          REDLOCK__STR(REDLOCK_VERSION_MINOR) "."
          REDLOCK__STR(REDLOCK_VERSION_PATCH);
+}
+
+/* Bindings that lay the structs out themselves (Python's ctypes) compare
+ * these with their own sizes when they load the library, and refuse one
+ * they do not match: a field added to a struct would otherwise have them
+ * read and write past its end. */
+size_t redlock_abi_sizeof(const char *type) {
+  static const struct {
+    const char *name;
+    size_t size;
+  } types[] = {
+#define T(t) {#t, sizeof(t)}
+    T(redlock_client_config), T(redlock_acquire_opts),
+    T(redlock_election_opts), T(redlock_node_result), T(redlock_result),
+    T(redlock_master_stats), T(redlock_stats), T(redlock_master_info),
+#undef T
+  };
+  size_t i;
+  if (type == NULL)
+    return 0;
+  for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+    if (strcmp(types[i].name, type) == 0)
+      return types[i].size;
+  return 0;
 }

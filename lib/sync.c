@@ -10,7 +10,18 @@
  * Lock handles are read and changed only on the loop thread, so getters
  * are calls too. Shutdown: a CLOSE call closes the client (which releases
  * held locks and cancels what is in flight), then the async handle; the
- * loop then runs out of handles and the thread returns. */
+ * loop then runs out of handles and the thread returns. Calls are pushed
+ * and the loop woken under the mutex, and shutdown marks the handle shut
+ * under it: once shut, nothing is queued and the async handle is never
+ * touched again, so calls that race a shutdown end with ECANCELED. The
+ * lock and election wrappers stay allocated until redlock_sync_close
+ * (calls on them read their sync pointer first), which frees them.
+ *
+ * A failed operation's per-master result goes back to the calling thread
+ * as a deep copy (redlock_sync_last_result), kept in a thread-specific
+ * slot until the thread's next blocking call; its destructor frees it
+ * when the thread exits. */
+#include <pthread.h>
 #include <string.h>
 
 #include "common.h"
@@ -28,6 +39,7 @@ typedef enum {
   CALL_IS_LEADER,
   CALL_RESIGN,
   CALL_LEADER,
+  CALL_STATS,
   CALL_CLOSE
 } call_kind;
 
@@ -80,6 +92,7 @@ typedef struct sync_call {
   size_t buflen;
   /* outputs */
   int64_t value;
+  redlock_result *res;            /* a failure's result (deep copy) */
   char msg[1024];                 /* the loop thread's error message */
 } sync_call;
 
@@ -94,6 +107,11 @@ struct redlock_sync_s {
   redlock__queue elections;   /* loop thread only */
   redlock_client_t *client;
   sync_call *closing;         /* the CLOSE call, answered at the end */
+  int shut;                   /* under mutex: shutdown began, no call is
+                                 queued any more */
+  int joined;                 /* the thread has been joined (under
+                                 shut_mutex) */
+  uv_mutex_t shut_mutex;      /* held through a whole shutdown */
   uv_sem_t ready;
   int start_status;
   char start_msg[256];
@@ -128,10 +146,54 @@ static void call_done(sync_call *call, int status) {
 /* An operation's outcome: a failure carries the per-master explanation
  * the async result has (redlock_result_explain), for the caller's
  * redlock_last_error(). */
+/* One block: the result, its node array, then every string. NULL when
+ * out of memory (the caller then has the explanation only). */
+static redlock_result *result_copy(const redlock_result *res) {
+  size_t size = sizeof(*res) + res->n_nodes * sizeof(redlock_node_result);
+  redlock_node_result *nodes;
+  redlock_result *copy;
+  char *p;
+  unsigned i;
+  for (i = 0; i < res->n_nodes; i++) {
+    const redlock_node_result *n = &res->nodes[i];
+    size += strlen(n->server != NULL ? n->server : "") + 1;
+    size += strlen(n->errstr != NULL ? n->errstr : "") + 1;
+    size += strlen(n->holder != NULL ? n->holder : "") + 1;
+  }
+  copy = redlock__malloc(size);
+  if (copy == NULL)
+    return NULL;
+  *copy = *res;
+  nodes = (redlock_node_result *)(copy + 1);
+  p = (char *)(nodes + res->n_nodes);
+  for (i = 0; i < res->n_nodes; i++) {
+    const char *str[3];
+    const char **dst[3];
+    int j;
+    nodes[i] = res->nodes[i];
+    str[0] = res->nodes[i].server;
+    str[1] = res->nodes[i].errstr;
+    str[2] = res->nodes[i].holder;
+    dst[0] = &nodes[i].server;
+    dst[1] = &nodes[i].errstr;
+    dst[2] = &nodes[i].holder;
+    for (j = 0; j < 3; j++) {
+      size_t len = strlen(str[j] != NULL ? str[j] : "");
+      memcpy(p, str[j] != NULL ? str[j] : "", len + 1);
+      *dst[j] = p;
+      p += len + 1;
+    }
+  }
+  copy->nodes = nodes;
+  return copy;
+}
+
 static void call_done_res(sync_call *call, int status,
                           const redlock_result *res) {
-  if (status != 0 && res != NULL && res->n_nodes > 0)
+  if (status != 0 && res != NULL && res->n_nodes > 0) {
     redlock_result_explain(res, call->msg, sizeof(call->msg));
+    call->res = result_copy(res);
+  }
   call_done(call, status);
 }
 
@@ -261,8 +323,9 @@ static void on_se_closed(uv_handle_t *h) {
   redlock__free(h->data);
 }
 
-/* The election handle went with the client: answer whoever waits, free
- * the wrapper (after its timer closed). */
+/* The election handle went with the client: answer whoever waits. The
+ * wrapper stays (on s->elections, its timer closed) until
+ * redlock_sync_close frees it: a caller may still hold it. */
 static void se_drop(redlock_sync_election_t *se) {
   if (se->campaign != NULL) {
     call_done(se->campaign, REDLOCK_ECANCELED);
@@ -273,23 +336,19 @@ static void se_drop(redlock_sync_election_t *se) {
     se->resign = NULL;
   }
   se->e = NULL;
-  redlock__queue_remove(&se->link);
-  uv_close((uv_handle_t *)&se->timer, on_se_closed);
+  uv_close((uv_handle_t *)&se->timer, NULL);
 }
 
 static void on_client_closed(redlock_client_t *c, void *arg) {
   redlock_sync_t *s = arg;
+  redlock__queue *q;
   (void)c;
-  while (!redlock__queue_empty(&s->elections))
-    se_drop(REDLOCK__CONTAINER_OF(s->elections.next,
-                                  redlock_sync_election_t, link));
-  /* The client freed every lock handle; free our wrappers. */
-  while (!redlock__queue_empty(&s->locks)) {
-    redlock_sync_lock_t *sl = REDLOCK__CONTAINER_OF(
-        s->locks.next, redlock_sync_lock_t, link);
-    redlock__queue_remove(&sl->link);
-    redlock__free(sl);
-  }
+  for (q = s->elections.next; q != &s->elections; q = q->next)
+    se_drop(REDLOCK__CONTAINER_OF(q, redlock_sync_election_t, link));
+  /* The client freed every lock handle; our wrappers stay until
+   * redlock_sync_close (a caller may still hold one). */
+  for (q = s->locks.next; q != &s->locks; q = q->next)
+    REDLOCK__CONTAINER_OF(q, redlock_sync_lock_t, link)->lock = NULL;
   s->client = NULL;
   uv_close((uv_handle_t *)&s->async, NULL);
 }
@@ -430,7 +489,8 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
   int rc;
   if (election_call(s, call))
     return;
-  if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE) {
+  if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE &&
+      call->kind != CALL_STATS) {
     l = call->slock->lock;
     if (l == NULL) {
       /* Released by a call that ran before this one. */
@@ -514,6 +574,13 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
     case CALL_RESIGN:
     case CALL_LEADER:
       return;   /* election_call */
+    case CALL_STATS:
+      rc = redlock_client_stats(s->client, (redlock_stats *)call->buf);
+      if (rc != 0)
+        call_failed(call, rc);
+      else
+        call_done(call, 0);
+      return;
     case CALL_CLOSE:
       s->closing = call;
       if (redlock_client_close(s->client, on_client_closed, s) != 0)
@@ -563,6 +630,37 @@ static void loop_thread(void *arg) {
 
 /* ---- calls from any thread ---------------------------------------------- */
 
+/* The calling thread's last failed operation's result (a deep copy),
+ * freed when replaced and when the thread exits. */
+static pthread_key_t last_result_key;
+static pthread_once_t last_result_once = PTHREAD_ONCE_INIT;
+static int last_result_ok;
+
+static void last_result_free(void *p) {
+  redlock__free(p);
+}
+
+static void last_result_init(void) {
+  last_result_ok = pthread_key_create(&last_result_key,
+                                      last_result_free) == 0;
+}
+
+static void set_last_result(redlock_result *res) {
+  pthread_once(&last_result_once, last_result_init);
+  if (!last_result_ok) {
+    redlock__free(res);
+    return;
+  }
+  redlock__free(pthread_getspecific(last_result_key));
+  if (pthread_setspecific(last_result_key, res) != 0)
+    redlock__free(res);
+}
+
+const redlock_result *redlock_sync_last_result(void) {
+  pthread_once(&last_result_once, last_result_init);
+  return last_result_ok ? pthread_getspecific(last_result_key) : NULL;
+}
+
 static int sync_post(redlock_sync_t *s, sync_call *call) {
   if (uv_thread_equal(&s->loop_thread_id, &(uv_thread_t){uv_thread_self()}))
     return redlock__fail(REDLOCK_EBUSY,
@@ -570,7 +668,14 @@ static int sync_post(redlock_sync_t *s, sync_call *call) {
   if (uv_sem_init(&call->done, 0) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "cannot create a semaphore");
   call->msg[0] = '\0';
+  call->res = NULL;
   uv_mutex_lock(&s->mutex);
+  if (s->shut) {
+    uv_mutex_unlock(&s->mutex);
+    uv_sem_destroy(&call->done);
+    set_last_result(NULL);
+    return redlock__fail(REDLOCK_ECANCELED, "the blocking client is closed");
+  }
   if (call->slock != NULL) {
     /* The handle stays allocated while this call is queued, even if a
      * release queued before it frees its lock. */
@@ -578,10 +683,13 @@ static int sync_post(redlock_sync_t *s, sync_call *call) {
     call->slock->refs++;
   }
   redlock__queue_insert_tail(&s->calls, &call->link);
-  uv_mutex_unlock(&s->mutex);
+  /* Under the mutex: a shutdown cannot close the async handle between
+   * the push and this wake-up. */
   uv_async_send(&s->async);
+  uv_mutex_unlock(&s->mutex);
   uv_sem_wait(&call->done);
   uv_sem_destroy(&call->done);
+  set_last_result(call->res);   /* NULL after a success */
   if (call->status != 0)
     redlock__fail(call->status, "%s", call->msg);
   return call->status;
@@ -608,12 +716,14 @@ int redlock_sync_new(const redlock_client_config *cfg, redlock_sync_t **out) {
     goto fail_async;
   s->async.data = s;
   uv_mutex_init(&s->mutex);
+  uv_mutex_init(&s->shut_mutex);
   uv_sem_init(&s->ready, 0);
   if (uv_thread_create(&s->thread, loop_thread, s) != 0) {
     uv_close((uv_handle_t *)&s->async, NULL);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
     uv_mutex_destroy(&s->mutex);
+    uv_mutex_destroy(&s->shut_mutex);
     uv_sem_destroy(&s->ready);
     redlock__free(s);
     return redlock__fail(REDLOCK_EIO, "cannot start the loop thread");
@@ -627,6 +737,7 @@ int redlock_sync_new(const redlock_client_config *cfg, redlock_sync_t **out) {
     uv_thread_join(&s->thread);
     uv_loop_close(&s->loop);
     uv_mutex_destroy(&s->mutex);
+    uv_mutex_destroy(&s->shut_mutex);
     redlock__free(s);
     return redlock__fail(rc, "%s", msg);
   }
@@ -640,22 +751,53 @@ fail_loop:
   return redlock__fail(REDLOCK_EIO, "cannot create the private loop");
 }
 
-int redlock_sync_close(redlock_sync_t *s) {
+int redlock_sync_shutdown(redlock_sync_t *s) {
   sync_call call;
   if (s == NULL)
-    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_close: NULL");
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_shutdown: NULL");
   if (uv_thread_equal(&s->loop_thread_id, &(uv_thread_t){uv_thread_self()}))
     return redlock__fail(REDLOCK_EBUSY,
-                         "redlock_sync_close from the redlock loop thread");
-  memset(&call, 0, sizeof(call));
-  call.kind = CALL_CLOSE;
-  uv_mutex_lock(&s->mutex);
-  redlock__queue_insert_tail(&s->calls, &call.link);
-  uv_mutex_unlock(&s->mutex);
-  uv_async_send(&s->async);
-  uv_thread_join(&s->thread);
+                         "redlock_sync_shutdown from the redlock loop thread");
+  set_last_result(NULL);
+  /* A second caller waits here until the first one's thread is joined. */
+  uv_mutex_lock(&s->shut_mutex);
+  if (!s->joined) {
+    memset(&call, 0, sizeof(call));
+    call.kind = CALL_CLOSE;
+    uv_mutex_lock(&s->mutex);
+    s->shut = 1;
+    redlock__queue_insert_tail(&s->calls, &call.link);
+    uv_async_send(&s->async);
+    uv_mutex_unlock(&s->mutex);
+    uv_thread_join(&s->thread);
+    s->joined = 1;
+  }
+  uv_mutex_unlock(&s->shut_mutex);
+  return 0;
+}
+
+int redlock_sync_close(redlock_sync_t *s) {
+  int rc;
+  if (s == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_close: NULL");
+  rc = redlock_sync_shutdown(s);
+  if (rc != 0)
+    return rc;
   uv_loop_close(&s->loop);
   uv_mutex_destroy(&s->mutex);
+  uv_mutex_destroy(&s->shut_mutex);
+  /* What callers still held: wrappers of locks not released and of
+   * elections not resigned (their async handles went with the client). */
+  while (!redlock__queue_empty(&s->locks)) {
+    redlock__queue *q = s->locks.next;
+    redlock__queue_remove(q);
+    redlock__free(REDLOCK__CONTAINER_OF(q, redlock_sync_lock_t, link));
+  }
+  while (!redlock__queue_empty(&s->elections)) {
+    redlock__queue *q = s->elections.next;
+    redlock__queue_remove(q);
+    redlock__free(REDLOCK__CONTAINER_OF(q, redlock_sync_election_t, link));
+  }
   redlock__free(s);
   return 0;
 }
@@ -835,9 +977,7 @@ int redlock_sync_token(redlock_sync_lock_t *sl, char *buf, size_t len) {
   call.slock = sl;
   call.buf = buf;
   call.buflen = len;
-  if (sync_post(sl->sync, &call) != 0)
-    return redlock__fail(call.status, "token buffer too small");
-  return 0;
+  return sync_post(sl->sync, &call);
 }
 
 uint64_t redlock_sync_fence(redlock_sync_lock_t *sl) {
@@ -895,6 +1035,16 @@ int redlock_sync_resign(redlock_sync_election_t *se) {
   call.kind = CALL_RESIGN;
   call.se = se;
   return sync_post(se->sync, &call);
+}
+
+int redlock_sync_stats(redlock_sync_t *s, redlock_stats *out) {
+  sync_call call;
+  if (s == NULL || out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_stats: NULL");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_STATS;
+  call.buf = (char *)out;
+  return sync_post(s, &call);
 }
 
 int redlock_sync_leader(redlock_sync_t *s, const void *resource, size_t len,

@@ -9,6 +9,9 @@ Blocks, by their fence:
               includes and an on_acquired declaration (its README comment
               says so: <!-- readme-test: fragment ... -->)
   ```sh       run with bash -e from the source root, `redlock` on PATH
+  ```python   run with this interpreter, the Python binding from the tree
+              (bindings/python/src on PYTHONPATH) over the build's
+              library (REDLOCK_LIBRARY); exit 0 wanted
   ```console  a session: the `$ ` lines run in one shell, each must exit 0
               (show a failure's status with `; echo $?`), and their
               output is compared with the README's line by line: every
@@ -185,7 +188,7 @@ def main():
                  "-Werror", "-I", os.path.join(SRC, "include")]
         for n, (line, lang, body, directive) in enumerate(blocks(text)):
             what = f"README.md:{line} ({lang or 'plain'})"
-            if lang not in ("c", "sh", "console"):
+            if lang not in ("c", "sh", "console", "python"):
                 continue
             if directive.startswith("skip"):
                 print(f"skip {what}: {directive[4:].lstrip(': ')}")
@@ -222,6 +225,20 @@ def main():
                         continue
                     print(f"compiled {what} (fragment)")
                     compiled += 1
+            elif lang == "python":
+                src = os.path.join(work, f"ex{n}.py")
+                open(src, "w").write(body)
+                penv = dict(env, PYTHONPATH=os.path.join(
+                    SRC, "bindings", "python", "src"),
+                    REDLOCK_LIBRARY=os.path.join(libdir, "libredlock.so"),
+                    PYTHONDONTWRITEBYTECODE="1")
+                r = run([sys.executable, src], penv, 120)
+                if r.returncode != 0:
+                    fail(what + f": exit {r.returncode}", r.stdout)
+                    continue
+                last = r.stdout.strip().splitlines()
+                print(f"ran {what}: {last[-1] if last else ''}")
+                ran += 1
             elif lang == "sh":
                 r = run(["bash", "-e", "-o", "pipefail"], env, 120,
                         stdin=body)

@@ -97,6 +97,14 @@ static void test_errors(void) {
   REDLOCK_ERRNO_MAP(XX)
 #undef XX
   ASSERT_STR_EQ(redlock_version_string(), "0.1.0");
+  /* Struct sizes for bindings (issue 23). */
+  ASSERT_EQ(redlock_abi_sizeof("redlock_stats"), sizeof(redlock_stats));
+  ASSERT_EQ(redlock_abi_sizeof("redlock_node_result"),
+            sizeof(redlock_node_result));
+  ASSERT_EQ(redlock_abi_sizeof("redlock_client_config"),
+            sizeof(redlock_client_config));
+  ASSERT_EQ(redlock_abi_sizeof("redlock_stat"), 0);
+  ASSERT_EQ(redlock_abi_sizeof(NULL), 0);
 }
 
 /* The restart guard's arithmetic: uptime is whole wall-clock seconds, so

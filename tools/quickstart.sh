@@ -11,7 +11,8 @@
 #                              Cluster (3 primaries + 3 replicas), and a
 #                              primary is killed (its replica takes over)
 #   tools/quickstart.sh test   install what is missing, build, run every
-#                              test suite: plain, ASan+UBSan, valgrind;
+#                              test suite: plain, ASan+UBSan, valgrind,
+#                              the Python binding's (pytest);
 #                              ends with "N passed, N failed"
 #   tools/quickstart.sh build  install and build only
 #
@@ -53,6 +54,11 @@ want_pkgs() {
 base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev openssl
            redis-server redis-tools python3)
 test_pkgs=(clang valgrind docker-compose iptables iproute2 groff-base)
+# The Python binding's suite: a venv with Debian's site packages (pytest,
+# redis-py for the benchmark's comparison, setuptools and wheel for pip's
+# offline build), node for node-redlock in the mixed-fleet test.
+py_pkgs=(python3-venv python3-pytest python3-redis python3-setuptools
+         python3-wheel)
 
 build() {
   local dir=$1; shift
@@ -183,7 +189,11 @@ case "$cmd" in
     "$cli" status demo-job || true
     ;;
   test)
-    need_pkgs "${base_pkgs[@]}" "${test_pkgs[@]}"
+    need_pkgs "${base_pkgs[@]}" "${test_pkgs[@]}" "${py_pkgs[@]}"
+    # node and npm from Debian unless the machine has them already (a
+    # nodejs from elsewhere ships its own npm; Debian's npm would clash).
+    command -v node >/dev/null || need_pkgs nodejs
+    command -v npm >/dev/null || need_pkgs npm
     want_pkgs libclang-rt-dev   # libFuzzer's runtime (Debian 12: separate)
     results=$(mktemp)
     run_id=$(date +%s)-$$
@@ -210,6 +220,11 @@ case "$cmd" in
     run_suite build slow --suite slow
     run_suite build install --suite install
     run_suite build readme --suite readme
+    run_suite build python --suite python
+    # The same against the ASan+UBSan library (run.sh preloads the
+    # sanitizer's runtime into Python): its memory under the binding's
+    # threads, closes and asyncio workers.
+    run_suite build-asan python-asan --suite python
     if echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
        clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
       if CC=clang build build-fuzz -Dfuzz=true; then

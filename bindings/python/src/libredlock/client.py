@@ -1,0 +1,1135 @@
+"""Client, locks, read-write locks, elections and stats over the C
+library's blocking API (redlock_sync_*).
+
+Threads: a Client is one redlock_sync_t: a background thread runs the
+library's loop and every call is handed to it. Any number of Python
+threads may use one Client at once; the GIL is released while a call
+waits (ctypes.CDLL). asyncio code uses ``async with`` on the same objects:
+the blocking calls then run on worker threads, never on the event loop.
+
+Closing: ``Client.close()`` refuses new calls, ends the calls in flight in
+other threads (a waiting acquisition or campaign raises ClientClosed at
+once), releases every lock still held, waits until no thread is inside
+the library any more, and only then frees the C handle.
+"""
+import asyncio
+import atexit
+import ctypes
+import itertools
+import logging
+import math
+import os
+import queue
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Sequence, Union
+
+from . import _ffi as F
+from .errors import (ClientClosed, ConfigError, LockTaken, Lost, NoQuorum,
+                     RedlockError, WaitTimeout, results_from)
+
+__all__ = ["Client", "Lock", "RWLock", "Election", "Leader", "Stats",
+           "MasterStats", "TLS"]
+
+log = logging.getLogger("libredlock")
+
+Resource = Union[str, bytes, bytearray, memoryview]
+
+# After fork() the child has no background threads: its copies of the
+# parent's clients must not be used (nor closed: their thread is gone).
+_fork_generation = 0
+
+
+def _after_fork_in_child():
+    global _fork_generation
+    _fork_generation += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# --- argument checking -------------------------------------------------------
+
+_INT_MAX = 2**31 - 1
+
+
+def _number(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not "
+                        f"{type(value).__name__}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be finite, not {value!r}", "EINVAL")
+    return value
+
+
+def _ms(name, value, minimum=0):
+    """Seconds (int or float) to whole milliseconds, within a C int."""
+    v = _number(name, value)
+    ms = int(round(v * 1000))
+    if v > 0 and ms == 0:
+        ms = 1
+    if ms < minimum or ms > _INT_MAX:
+        raise ConfigError(f"{name} {value!r} s is out of range "
+                          f"({minimum / 1000:g} s to {_INT_MAX / 1000:g} s)",
+                          "EINVAL")
+    return ms
+
+
+def _count(name, value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < -1 or value > _INT_MAX:
+        raise ConfigError(f"{name} {value} out of range", "EINVAL")
+    return value
+
+
+def _cstr(name, value):
+    """A str for a NUL-terminated C string (None stays None)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    b = value.encode("utf-8")
+    if b"\0" in b:
+        raise ConfigError(f"{name} contains a NUL character", "EINVAL")
+    return b
+
+
+def _resource(value):
+    if isinstance(value, str):
+        b = value.encode("utf-8")
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        b = bytes(value)
+    else:
+        raise TypeError("a lock name must be str or bytes, not "
+                        f"{type(value).__name__}")
+    if not b:
+        raise ConfigError("a lock name must not be empty", "EINVAL")
+    return b
+
+
+def _decode(b):
+    return b.decode("utf-8", "replace") if b else ""
+
+
+# --- errors ------------------------------------------------------------------
+
+_CLASSES = {F.ETAKEN: LockTaken, F.ENOQUORUM: NoQuorum,
+            F.EEXPIRED: NoQuorum, F.ETIMEDOUT: WaitTimeout, F.ELOST: Lost,
+            F.ENOTHELD: Lost, F.EINVAL: ConfigError,
+            F.ECANCELED: ClientClosed}
+
+
+def _error(f, rc, what, classes=None):
+    """The exception for a failed call; reads this thread's message and
+    per-master result at once (the next library call replaces them).
+    `what` names the operation: a str, or (verb, object with .name),
+    formatted only here (not on every successful call)."""
+    msg = _decode(f.redlock_last_error())
+    results = results_from(f.redlock_sync_last_result())
+    if isinstance(what, tuple):
+        what = f"{what[0]} {what[1].name!r}"
+    cls = (classes or {}).get(rc) or _CLASSES.get(rc, RedlockError)
+    name = F.ERRORS.get(rc, str(rc))
+    return cls(f"{what}: {msg}" if msg else f"{what}: {name}", name, results)
+
+
+# --- the handle and its gate -------------------------------------------------
+
+class _Handle:
+    """The C redlock_sync_t and who is inside it. Every call enters
+    through the gate; close() waits until nobody is inside before it
+    frees the handle. Holds no reference to the Client (its finalizer)."""
+
+    __slots__ = ("f", "ptr", "gate", "idle", "inflight", "closed", "gen",
+                 "held", "elections", "__weakref__")
+
+    def __init__(self, f, ptr):
+        self.f = f
+        self.ptr = ptr
+        self.gate = threading.Lock()
+        self.idle = threading.Condition(self.gate)
+        self.inflight = 0
+        self.closed = False
+        self.gen = _fork_generation
+        self.held = {}        # id -> _Held: locks held now
+        self.elections = {}   # id -> Election
+
+    def enter(self):
+        with self.gate:
+            if self.closed:
+                raise ClientClosed("the client is closed", "ECANCELED")
+            if self.gen != _fork_generation:
+                raise ClientClosed("this client was created in the parent "
+                                   "process before fork(): make a new one "
+                                   "in the child", "ECANCELED")
+            self.inflight += 1
+        return self.ptr
+
+    def leave(self):
+        with self.gate:
+            self.inflight -= 1
+            if self.inflight == 0 and self.closed:
+                self.idle.notify_all()
+
+    def close(self):
+        with self.gate:
+            if self.closed:
+                return
+            self.closed = True
+        if self.gen != _fork_generation:
+            return   # a parent's client in a forked child: not ours to free
+        # Calls in flight end now (ECANCELED), held locks are released,
+        # the background thread is joined; the handle stays allocated.
+        if self.f.redlock_sync_shutdown(self.ptr) != 0:
+            # EBUSY: on the library's own thread (a finalizer run by the
+            # garbage collector inside a callback): finish elsewhere.
+            _pool.submit(self._finish)
+            return
+        self._finish()
+
+    def _finish(self):
+        self.f.redlock_sync_shutdown(self.ptr)
+        with self.gate:
+            while self.inflight:
+                self.idle.wait()
+        for h in list(self.held.values()):
+            h.ptr = None
+            _lost_targets.pop(h.id, None)
+        self.held.clear()
+        for e in list(self.elections.values()):
+            e._h = None
+            _election_targets.pop(e._id, None)
+        self.elections.clear()
+        self.f.redlock_sync_close(self.ptr)
+        self.ptr = None
+
+
+# Every open handle, closed at interpreter exit (before the interpreter
+# finalizes: no callback may come from the library's thread after that).
+_open_handles = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    for hd in list(_open_handles):
+        try:
+            hd.close()
+        except Exception:
+            pass
+
+
+# --- callbacks from the library's thread -------------------------------------
+# They run on the background thread with the GIL taken by ctypes: they only
+# set events. The ids map to Python state; no pointer to a Python object
+# crosses into C.
+
+_ids = itertools.count(1)
+_lost_targets = {}        # id -> _Held
+_election_targets = {}    # id -> Election
+
+
+@F.LOST_CB
+def _on_lost(_lock, reason, arg):
+    try:
+        h = _lost_targets.get(arg)
+        if h is not None:
+            h.reason = F.ERRORS.get(reason, str(reason))
+            h.event.set()
+    except BaseException:   # never into C
+        pass
+
+
+@F.ELECTION_CB
+def _on_election(_e, ev, reason, arg):
+    try:
+        e = _election_targets.get(arg)
+        if e is not None:
+            if ev == F.ELECTED:
+                e.deposed.clear()
+            elif ev == F.DEPOSED:
+                e.deposed_reason = F.ERRORS.get(reason) if reason else None
+                e.deposed.set()
+    except BaseException:
+        pass
+
+
+@F.WARNING_CB
+def _on_warning(_client, msg, _arg):
+    try:
+        log.warning("%s", _decode(msg))
+    except BaseException:
+        pass
+
+
+# --- worker threads for asyncio ----------------------------------------------
+
+class _Pool:
+    """Threads for blocking calls made from asyncio: an idle one is reused,
+    else a new one starts (no upper bound: a bounded pool deadlocks when
+    every worker waits for a lock whose release is queued behind them).
+    Idle workers exit after 30 s."""
+
+    def __init__(self):
+        self._mutex = threading.Lock()
+        self._idle = []
+
+    def submit(self, fn):
+        with self._mutex:
+            q = self._idle.pop() if self._idle else None
+        if q is None:
+            q = queue.SimpleQueue()
+            threading.Thread(target=self._work, args=(q,), daemon=True,
+                             name="libredlock-worker").start()
+        q.put(fn)
+
+    def _work(self, q):
+        while True:
+            try:
+                fn = q.get(timeout=30)
+            except queue.Empty:
+                with self._mutex:
+                    if q in self._idle:
+                        self._idle.remove(q)
+                        return
+                continue   # taken meanwhile: its call is on the way
+            try:
+                fn()
+            except BaseException:
+                log.exception("libredlock worker")
+            with self._mutex:
+                self._idle.append(q)
+
+
+_pool = _Pool()
+
+
+async def _in_thread(fn, undo=None):
+    """Runs fn() on a worker thread; the event loop never blocks. If the
+    awaiting task is cancelled, fn still finishes on its thread, and when
+    it succeeded undo(result) runs on a worker (a lock acquired for a task
+    that is gone is released), whether or not the event loop still runs.
+    """
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    mu = threading.Lock()
+    st = {"done": False, "ok": False, "value": None, "abandoned": False}
+
+    def deliver():
+        if not fut.cancelled():
+            if st["ok"]:
+                fut.set_result(st["value"])
+            else:
+                fut.set_exception(st["value"])
+
+    def work():
+        try:
+            value, ok = fn(), True
+        except BaseException as e:   # delivered to the awaiting task
+            value, ok = e, False
+        with mu:
+            st.update(done=True, ok=ok, value=value)
+            abandoned = st["abandoned"]
+        if abandoned:
+            if ok and undo is not None:
+                undo(value)
+            return
+        try:
+            loop.call_soon_threadsafe(deliver)
+        except RuntimeError:   # the event loop is closed: nobody awaits
+            if ok and undo is not None:
+                undo(value)
+
+    _pool.submit(work)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        with mu:
+            st["abandoned"] = True
+            done, ok, value = st["done"], st["ok"], st["value"]
+        # Done already (its result delivered or on the way): undo here;
+        # else the worker does when fn returns.
+        if done and ok and undo is not None:
+            _pool.submit(lambda: undo(value))
+        raise
+
+
+# --- configuration -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class TLS:
+    """TLS settings for rediss:// masters (Client(tls=TLS(...)) or a dict
+    with these keys). With TLS, masters given as bare host:port are reached
+    over TLS; explicit redis:// and rediss:// schemes are kept."""
+    ca_file: Optional[str] = None
+    ca_dir: Optional[str] = None
+    cert_file: Optional[str] = None
+    key_file: Optional[str] = None
+    key_password: Optional[str] = None
+    server_name: Optional[str] = None
+    insecure: bool = False
+
+
+def _servers(servers, tls):
+    if isinstance(servers, str):
+        servers = servers.split(",")
+    if isinstance(servers, (bytes, bytearray)) or not isinstance(
+            servers, Iterable):
+        raise TypeError("servers must be a list of addresses (or one "
+                        "comma-separated str)")
+    out = []
+    for s in servers:
+        if not isinstance(s, str):
+            raise TypeError("each server must be a str such as "
+                            "'127.0.0.1:6379' or 'redis://host:port', not "
+                            f"{type(s).__name__}")
+        s = s.strip()
+        if tls and s and "://" not in s:
+            s = "rediss://" + s
+        out.append(_cstr("server", s))
+    if not out:
+        raise ConfigError("servers: at least one master is needed",
+                          "EINVAL")
+    return out
+
+
+# --- the client ----------------------------------------------------------------
+
+class Client:
+    """A set of Redis masters and one connection to each, shared by every
+    lock of the client and safe to use from many threads and from asyncio.
+
+    ``servers``: addresses as the C library takes them:
+    ``host:port``, ``redis://[user[:password]@]host[:port][/db]``,
+    ``rediss://...`` (TLS), ``unix:///path``, optionally ``?durable=1``;
+    a list, or one comma-separated str. Durations are in seconds.
+
+    Keyword options (None keeps the C library's default, see the README's
+    configuration table): ``password``, ``username``, ``tls`` (True, a
+    :class:`TLS` or a dict), ``durable`` (declare every master durable:
+    appendonly + appendfsync always), ``quorum``, ``key_prefix``,
+    ``connect_timeout``, ``command_timeout``, ``retry_count``,
+    ``retry_delay``, ``retry_jitter``, ``restart_guard`` (seconds; -1 turns
+    the guard off, for masters that cannot lose keys), ``max_ttl``,
+    ``clock_tolerance``, ``drift_factor``, ``renew_batch``.
+    Configuration warnings (a replica given as a master...) go to the
+    ``libredlock`` logger.
+
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(self, servers, *, password=None, username=None, tls=None,
+                 durable=False, quorum=None, key_prefix=None,
+                 connect_timeout=None, command_timeout=None,
+                 retry_count=None, retry_delay=None, retry_jitter=None,
+                 restart_guard=None, max_ttl=None, clock_tolerance=None,
+                 drift_factor=None, renew_batch=None):
+        self._hd = None
+        if tls is True:
+            tls = TLS()
+        elif isinstance(tls, dict):
+            tls = TLS(**tls)
+        elif tls is not None and tls is not False and not isinstance(
+                tls, TLS):
+            raise TypeError("tls must be True, a libredlock.TLS or a dict")
+        addrs = _servers(servers, bool(tls))
+        cfg = F.ClientConfig()
+        arr = (ctypes.c_char_p * len(addrs))(*addrs)
+        cfg.servers = arr
+        cfg.n_servers = len(addrs)
+        keep = [arr]   # alive until redlock_sync_new copied them
+        for field, name, value in (("password", "password", password),
+                                   ("username", "username", username),
+                                   ("key_prefix", "key_prefix", key_prefix)):
+            b = _cstr(name, value)
+            keep.append(b)
+            setattr(cfg, field, b)
+        if tls:
+            for field in ("ca_file", "ca_dir", "cert_file", "key_file",
+                          "key_password", "server_name"):
+                b = _cstr("tls." + field, getattr(tls, field))
+                setattr(cfg, "tls_" + field, b)
+            cfg.tls_insecure = 1 if tls.insecure else 0
+        if not isinstance(durable, bool):
+            raise TypeError("durable must be True or False")
+        cfg.durable = 1 if durable else 0
+        if quorum is not None:
+            if isinstance(quorum, bool) or not isinstance(quorum, int):
+                raise TypeError("quorum must be an int")
+            if quorum < 1 or quorum > len(addrs):
+                raise ConfigError(f"quorum {quorum} out of range 1.."
+                                  f"{len(addrs)}", "EINVAL")
+            cfg.quorum = quorum
+        self._command_timeout_ms = 50
+        for field, name, value, lo in (
+                ("connect_timeout_ms", "connect_timeout", connect_timeout, 1),
+                ("command_timeout_ms", "command_timeout", command_timeout, 1),
+                ("retry_delay_ms", "retry_delay", retry_delay, 0),
+                ("retry_jitter_ms", "retry_jitter", retry_jitter, 0),
+                ("max_ttl_ms", "max_ttl", max_ttl, 1),
+                ("clock_tolerance_ms", "clock_tolerance", clock_tolerance,
+                 1)):
+            if value is not None:
+                ms = _ms(name, value, lo)
+                if ms == 0:
+                    ms = -1   # an explicit zero: "none" in the C config
+                setattr(cfg, field, ms)
+        if command_timeout is not None:
+            self._command_timeout_ms = cfg.command_timeout_ms
+        if restart_guard is not None:
+            if _number("restart_guard", restart_guard) < 0:
+                cfg.restart_guard_ms = -1
+            else:
+                cfg.restart_guard_ms = _ms("restart_guard", restart_guard, 1)
+        if retry_count is not None:
+            rc = _count("retry_count", retry_count)
+            cfg.retry_count = -1 if rc <= 0 else rc
+        if drift_factor is not None:
+            if _number("drift_factor", drift_factor) <= 0:
+                raise ConfigError("drift_factor must be > 0", "EINVAL")
+            cfg.drift_factor = float(drift_factor)
+        if renew_batch is not None:
+            cfg.renew_batch = _count("renew_batch", renew_batch)
+        cfg.on_warning = _on_warning
+        f = F.lib.load()
+        ptr = ctypes.c_void_p()
+        rc = f.redlock_sync_new(ctypes.byref(cfg), ctypes.byref(ptr))
+        if rc != 0:
+            raise _error(f, rc, "Client")
+        self._f = f
+        self._hd = _Handle(f, ptr.value)
+        _open_handles.add(self._hd)
+        self.servers = tuple(_decode(a) for a in addrs)
+
+    # -- life cycle --
+
+    def close(self):
+        """Ends every call in flight (ClientClosed in those threads),
+        releases every lock still held, closes the connections. Idempotent.
+        Blocks for at most about one command timeout."""
+        if self._hd is not None:
+            self._hd.close()
+
+    @property
+    def closed(self):
+        return self._hd is None or self._hd.closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
+
+    async def aclose(self):
+        """close() on a worker thread."""
+        await _in_thread(self.close)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return f"<libredlock.Client {state} {list(self.servers)}>"
+
+    # -- the call path --
+
+    def _call(self, what, fn, *args, classes=None):
+        """fn(client handle, *args) inside the gate; raises for a status
+        < 0."""
+        hd = self._hd
+        ptr = hd.enter()
+        try:
+            rc = fn(ptr, *args)
+            if rc != 0:
+                raise _error(self._f, rc, what, classes)
+        finally:
+            hd.leave()
+
+    def _call_on(self, what, fn, *args, classes=None):
+        """fn(*args) (a lock's or an election's call) inside the gate."""
+        hd = self._hd
+        hd.enter()
+        try:
+            rc = fn(*args)
+            if rc != 0:
+                raise _error(self._f, rc, what, classes)
+        finally:
+            hd.leave()
+
+    # -- locks --
+
+    def lock(self, name, ttl=30, wait=None, *, fence=False,
+             auto_extend=True, lost_margin=None, heal=False,
+             retry_count=None, retry_delay=None, retry_jitter=None):
+        """A lock on ``name`` (str or bytes), or on several names at once
+        when given a list or tuple (all of them or none, one script per
+        master). Not acquired yet: use ``with`` / ``async with``, or
+        :meth:`Lock.acquire`.
+
+        ``ttl``: seconds of validity per grant (the lock is extended every
+        ttl/3 while held when ``auto_extend``). ``wait``: seconds to keep
+        trying (WaitTimeout after), 0 for one attempt, None for the
+        client's retry policy (3 retries). ``fence``: ask for a fencing
+        token (``lock.fence``, one extra round trip). ``lost_margin``:
+        seconds before the validity ends at which a lock that could not be
+        extended is declared lost (``lock.lost`` is set); default ttl/10.
+        """
+        if isinstance(name, (list, tuple)):
+            names = [_resource(n) for n in name]
+            if not names:
+                raise ConfigError("a multi-resource lock needs at least "
+                                  "one name", "EINVAL")
+        else:
+            names = [_resource(name)]
+        return Lock(self, names, None, ttl, wait, fence, auto_extend,
+                    lost_margin, heal, retry_count, retry_delay,
+                    retry_jitter, multi=isinstance(name, (list, tuple)))
+
+    def rwlock(self, name):
+        """A read-write lock on ``name``: ``.read(...)`` and ``.write(...)``
+        give locks (phase-fair: neither side starves)."""
+        return RWLock(self, _resource(name))
+
+    # -- elections --
+
+    def campaign(self, name, id, ttl=10, wait=None, *, once=True,
+                 step_down=None):
+        """Blocks until this instance leads ``name`` (or ``wait`` seconds
+        pass: WaitTimeout; None waits for as long as it takes) and returns
+        the :class:`Election`. ``id`` is this instance's identity (1..80
+        bytes), which :meth:`leader` shows to everyone. The leadership is
+        extended every ttl/3; a leader that cannot extend steps down
+        ``step_down`` seconds (default ttl/10) before its validity ends:
+        ``election.deposed`` is set and ``is_leader`` turns False. With
+        ``once=False`` it campaigns again after a loss."""
+        e = Election(self, _resource(name), id, ttl, once, step_down)
+        e._campaign(wait)
+        return e
+
+    def leader(self, name):
+        """Who leads ``name`` now, read from every master: a
+        :class:`Leader` (its id and the seconds it stays leader without an
+        extension), or None when nobody does."""
+        res = _resource(name)
+        buf = ctypes.create_string_buffer(128)
+        ttl = ctypes.c_int64()
+        self._call("leader", self._f.redlock_sync_leader, res, len(res),
+                   buf, len(buf), ctypes.byref(ttl))
+        if not buf.value:
+            return None
+        return Leader(_decode(buf.value), ttl.value / 1000)
+
+    # -- stats --
+
+    def stats(self):
+        """The client's counters and per-master latency histograms, and
+        their Prometheus text (``stats.prometheus``)."""
+        st = F.Stats()
+        hd = self._hd
+        ptr = hd.enter()
+        try:   # the strings point into the client: copied before leaving
+            rc = self._f.redlock_sync_stats(ptr, ctypes.byref(st))
+            if rc != 0:
+                raise _error(self._f, rc, "stats")
+            return Stats(self._f, st)
+        finally:
+            hd.leave()
+
+
+@dataclass(frozen=True)
+class Leader:
+    id: str
+    ttl: float
+
+
+# --- locks ---------------------------------------------------------------------
+
+def _default_margin(ttl_ms, command_timeout_ms):
+    """How long before its validity ends a lock that could not be extended
+    is declared lost (a leader steps down): ttl/10, at least two command
+    timeouts, as the CLI's run; ttl/10 when that would reach half the ttl.
+    """
+    margin = max(ttl_ms // 10, 2 * command_timeout_ms)
+    if 2 * margin >= ttl_ms:
+        margin = ttl_ms // 10
+    return max(margin, 1)
+
+class _Held:
+    """One acquisition: the C handle and its lost signal."""
+    __slots__ = ("ptr", "id", "event", "reason")
+
+    def __init__(self, event):
+        self.ptr = None
+        self.id = next(_ids)
+        self.event = event
+        self.reason = None
+
+
+class Lock:
+    """A lock (plain, multi-resource, or one side of a read-write lock).
+
+    ``with client.lock("job-42", ttl=30, wait=5) as lock:`` acquires it,
+    keeps extending it while the block runs, and releases it when the
+    block ends, also on an exception. Inside:
+
+    * ``lock.lost`` (a threading.Event) is set if the lock is lost: an
+      extension found it gone or someone else's, or none succeeded until
+      ``lost_margin`` before the validity ends. Stop the work then. When
+      the block ends normally after a loss, the exit raises :class:`Lost`.
+    * ``lock.validity``: seconds the lock is still safe to use;
+      ``lock.fence``: the fencing token (with ``fence=True``);
+      ``lock.token``: this grant's random value.
+
+    ``async with`` does the same without blocking the event loop. A lock
+    object can be acquired again after it was released.
+    """
+
+    def __init__(self, client, names, side, ttl, wait, fence, auto_extend,
+                 lost_margin, heal, retry_count, retry_delay, retry_jitter,
+                 multi=False):
+        self._client = client
+        self._names = names
+        self._side = side
+        self._multi = multi
+        self._ttl_ms = _ms("ttl", ttl, 1)
+        o = F.AcquireOpts()
+        if wait is None:
+            o.wait_ms = 0
+        else:
+            w = _ms("wait", wait, 0)
+            o.wait_ms = -1 if w == 0 else w
+        if retry_count is not None:
+            rc = _count("retry_count", retry_count)
+            o.retry_count = -1 if rc <= 0 else rc
+        if retry_delay is not None:
+            o.retry_delay_ms = _ms("retry_delay", retry_delay, 0) or -1
+        if retry_jitter is not None:
+            o.retry_jitter_ms = _ms("retry_jitter", retry_jitter, 0) or -1
+        for flag, v in (("fence", fence), ("auto_extend", auto_extend),
+                        ("heal", heal)):
+            if not isinstance(v, bool):
+                raise TypeError(f"{flag} must be True or False")
+        o.fence = 1 if fence else 0
+        o.auto_extend = 1 if auto_extend else 0
+        o.heal = 1 if heal else 0
+        o.wake = 1
+        if auto_extend:
+            o.on_lost = _on_lost
+            if lost_margin is None:
+                margin = _default_margin(self._ttl_ms,
+                                         client._command_timeout_ms)
+            else:
+                margin = _ms("lost_margin", lost_margin, 0)
+                if 2 * margin >= self._ttl_ms:
+                    raise ConfigError("lost_margin must be below half the "
+                                      "ttl", "EINVAL")
+            o.lost_margin_ms = margin
+        self._opts = o
+        self._fence_wanted = fence
+        self._mutex = threading.Lock()
+        self._held = None
+        self.lost = threading.Event()
+        self._lost_reason = None
+
+    # -- names --
+
+    @property
+    def name(self):
+        """The lock's name (str when it was given as one), or a tuple of
+        them for a multi-resource lock."""
+        ns = tuple(_decode(n) for n in self._names)
+        return ns if self._multi else ns[0]
+
+    def __repr__(self):
+        state = "held" if self._held is not None else "not held"
+        side = {F.READ: " read", F.WRITE: " write"}.get(self._side, "")
+        return f"<libredlock.Lock{side} {self.name!r} {state}>"
+
+    # -- acquire / release --
+
+    def acquire(self):
+        """Acquires the lock (blocking as ``wait`` allows); returns self.
+        Raises LockTaken, NoQuorum, WaitTimeout, ConfigError, ClientClosed.
+        """
+        c = self._client
+        f = c._f
+        with self._mutex:
+            if self._held is not None:
+                raise RedlockError(f"{self.name!r} is already held by this "
+                                   "Lock object", "EBUSY")
+            if self.lost.is_set():
+                self.lost.clear()
+            self._lost_reason = None
+            held = _Held(self.lost)
+            o = self._opts
+            if o.auto_extend:
+                o.lost_arg = held.id
+                _lost_targets[held.id] = held
+            out = ctypes.c_void_p()
+            hd = c._hd
+            ptr = hd.enter()
+            try:
+                if self._side is not None:
+                    rc = f.redlock_sync_acquire_rw(
+                        ptr, self._names[0], len(self._names[0]), self._side,
+                        self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+                elif self._multi:
+                    k = len(self._names)
+                    arr = (ctypes.c_char_p * k)(*self._names)
+                    lens = (ctypes.c_size_t * k)(*map(len, self._names))
+                    rc = f.redlock_sync_acquire_multi(
+                        ptr, arr, lens, k, self._ttl_ms, ctypes.byref(o),
+                        ctypes.byref(out))
+                else:
+                    rc = f.redlock_sync_acquire(
+                        ptr, self._names[0], len(self._names[0]),
+                        self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+                if rc != 0:
+                    _lost_targets.pop(held.id, None)
+                    raise _error(f, rc, ("acquire", self))
+                held.ptr = out.value
+                self._held = held
+                hd.held[held.id] = held
+            finally:
+                hd.leave()
+        return self
+
+    def release(self):
+        """Releases the lock on every master. Raises Lost when it was
+        found gone (it had expired or was lost: the work done under it may
+        not have been exclusive), NoQuorum when too few masters answered
+        (the keys then expire by their ttl), ClientClosed when the client
+        was closed (which released it)."""
+        c = self._client
+        with self._mutex:
+            held = self._held
+            if held is None:
+                raise RedlockError(f"{self.name!r} is not held", "ENOTHELD")
+            self._held = None
+            _lost_targets.pop(held.id, None)
+            hd = c._hd
+            hd.held.pop(held.id, None)
+            if held.event.is_set():
+                self._lost_reason = held.reason
+            ptr = held.ptr
+            held.ptr = None
+            if ptr is None:   # the client's close released it
+                raise ClientClosed("the client is closed", "ECANCELED")
+            c._call_on(("release", self), c._f.redlock_sync_release,
+                       ptr, classes={F.ENOTHELD: Lost})
+
+    def extend(self, ttl=None):
+        """Extends the lock to ``ttl`` seconds from now (default: its ttl).
+        Raises Lost when it is gone, NoQuorum."""
+        ms = self._ttl_ms if ttl is None else _ms("ttl", ttl, 1)
+        c = self._client
+        with self._mutex:
+            ptr = self._ptr()
+            c._call_on(("extend", self), c._f.redlock_sync_extend,
+                       ptr, ms, classes={F.ENOTHELD: Lost, F.EEXPIRED: Lost})
+
+    def _ptr(self):
+        held = self._held
+        if self._client.closed:
+            raise ClientClosed("the client is closed", "ECANCELED")
+        if held is None or held.ptr is None:
+            raise RedlockError(f"{self.name!r} is not held", "ENOTHELD")
+        return held.ptr
+
+    def _getter(self, fn, *args):
+        """fn(lock handle, *args), or None when not held (or closed)."""
+        c = self._client
+        with self._mutex:
+            held = self._held
+            if held is None:
+                return None
+            hd = c._hd
+            try:
+                hd.enter()
+            except ClientClosed:
+                return None
+            try:
+                # Read inside the gate: close() clears it only once every
+                # call has left.
+                ptr = held.ptr
+                return None if ptr is None else fn(ptr, *args)
+            finally:
+                hd.leave()
+
+    # -- state --
+
+    @property
+    def held(self):
+        """True while acquired, not lost, and with validity left."""
+        return (self._held is not None and not self.lost.is_set()
+                and self.validity > 0)
+
+    @property
+    def validity(self):
+        """Seconds the lock is still safe to use (0.0 when not held)."""
+        v = self._getter(self._client._f.redlock_sync_validity_ms)
+        return v / 1000 if v else 0.0
+
+    @property
+    def fence(self):
+        """The fencing token of this grant (an int that increases across
+        holders), or None without ``fence=True`` or when not held."""
+        if not self._fence_wanted:
+            return None
+        v = self._getter(self._client._f.redlock_sync_fence)
+        return v if v else None
+
+    @property
+    def token(self):
+        """This grant's random value (hex), or None when not held."""
+        buf = ctypes.create_string_buffer(160)
+        rc = self._getter(self._client._f.redlock_sync_token, buf, len(buf))
+        return _decode(buf.value) if rc == 0 else None
+
+    @property
+    def lost_reason(self):
+        """Why the lock was lost ("ENOTHELD": found gone or someone
+        else's; "EEXPIRED": no extension in time), or None."""
+        h = self._held
+        if h is not None and h.event.is_set():
+            return h.reason
+        return self._lost_reason
+
+    # -- context managers --
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, exc_type, exc, tb):
+        was_lost = self.lost.is_set()
+        try:
+            self.release()
+        except Lost:
+            was_lost = True
+        except (NoQuorum, ClientClosed):
+            pass   # the keys expire by their ttl / close released them
+        if was_lost and exc_type is None:
+            raise Lost(f"{self.name!r} was lost while the block ran "
+                       f"({self.lost_reason or 'gone at the release'})",
+                       self.lost_reason or "ENOTHELD")
+        return False
+
+    async def __aenter__(self):
+        await _in_thread(self.acquire, undo=_release_quietly)
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        return await _in_thread(lambda: self.__exit__(exc_type, exc, tb))
+
+    async def aacquire(self):
+        """acquire() on a worker thread (the event loop never blocks)."""
+        return await _in_thread(self.acquire, undo=_release_quietly)
+
+    async def arelease(self):
+        """release() on a worker thread."""
+        await _in_thread(self.release)
+
+    def __del__(self):
+        # A held lock that nobody can release any more: release it rather
+        # than extend it for as long as the process lives.
+        try:
+            if self._held is not None and self._held.ptr is not None:
+                self.release()
+        except Exception:
+            pass
+
+
+def _release_quietly(lock):
+    try:
+        lock.release()
+    except RedlockError:
+        pass
+
+
+class RWLock:
+    """Both sides of a read-write lock: many readers or one writer."""
+
+    def __init__(self, client, name):
+        self._client = client
+        self._name = name
+
+    def read(self, ttl=30, wait=None, **kw):
+        """A shared (read) lock; the same options as Client.lock except
+        fence and heal."""
+        return self._side(F.READ, ttl, wait, kw)
+
+    def write(self, ttl=30, wait=None, **kw):
+        """The exclusive (write) lock."""
+        return self._side(F.WRITE, ttl, wait, kw)
+
+    def _side(self, side, ttl, wait, kw):
+        bad = set(kw) - {"auto_extend", "lost_margin", "retry_count",
+                         "retry_delay", "retry_jitter"}
+        if bad:
+            raise TypeError(f"unexpected option(s) {sorted(bad)}")
+        return Lock(self._client, [self._name], side, ttl, wait, False,
+                    kw.get("auto_extend", True), kw.get("lost_margin"),
+                    False, kw.get("retry_count"), kw.get("retry_delay"),
+                    kw.get("retry_jitter"))
+
+
+# --- elections -------------------------------------------------------------------
+
+class Election:
+    """This instance's campaign for a leadership (Client.campaign).
+
+    ``is_leader``: whether it leads now; ``deposed`` (a threading.Event)
+    is set when it stops leading (its lock could not be extended, or was
+    found gone); ``resign()`` (also at the end of a ``with`` block) gives
+    the leadership up at once: standbys hear the release."""
+
+    def __init__(self, client, name, id, ttl, once, step_down):
+        self._client = client
+        self._name = name
+        self._identity = _cstr("id", id)
+        if self._identity is None:
+            raise TypeError("id must be a str")
+        self.id = id
+        o = F.ElectionOpts()
+        o.ttl_ms = _ms("ttl", ttl, 1)
+        if step_down is not None:
+            o.step_down_ms = _ms("step_down", step_down, 1)
+        else:   # the C default (ttl/10, at least 2 command timeouts),
+            # kept below half the ttl for short ttls
+            o.step_down_ms = _default_margin(o.ttl_ms,
+                                             client._command_timeout_ms)
+        if not isinstance(once, bool):
+            raise TypeError("once must be True or False")
+        o.once = 1 if once else 0
+        self._id = next(_ids)
+        o.on_change = _on_election
+        o.arg = self._id
+        self._opts = o
+        self._h = None
+        self._mutex = threading.Lock()
+        self.deposed = threading.Event()
+        self.deposed_reason = None
+
+    @property
+    def name(self):
+        return _decode(self._name)
+
+    def _campaign(self, wait):
+        c = self._client
+        wait_ms = 0 if wait is None else _ms("wait", wait, 1)
+        out = ctypes.c_void_p()
+        _election_targets[self._id] = self
+        try:
+            c._call(("campaign", self), c._f.redlock_sync_campaign,
+                    self._name, len(self._name), self._identity,
+                    ctypes.byref(self._opts), wait_ms, ctypes.byref(out))
+        except BaseException:
+            _election_targets.pop(self._id, None)
+            raise
+        self._h = out.value
+        c._hd.elections[self._id] = self
+
+    @property
+    def is_leader(self):
+        c = self._client
+        with self._mutex:
+            if self._h is None:
+                return False
+            hd = c._hd
+            try:
+                hd.enter()
+            except ClientClosed:
+                return False
+            try:
+                return bool(c._f.redlock_sync_is_leader(self._h))
+            finally:
+                hd.leave()
+
+    def resign(self):
+        """Stops leading (and campaigning); standbys take over at once.
+        Idempotent."""
+        c = self._client
+        with self._mutex:
+            h, self._h = self._h, None
+            _election_targets.pop(self._id, None)
+            if h is None:
+                return
+            c._hd.elections.pop(self._id, None)
+            try:
+                c._call_on(("resign", self), c._f.redlock_sync_resign,
+                           h)
+            except ClientClosed:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.resign()
+        return False
+
+    def __repr__(self):
+        return (f"<libredlock.Election {self.name!r} id={self.id!r} "
+                f"{'leading' if self._h is not None else 'resigned'}>")
+
+
+# --- stats -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MasterStats:
+    """Counters of one master; latencies in seconds (from the log-linear
+    histogram: upper bounds of buckets)."""
+    server: str
+    up: bool
+    commands: int
+    replies: int
+    server_errors: int
+    timeouts: int
+    conn_failures: int
+    connects: int
+    guard_refusals: int
+    latency_p50: float
+    latency_p99: float
+
+
+class Stats:
+    """A snapshot of Client.stats(): counters of acquisitions and their
+    outcomes, per-master counters (``masters``), and ``prometheus``, the
+    same in the Prometheus text format (as ``redlock stats``)."""
+
+    FIELDS = ("attempts", "grants", "taken", "noquorum", "expired",
+              "acquire_timeouts", "canceled", "extensions",
+              "extension_failures", "lost", "releases", "quorum")
+
+    def __init__(self, f, st):
+        for k in self.FIELDS:
+            setattr(self, k, getattr(st, k))
+        ms: List[MasterStats] = []
+        for i in range(st.n_masters):
+            m = st.masters[i]
+            q = (lambda p: f.redlock_hist_quantile_us(m.latency_hist, p)
+                 / 1e6)
+            ms.append(MasterStats(
+                _decode(m.server), bool(m.up), m.commands, m.replies,
+                m.server_errors, m.timeouts, m.conn_failures, m.connects,
+                m.guard_refusals, q(0.5), q(0.99)))
+        self.masters: Sequence[MasterStats] = tuple(ms)
+        n = f.redlock_stats_prometheus(ctypes.byref(st), None, 0)
+        buf = ctypes.create_string_buffer(n + 1)
+        f.redlock_stats_prometheus(ctypes.byref(st), buf, len(buf))
+        self.prometheus: str = _decode(buf.value)
+
+    def __repr__(self):
+        return (f"<libredlock.Stats grants={self.grants} "
+                f"attempts={self.attempts} masters={len(self.masters)}>")
