@@ -119,6 +119,7 @@ class NodeResult(ctypes.Structure):
         ("guard_window_ms", c_int64),
         ("guard_cause", c_int),
         ("rw_lock", c_int),
+        ("node", c_char_p),
     ]
 
 
@@ -150,6 +151,28 @@ class MasterStats(ctypes.Structure):
         ("guard_refusals", c_uint64),
         ("latency_sum_us", c_uint64),
         ("latency_hist", c_uint64 * HIST_BUCKETS),
+        ("moved", c_uint64),
+        ("asked", c_uint64),
+        ("primaries", c_uint),
+    ]
+
+
+MAX_NODES = 256
+
+
+class NodeStats(ctypes.Structure):
+    _fields_ = [
+        ("node", c_char_p),
+        ("master", c_uint),
+        ("up", c_int),
+        ("commands", c_uint64),
+        ("replies", c_uint64),
+        ("server_errors", c_uint64),
+        ("timeouts", c_uint64),
+        ("conn_failures", c_uint64),
+        ("connects", c_uint64),
+        ("guard_refusals", c_uint64),
+        ("latency_sum_us", c_uint64),
     ]
 
 
@@ -169,6 +192,8 @@ class Stats(ctypes.Structure):
         ("quorum", c_uint),
         ("n_masters", c_uint),
         ("masters", MasterStats * MAX_SERVERS),
+        ("n_nodes", c_uint),
+        ("nodes", NodeStats * MAX_NODES),
     ]
 
 
@@ -180,6 +205,7 @@ STRUCTS = {
     "redlock_node_result": NodeResult,
     "redlock_result": Result,
     "redlock_master_stats": MasterStats,
+    "redlock_node_stats": NodeStats,
     "redlock_stats": Stats,
 }
 
