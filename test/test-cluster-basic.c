@@ -287,6 +287,46 @@ static void election(uv_loop_t *loop, redlock_client_t *c) {
   tu_run_for(loop, 50);
 }
 
+/* Reentrancy: a second acquire of a held handle adds a hold; the key goes
+ * only with the last release. */
+static void reentrant(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_acquire_opts re = {.reentrant = 1};
+  redlock_lock_t *l;
+  char key[64];
+  tu_op op;
+  int p;
+  key_on(1, "re", key, sizeof(key));
+  p = harness_cluster_owner(srv, P + 1, key);
+  ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &l), 0);
+  ASSERT_EQ(tu_acquire(loop, l, 10000, &re, &op), 0);
+  ASSERT_EQ(tu_acquire(loop, l, 10000, &re, &op), 0);
+  ASSERT_EQ(tu_release(loop, l, &op), 0);
+  ASSERT_EQ(tu_count_holding(&srv[p], 1, key, redlock_lock_token(l)), 1);
+  ASSERT_EQ(tu_release(loop, l, &op), 0);
+  tu_drain(loop, c);
+  ASSERT_EQ(harness_get(&srv[p], key, NULL, 0), 0);
+  ASSERT_EQ(redlock_lock_free(l), 0);
+}
+
+/* The blocking API on the same cluster address. */
+static void blocking(void) {
+  redlock_client_config cfg = {.servers = addr, .n_servers = 1,
+                               .restart_guard_ms = -1,
+                               .command_timeout_ms = 1000,
+                               .connect_timeout_ms = 2000};
+  redlock_sync_t *s;
+  redlock_sync_lock_t *a, *b;
+  redlock_acquire_opts once = {.wait_ms = -1};
+  char key[64];
+  key_on(0, "sync", key, sizeof(key));
+  ASSERT_EQ(redlock_sync_new(&cfg, &s), 0);
+  ASSERT_EQ(redlock_sync_acquire(s, key, strlen(key), 10000, NULL, &a), 0);
+  ASSERT_EQ(redlock_sync_acquire(s, key, strlen(key), 10000, &once, &b),
+            REDLOCK_ETAKEN);
+  ASSERT_EQ(redlock_sync_release(a), 0);
+  ASSERT_EQ(redlock_sync_close(s), 0);
+}
+
 static void per_primary_stats(redlock_client_t *c) {
   redlock_stats st;
   unsigned k, seen = 0;
@@ -323,6 +363,8 @@ int main(void) {
   batched(&loop, c);
   wake(&loop, c);
   election(&loop, c);
+  reentrant(&loop, c);
+  blocking();
   per_primary_stats(c);
   tu_close(&loop, c);
   harness_stop_all();
