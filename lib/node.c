@@ -272,6 +272,39 @@ static void fail_list(redlock__node *n, redlock__queue *list, int error,
   }
 }
 
+/* Moves every request of `from` to the end of `to`. */
+static void move_all(redlock__queue *from, redlock__queue *to) {
+  while (!redlock__queue_empty(from)) {
+    redlock__queue *q = from->next;
+    redlock__queue_remove(q);
+    redlock__queue_insert_tail(to, q);
+  }
+}
+
+/* The connection goes now: timers stopped, what was written moved to
+ * `pending`, and what waits for the handshake to `waiting` (NULL: it stays
+ * queued, bytes and all). The caller fails them (callbacks may submit to
+ * this node again: the lists are detached first). */
+static void node_cut(redlock__node *n, redlock__queue *pending,
+                     redlock__queue *waiting) {
+  redlock__conn_close(&n->conn);
+  node_drop_gai(n);
+  uv_timer_stop(&n->deadline_timer);
+  n->deadline_armed = 0;
+  uv_timer_stop(&n->conn_timer);
+  move_all(&n->pending, pending);
+  if (waiting != NULL) {
+    move_all(&n->waiting, waiting);
+    redlock__buf_reset(&n->wait_buf);
+  }
+  n->n_pending = 0;
+  n->hs_left = 0;
+  n->clock_due = 0;
+  n->rechecking = 0;
+  n->id_checks = 0;
+  n->teardowns++;
+}
+
 /* Tears the connection down now: every request pending or waiting fails
  * once with `error`. Safe from any callback. */
 static void node_teardown(redlock__node *n, int error, const char *why,
@@ -281,46 +314,23 @@ static void node_teardown(redlock__node *n, int error, const char *why,
   int next_seed;
   redlock__queue_init(&pending);
   redlock__queue_init(&waiting);
-  redlock__conn_close(&n->conn);
-  node_drop_gai(n);
-  uv_timer_stop(&n->deadline_timer);
-  n->deadline_armed = 0;
-  uv_timer_stop(&n->conn_timer);
   node_set_errstr(n, why);
   if (count_failure)
     n->failures++;
-  n->teardowns++;
-  n->clock_due = 0;
-  n->rechecking = 0;
   /* A cluster that has not answered yet: while untried seeds are left,
    * what waits for the handshake goes to the next one now (the address
    * changes here), and only what was written fails. */
   next_seed = n->state != REDLOCK__NODE_UP && !n->closing &&
               error != REDLOCK_ECANCELED && n->env->next_seed != NULL &&
               n->env->next_seed(n);
-  /* Detach both lists first: callbacks may submit to this node again. */
-  while (!redlock__queue_empty(&n->pending)) {
-    redlock__queue *q = n->pending.next;
-    redlock__queue_remove(q);
-    redlock__queue_insert_tail(&pending, q);
-  }
+  node_cut(n, &pending, next_seed ? NULL : &waiting);
   if (next_seed) {
-    n->n_pending = 0;
-    n->hs_left = 0;
     n->state = REDLOCK__NODE_RESOLVING;
     fail_list(n, &pending, error, why);
     if (n->state == REDLOCK__NODE_RESOLVING && !n->closing)
       uv_timer_start(&n->conn_timer, on_reconnect, 0, 0);
     return;
   }
-  while (!redlock__queue_empty(&n->waiting)) {
-    redlock__queue *q = n->waiting.next;
-    redlock__queue_remove(q);
-    redlock__queue_insert_tail(&waiting, q);
-  }
-  n->n_pending = 0;
-  n->hs_left = 0;
-  redlock__buf_reset(&n->wait_buf);
   n->state = REDLOCK__NODE_DOWN;
   if (n->env->on_state != NULL && !n->closing)
     n->env->on_state(n, REDLOCK__NODE_EV_DOWN, n->env->arg);
@@ -1244,41 +1254,33 @@ void redlock__node_check_identity(redlock__node *n) {
     n->id_checks++;
 }
 
+/* The host and its display ("host:port", "[v6]:port"), allocated: 0 or
+ * ENOMEM (then neither is). */
+static int address_strings(const char *host, int port, char **h, char **d) {
+  char display[300];
+  int v6 = strchr(host, ':') != NULL;
+  snprintf(display, sizeof(display), "%s%s%s:%d", v6 ? "[" : "", host,
+           v6 ? "]" : "", port);
+  *h = redlock__strdup(host);
+  *d = redlock__strdup(display);
+  if (*h == NULL || *d == NULL) {
+    redlock__free(*h);
+    redlock__free(*d);
+    return REDLOCK_ENOMEM;
+  }
+  return 0;
+}
+
 int redlock__node_repoint(redlock__node *n, const char *host, int port,
                           const char *why) {
   redlock__queue pending;
-  char *h = redlock__strdup(host);
-  char display[300];
-  char *d;
-  int v6 = strchr(host, ':') != NULL;
-  if (h == NULL)
+  char *h, *d;
+  if (address_strings(host, port, &h, &d) != 0)
     return REDLOCK_ENOMEM;
-  snprintf(display, sizeof(display), "%s%s%s:%d", v6 ? "[" : "", host,
-           v6 ? "]" : "", port);
-  d = redlock__strdup(display);
-  if (d == NULL) {
-    redlock__free(h);
-    return REDLOCK_ENOMEM;
-  }
   /* What was written is lost with this connection; what waits for the
    * handshake goes to the new address. */
   redlock__queue_init(&pending);
-  redlock__conn_close(&n->conn);
-  node_drop_gai(n);
-  uv_timer_stop(&n->deadline_timer);
-  n->deadline_armed = 0;
-  uv_timer_stop(&n->conn_timer);
-  while (!redlock__queue_empty(&n->pending)) {
-    redlock__queue *q = n->pending.next;
-    redlock__queue_remove(q);
-    redlock__queue_insert_tail(&pending, q);
-  }
-  n->n_pending = 0;
-  n->hs_left = 0;
-  n->clock_due = 0;
-  n->rechecking = 0;
-  n->id_checks = 0;
-  n->teardowns++;
+  node_cut(n, &pending, NULL);
   n->failures = 0;
   n->refused = 0;
   n->hung = 0;
@@ -1311,28 +1313,7 @@ void redlock__node_idle(redlock__node *n, const char *why) {
   redlock__queue pending, waiting;
   redlock__queue_init(&pending);
   redlock__queue_init(&waiting);
-  redlock__conn_close(&n->conn);
-  node_drop_gai(n);
-  uv_timer_stop(&n->deadline_timer);
-  n->deadline_armed = 0;
-  uv_timer_stop(&n->conn_timer);
-  while (!redlock__queue_empty(&n->pending)) {
-    redlock__queue *q = n->pending.next;
-    redlock__queue_remove(q);
-    redlock__queue_insert_tail(&pending, q);
-  }
-  while (!redlock__queue_empty(&n->waiting)) {
-    redlock__queue *q = n->waiting.next;
-    redlock__queue_remove(q);
-    redlock__queue_insert_tail(&waiting, q);
-  }
-  redlock__buf_reset(&n->wait_buf);
-  n->n_pending = 0;
-  n->hs_left = 0;
-  n->clock_due = 0;
-  n->rechecking = 0;
-  n->id_checks = 0;
-  n->teardowns++;
+  node_cut(n, &pending, &waiting);
   n->myid[0] = '\0';
   node_set_errstr(n, why);
   if (n->state == REDLOCK__NODE_UP && n->env->on_state != NULL &&
@@ -1346,20 +1327,11 @@ void redlock__node_idle(redlock__node *n, const char *why) {
 }
 
 int redlock__node_set_address(redlock__node *n, const char *host, int port) {
-  char display[300];
   char *h, *d;
-  int v6 = strchr(host, ':') != NULL;
   if (n->state != REDLOCK__NODE_DOWN)
     return REDLOCK_EBUSY;
-  snprintf(display, sizeof(display), "%s%s%s:%d", v6 ? "[" : "", host,
-           v6 ? "]" : "", port);
-  h = redlock__strdup(host);
-  d = redlock__strdup(display);
-  if (h == NULL || d == NULL) {
-    redlock__free(h);
-    redlock__free(d);
+  if (address_strings(host, port, &h, &d) != 0)
     return REDLOCK_ENOMEM;
-  }
   redlock__free(n->uri.host);
   n->uri.host = h;
   n->uri.port = port;
@@ -1569,19 +1541,12 @@ static void on_reconnect(uv_timer_t *t) {
  * capped at max, then uniform in [base/2, base]. */
 static void node_schedule_reconnect(redlock__node *n) {
   redlock__node_env *env = n->env;
-  int64_t base = env->reconnect_min_ms;
-  unsigned shift = n->failures > 0 ? n->failures - 1 : 0;
-  int64_t delay;
+  /* Invariant 7: a refused connection is retried without growing. */
+  int64_t delay = redlock__backoff_ms(env->reconnect_min_ms,
+                                      env->reconnect_max_ms,
+                                      n->refused ? 1 : n->failures,
+                                      env->prng);
   n->state = REDLOCK__NODE_DOWN;
-  if (shift > 20)
-    shift = 20;
-  base <<= shift;
-  if (base > env->reconnect_max_ms)
-    base = env->reconnect_max_ms;
-  if (n->refused)
-    base = env->reconnect_min_ms;   /* invariant 7 */
-  delay = base / 2 + (int64_t)(redlock__prng_next(env->prng) %
-                               (uint64_t)(base / 2 + 1));
   uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
 }
 

@@ -41,6 +41,11 @@ int redlock__retry_allowed(unsigned attempts, unsigned max_retries,
 
 /* A small fast PRNG (xorshift64*) for jitter only; tokens use uv_random. */
 uint32_t redlock__prng_next(uint64_t *state);
+/* Reconnect backoff after `failures` failures in a row: min_ms doubled per
+ * failure after the first, capped at max_ms, then uniform in [half, all]
+ * of it (jitter: clients that failed together do not retry together). */
+int64_t redlock__backoff_ms(int64_t min_ms, int64_t max_ms, unsigned failures,
+                            uint64_t *prng);
 
 /* ---- stats.c -------------------------------------------------------------
  * The latency histogram's bucket for a value in us (see redlock.h): 0-3

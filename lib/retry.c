@@ -36,3 +36,16 @@ uint32_t redlock__prng_next(uint64_t *state) {
   *state = x;
   return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32);
 }
+
+int64_t redlock__backoff_ms(int64_t min_ms, int64_t max_ms, unsigned failures,
+                            uint64_t *prng) {
+  unsigned shift = failures > 0 ? failures - 1 : 0;
+  int64_t base = min_ms;
+  if (shift > 20)
+    shift = 20;
+  base <<= shift;
+  if (base > max_ms)
+    base = max_ms;
+  return base / 2 + (int64_t)(redlock__prng_next(prng) %
+                              (uint64_t)(base / 2 + 1));
+}

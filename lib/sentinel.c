@@ -112,20 +112,13 @@ static void on_s_timer(uv_timer_t *t);
 
 static void s_backoff(redlock__sentinel *s) {
   redlock__node_env *env = s->env;
-  int64_t base = env->reconnect_min_ms;
-  unsigned shift = s->failures > 0 ? s->failures - 1 : 0;
   int64_t delay;
   redlock__conn_close(&s->conn);
   if (s->closing)
     return;
   s->next = (s->next + 1) % s->n;   /* the next sentinel */
-  if (shift > 20)
-    shift = 20;
-  base <<= shift;
-  if (base > env->reconnect_max_ms)
-    base = env->reconnect_max_ms;
-  delay = base / 2 + (int64_t)(redlock__prng_next(env->prng) %
-                               (uint64_t)(base / 2 + 1));
+  delay = redlock__backoff_ms(env->reconnect_min_ms, env->reconnect_max_ms,
+                              s->failures, env->prng);
   s->state = S_BACKOFF;
   uv_timer_start(&s->timer, on_s_timer, (uint64_t)delay, 0);
 }

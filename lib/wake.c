@@ -56,8 +56,6 @@ static void on_sub_timer(uv_timer_t *t);
 
 static void sub_backoff(redlock__sub *s) {
   redlock__node_env *env = s->w->env;
-  int64_t base = env->reconnect_min_ms;
-  unsigned shift = s->failures > 0 ? s->failures - 1 : 0;
   int64_t delay;
   redlock__conn_close(&s->conn);
   if (s->w->closing || !have_channels(s->w)) {
@@ -65,13 +63,8 @@ static void sub_backoff(redlock__sub *s) {
     uv_timer_stop(&s->timer);
     return;
   }
-  if (shift > 20)
-    shift = 20;
-  base <<= shift;
-  if (base > env->reconnect_max_ms)
-    base = env->reconnect_max_ms;
-  delay = base / 2 + (int64_t)(redlock__prng_next(env->prng) %
-                               (uint64_t)(base / 2 + 1));
+  delay = redlock__backoff_ms(env->reconnect_min_ms, env->reconnect_max_ms,
+                              s->failures, env->prng);
   s->state = SUB_BACKOFF;
   uv_timer_start(&s->timer, on_sub_timer, (uint64_t)delay, 0);
 }
