@@ -130,6 +130,15 @@ int main(int argc, char **argv) {
   if (strstr(out, "certificate verify failed") == NULL)
     TEST_FAIL("wrong CA, status: %s", out);
   fprintf(stderr, "wrong CA, status:\n%s", out);
+  /* A CA file that cannot be read: which file, and the system's reason
+   * (issue 21: it said "TLS: CA: error 2147483650"); servers counted
+   * from 1. */
+  ASSERT_EQ(sh("%s --tls-ca /nonexistent/ca.crt acquire tk", cli), 64);
+  slurp(err_path, err, sizeof(err));
+  if (strstr(err, "/nonexistent/ca.crt") == NULL ||
+      strstr(err, "No such file or directory") == NULL ||
+      strstr(err, "server 1") == NULL)
+    TEST_FAIL("missing CA file, acquire's stderr: %s", err);
   harness_stop_all();
 
   /* Mutual TLS. */

@@ -292,6 +292,19 @@ static void test_explain(void) {
   r.no = 5;
   redlock_result_explain(&r, buf, sizeof(buf));
   ASSERT_STR_EQ(buf, "held by another owner on 5 of 5 masters (quorum 3)");
+  /* A failure decided before two masters answered: those are "not waited
+   * for", not a fault. */
+  node(&n[3], "d:1", REDLOCK_VOTE_NONE, 0, "", -1, -1);
+  node(&n[4], "e:1", REDLOCK_VOTE_NONE, 0, "", -1, -1);
+  node(&n[0], "a:1", REDLOCK_VOTE_ERR, REDLOCK_EIO, "refused", -1, -1);
+  r.status = REDLOCK_ENOQUORUM;
+  r.yes = 0;
+  r.no = 2;
+  r.err = 1;
+  redlock_result_explain(&r, buf, sizeof(buf));
+  if (strstr(buf, "2 of 5 masters not waited for (decided without them)") ==
+      NULL)
+    TEST_FAIL("explain: %s", buf);
   /* More than three in a group: named up to three. */
   for (len = 0; len < 5; len++)
     node(&n[len], "m:1", REDLOCK_VOTE_ERR, REDLOCK_ETIMEDOUT, "timed out",
