@@ -218,6 +218,8 @@ static int parse_shards(const redlock__reply *r, const redlock__node *from,
                          : int_of(field(nd, "port"));
       if (!str_is(field(nd, "role"), "master"))
         continue;
+      if (tls && field(nd, "tls-port") == NULL)
+        return -3;   /* only plain ports: tls-cluster is off */
       if (set_id(p, id) != 0 || port <= 0 || port > 65535)
         return -1;
       p->port = (int)port;
@@ -432,7 +434,10 @@ static redlock__topo topology(redlock__cluster *cl, redlock__node *from,
              : parse_shards(r, from, from->uri.tls, prim, &np, tmp);
   if (rc != 0 || np == 0) {
     snprintf(from->errstr, sizeof(from->errstr), "%s",
-             rc == -2 ? "CLUSTER SHARDS: more than 256 primaries"
+             rc == -3 ? "CLUSTER SHARDS names no TLS port: a cluster "
+                        "reached over TLS needs tls-cluster yes on its "
+                        "nodes (or use redis+cluster://)"
+             : rc == -2 ? "CLUSTER SHARDS: more than 256 primaries"
              : rc != 0 ? (slots ? "CLUSTER SLOTS: unexpected reply"
                                 : "CLUSTER SHARDS: unexpected reply")
                        : "the cluster has no primary that serves slots");

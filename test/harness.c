@@ -583,6 +583,11 @@ static int spawn_server(harness_server *s) {
       /* Failover tests promote replicas whose link was just cut. */
       args[k++] = "--cluster-replica-validity-factor";
       args[k++] = "0";
+      if (s->tls) {
+        /* The cluster then tells clients its nodes' TLS ports. */
+        args[k++] = "--tls-cluster";
+        args[k++] = "yes";
+      }
     }
     if (s->acl_user != NULL) {
       /* An ACL rule line is several words: one argv element each. */
@@ -788,8 +793,9 @@ const char *harness_tls_dir(void) {
   if (mkdtemp(tls_dir) == NULL)
     TEST_FAIL("mkdtemp: %s", strerror(errno));
   atexit(tls_cleanup);
-  /* A CA; the server's certificate for 127.0.0.1 and localhost; one for
-   * another host; a client certificate; an unrelated CA. */
+  /* A CA; the server's certificate for 127.0.0.1 and localhost (also a
+   * client's: cluster nodes with tls-cluster present it to each other);
+   * one for another host; a client certificate; an unrelated CA. */
   snprintf(cmd, sizeof(cmd),
            "set -e; cd '%s'; "
            "mk_ca() { openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
@@ -803,7 +809,7 @@ const char *harness_tls_dir(void) {
            "mk_ca 'redlock test CA' ca; "
            "mk_ca 'another CA' other-ca; "
            "mk_cert server localhost 'IP:127.0.0.1,DNS:localhost' "
-           "serverAuth; "
+           "serverAuth,clientAuth; "
            "mk_cert wronghost elsewhere 'DNS:elsewhere.invalid' serverAuth; "
            "mk_cert client redlock-client 'DNS:client' clientAuth; "
            "chmod 600 *.key",
