@@ -49,12 +49,15 @@ static void lock_reap(redlock_lock_t *l) {
   redlock__tq_unreserve(&c->tq, 2);
   if (l->token != l->tok_inline)
     redlock__free(l->token);
-  redlock__free(l->fence_key);
-  redlock__free(l->fence_key_cl);
-  if (l->rw_names != NULL)
+  if (l->fence_key != NULL) {
+    redlock__free(l->fence_key);
+    redlock__free(l->fence_key_cl);
+  }
+  if (l->rw_names != NULL) {
     redlock__free(l->rw_names[0]);
-  redlock__free(l->rw_names);
-  redlock__free(l->rw_name_lens);
+    redlock__free(l->rw_names);
+    redlock__free(l->rw_name_lens);
+  }
   redlock__free(l->waiters);
   redlock__free(l);
   redlock__client_leave(c);

@@ -1439,6 +1439,27 @@ static void on_conn_connected(redlock__conn *c) {
     REDLOCK__CONTAINER_OF(q, redlock__req, q)->sent_ns = now;
 }
 
+/* A Redis Cluster moved the slot (MOVED) or is moving it (ASK): the
+ * cluster layer may send the command where the slot is now, with the same
+ * callback. Not an answer of this master: no statistics. 1 when req went
+ * elsewhere (it is given back here). Out of the hot path. */
+static int __attribute__((noinline))
+node_redirected(redlock__node *n, redlock__req *req, const redlock__reply *r) {
+  uint64_t td = n->teardowns;
+  if (req->cb == on_hs_reply || n->env->redirect == NULL ||
+      (strncmp(r->str, "MOVED ", 6) != 0 && strncmp(r->str, "ASK ", 4) != 0))
+    return 0;
+  if (!n->env->redirect(n, req, r))
+    return 0;
+  req_put(n->env, req);
+  if (n->teardowns != td || n->conn.state != REDLOCK__CONN_OPEN)
+    return 1;
+  node_arm_deadline(n);
+  if (n->closing && n->n_pending == 0 && n->state == REDLOCK__NODE_UP)
+    node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
+  return 1;
+}
+
 static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   redlock__node *n = c->data;
   redlock__req *req;
@@ -1452,23 +1473,8 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   n->answered++;
   req->reply_ns = redlock__now_ns();
   if (n->cluster != NULL && r->type == REDLOCK__R_ERROR &&
-      req->cb != on_hs_reply && n->env->redirect != NULL &&
-      (strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0)) {
-    /* A Redis Cluster moved the slot (MOVED) or is moving it (ASK): the
-     * cluster layer may send the command where the slot is now, with the
-     * same callback. Not an answer of this master: no statistics. */
-    uint64_t td = n->teardowns;
-    int taken = n->env->redirect(n, req, r);
-    if (taken) {
-      req_put(n->env, req);
-      if (n->teardowns != td || n->conn.state != REDLOCK__CONN_OPEN)
-        return;
-      node_arm_deadline(n);
-      if (n->closing && n->n_pending == 0 && n->state == REDLOCK__NODE_UP)
-        node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
-      return;
-    }
-  }
+      node_redirected(n, req, r))
+    return;
   if (req->cb != on_hs_reply && !(req->flags & REDLOCK__REQ_INTERNAL)) {
     uint64_t us = (req->reply_ns - req->sent_ns) / REDLOCK__NS_PER_US;
     n->st.replies++;

@@ -65,6 +65,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     r->nparts = (uint8_t *)p;
     p += c->n;
     r->left = (uint8_t *)p;
+    memset(r->nparts, 0, 2 * (size_t)c->n);   /* nparts and left */
     r->part = NULL;
     memset(&r->cmd_buf, 0, sizeof(r->cmd_buf));
     for (i = 0; i < c->n; i++) {
@@ -115,10 +116,10 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     res->rw_lock = 0;
     errbuf(r, i)[0] = '\0';
     r->pend[i] = 0;
-    r->nparts[i] = 0;
-    r->left[i] = 0;
     r->vnode[i] = (uint16_t)i;
   }
+  if (c->n_nodes > c->n)   /* only clusters' votes have parts */
+    memset(r->nparts, 0, 2 * (size_t)c->n);   /* nparts and left */
   return r;
 }
 
@@ -180,7 +181,8 @@ static void set_result(redlock__round *r, unsigned i, redlock_vote_t vote,
   res->guard_wait_ms = -1;
   res->guard_window_ms = -1;
   res->latency_us = now > sent ? (now - sent) / REDLOCK__NS_PER_US : 0;
-  res->node = r->client->nodes[r->vnode[i]].uri.display;
+  if (r->client->n_nodes > r->client->n)   /* a cluster's primary */
+    res->node = r->client->nodes[r->vnode[i]].uri.display;
   if (errstr != errbuf(r, i))
     redlock__strlcpy(errbuf(r, i), errstr, REDLOCK__ERRSTR_LEN);
   res->errstr = errbuf(r, i);
@@ -237,7 +239,8 @@ static int has_record(redlock__round *r, unsigned node) {
 /* The guard's judgement of one node's YES (the vote's node, or each part
  * of a split vote): 1 counts, 0 decided otherwise (result set), -1 waits
  * (a clock reading, or the record's read). */
-static int judge_node(redlock__round *r, unsigned i, unsigned node,
+static inline __attribute__((always_inline)) int
+judge_node(redlock__round *r, unsigned i, unsigned node,
                       uint32_t seq, uint64_t conn, redlock__ns now,
                       redlock__ns sent) {
   redlock_client_t *c = r->client;
@@ -357,9 +360,12 @@ static void on_guard_read(redlock__guard_waiter *w) {
 
 static void on_clock_read(redlock__guard_waiter *w) {
   redlock__round *r = w->owner;
-  /* Woken by a reading's reply (its time: no clock read), or by the
-   * connection going down. */
-  redlock__ns now = redlock__now_ns();
+  const redlock__node *n = &r->client->nodes[r->vnode[w->idx]];
+  /* Woken by that reading's reply (its time: no clock read), or by the
+   * connection going down. (A split vote waits on one part's node at a
+   * time: the time is that node's reading.) */
+  redlock__ns now = n->clock.reply_ns != 0 && n->state == REDLOCK__NODE_UP
+                        ? n->clock.reply_ns : redlock__now_ns();
   r->clock_waits--;   /* its link was taken off the list */
   if (r->lock == NULL || r->decided || r->pend[w->idx] != 2)
     return;
