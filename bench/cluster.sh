@@ -58,7 +58,7 @@ for p in 1 2 3; do
         --scenario throughput --concurrency 128 --duration-s "$seconds" \
         --warmup 200 2>/dev/null | tail -1)
   cps=$(echo "$row" | sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p')
-  cycles=$(echo "$row" | sed -n 's/.*"n":\([0-9]*\).*/\1/p')
+  cycles=$(echo "$row" | sed -n 's/.*"ops":\([0-9]*\).*/\1/p')
   echo "$row"
   for k in 1 2 3; do
     total=0
