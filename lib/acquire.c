@@ -165,12 +165,13 @@ static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
     redlock__lock_timer(l, 1);
     return;
   }
-  if (c->closing || (l->wait_deadline != 0 && next > l->wait_deadline)) {
-    if (l->wait_deadline != 0 && !c->closing) {
-      status = REDLOCK_ETIMEDOUT;   /* the wait deadline ended it */
-      c->lst.acquire_timeouts++;
-    }
-    acquire_fail(l, status);
+  if (c->closing) {
+    acquire_fail(l, REDLOCK_ECANCELED);   /* as in retry_or_fail */
+    return;
+  }
+  if (l->wait_deadline != 0 && next > l->wait_deadline) {
+    c->lst.acquire_timeouts++;
+    acquire_fail(l, REDLOCK_ETIMEDOUT);   /* the wait deadline ended it */
     return;
   }
   redlock__lock_drop_round(l);
@@ -287,7 +288,16 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
     c->lst.noquorum++;
   else if (status == REDLOCK_EEXPIRED)
     c->lst.expired++;
-  if (c->closing || (l->wait_deadline == 0 && l->attempts > l->max_retries)) {
+  if (c->closing) {
+    /* The client's close ends the acquisition (an attempt decided while
+     * the client's other members were being aborted): ECANCELED, as
+     * theirs and as redlock_client_close() promises, not this attempt's
+     * status (a caller that waits minutes is not told the lock is taken).
+     * The result keeps the attempt's votes. */
+    acquire_fail(l, REDLOCK_ECANCELED);
+    return;
+  }
+  if (l->wait_deadline == 0 && l->attempts > l->max_retries) {
     acquire_fail(l, status);
     return;
   }

@@ -14,7 +14,12 @@
  *     operation is in flight, as anywhere else), and the acquisition goes
  *     on until the hook cancels it at the fourth.
  *  d) The hook closes the client: the acquisition ends with ECANCELED and
- *     the close completes. */
+ *     the close completes.
+ *  e) Two acquisitions' attempts go out in the same flush; the first one
+ *     decided closes the client from the hook, while the other's replies
+ *     are still being read: both end with ECANCELED (the close ended the
+ *     wait, not the masters' NO: it said ETAKEN, and a caller that waits
+ *     60 s was told the lock is taken). */
 #include "tutil.h"
 
 #define N 3
@@ -115,6 +120,28 @@ int main(void) {
   ASSERT_EQ(op.done, 1);
   ASSERT_EQ(op.status, REDLOCK_ECANCELED);
   ASSERT_EQ(h.attempts, 2);
+
+  /* e) */
+  {
+    tu_op op2;
+    redlock_lock_t *la, *lb;
+    c = tu_client(&loop, srv, N, NULL, N);
+    ASSERT_EQ(redlock_client_set_event_hook(c, on_event, &h), 0);
+    memset(&h, 0, sizeof(h));
+    h.close_at = 1;
+    ASSERT_EQ(redlock_lock_new(c, "ev", 2, &la), 0);
+    ASSERT_EQ(redlock_lock_new(c, "ev", 2, &lb), 0);
+    start(la, &op);
+    start(lb, &op2);
+    ASSERT_EQ(harness_run_until(&loop, &h.closed, 10000), 0);
+    fprintf(stderr, "e) %s, %s after %d attempt(s) reported\n",
+            redlock_err_name(op.status), redlock_err_name(op2.status),
+            h.attempts);
+    ASSERT_EQ(op.calls, 1);
+    ASSERT_EQ(op2.calls, 1);
+    ASSERT_EQ(op.status, REDLOCK_ECANCELED);
+    ASSERT_EQ(op2.status, REDLOCK_ECANCELED);
+  }
   harness_loop_close(&loop, 5000);
   harness_stop_all();
   return 0;
