@@ -346,13 +346,13 @@ case "$cmd" in
   addrs)
     load
     if [ "${MODE:-masters}" = clusters ]; then
+      # (Not declared durable: a cluster's nodes are guarded whatever the
+      # declaration, since a failover cannot be told from a restart.)
       out=""
-      opts=""
-      [ "$PERSIST" = aof ] && opts="durable=1"
       for c in $(seq 1 "$K"); do
         first=$(cl_first "$c")
         uri="redis+cluster://127.0.0.1:$(mport "$first")"
-        q="$opts"
+        q=""
         for j in 1 2; do
           [ "$j" -lt "$(cl_size)" ] || continue
           q="${q:+$q&}seed=127.0.0.1:$(mport $((first + j)))"

@@ -194,7 +194,9 @@ typedef struct redlock_client_config {
    * votes need no restart window. Verified at every handshake and every
    * few seconds while connected: a declared master that reports otherwise
    * is guarded (and reported through on_warning), and so is its next
-   * instance. Undeclared masters are guarded whatever they report. One
+   * instance. Undeclared masters are guarded whatever they report, and
+   * so are the nodes of a Redis Cluster or a sentinel group, declared or
+   * not (a failover cannot be told from a restart; warned about). One
    * master: "redis://host:port?durable=1". 0 = not declared. */
   int durable;
   /* The deployment's cap on ttls: acquire and extend refuse longer ones

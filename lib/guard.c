@@ -128,12 +128,13 @@
  *    and its next instance is not trusted either. Undeclared masters are
  *    guarded whatever they report. Durability does not protect against
  *    clock steps (keys still expire by the wall clock): 3. applies to
- *    durable masters too. Nor against a failover: a replica promoted to
- *    primary (a cluster's shard, a sentinel group; INFO's
- *    second_repl_offset says it was a replica in this life) holds what
- *    asynchronous replication brought it, not what its predecessor
- *    acknowledged, so it is guarded whatever its persistence, and its
- *    next instance (reloading the same data) is not trusted either.
+ *    durable masters too. Nor against data that came from another
+ *    server: a master that was a replica in this life (INFO's
+ *    second_repl_offset) holds what asynchronous replication brought it,
+ *    not what its predecessor acknowledged, so it is guarded whatever its
+ *    persistence, and its next instance (reloading the same data) is not
+ *    trusted either. The nodes of a cluster or a sentinel group are never
+ *    cleared by the declaration (7.).
  *
  * 7. Masters made of several nodes (cluster.c, sentinel.c). A master of
  *    the quorum may be a Redis Cluster (its keys spread over primaries,
@@ -154,8 +155,16 @@
  *      or, behind a connection that stayed open, by the identity check
  *      every second (client.c): then the connection is made again and the
  *      handshake meets it as new. Its votes count once `window` has
- *      passed since it was first seen. Durability does not shorten that
- *      (6.): it was a replica in this life (INFO's second_repl_offset).
+ *      passed since it was first seen. Durability does not shorten that,
+ *      and a declaration clears no node of a cluster or a sentinel group
+ *      at all: a failover cannot be told from a durable restart. INFO's
+ *      second_repl_offset is -1 in a promoted replica that restarted since
+ *      (its AOF gives no replication history), and also, at times, right
+ *      after a takeover: a cluster replica sets its primary in its first
+ *      cron tick, and a CLUSTER FAILOVER TAKEOVER that comes before it
+ *      promotes without a new replication id (3 of 10 takeovers sent as
+ *      the node finished loading). Such a node looks like a fresh durable
+ *      master, lacking keys its old primary acknowledged.
  *      Limit: a master demoted and promoted again within the second
  *      between two identity checks, and voting meanwhile, is seen only at
  *      the next check.
@@ -687,6 +696,18 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
            "this life (a failover): guarded for the longest ttl, as its "
            "data may lack writes the old primary acknowledged",
            node->uri.display);
+    }
+  } else if (node->declared && node->ident[0] != '\0' &&
+             (node->cluster != NULL || node->sentinel)) {
+    /* A cluster's primary, a sentinel group's: a failover cannot be told
+     * from a durable restart (7.), so the declaration clears nothing. */
+    if (!gn->told_failover) {
+      gn->told_failover = 1;
+      warn(g, idx, "%s is declared durable, but it is the primary of a %s: "
+           "a replica promoted by a failover holds only what replication "
+           "brought it, and Redis does not always report a promotion; "
+           "guarded like an undeclared master", node->uri.display,
+           node->sentinel ? "sentinel group" : "Redis Cluster shard");
     }
   } else if (node->declared && node->ident[0] != '\0') {
     if (node->durable && strcmp(gn->distrust, node->ident) != 0) {

@@ -52,6 +52,8 @@ typedef struct redlock__guard_node {
   char distrust[REDLOCK__IDENT_LEN]; /* its successor: not cleared by the
                                         declaration */
   char warned[REDLOCK__IDENT_LEN];   /* instance warned about (declaration) */
+  int told_failover;          /* warned: a declared node of a cluster or a
+                                 sentinel group is guarded all the same */
   redlock__ns start;          /* latest possible start of that instance */
   redlock__ns up_ns;          /* its last handshake */
   int64_t known_ms;           /* record of the longest ttl seen there */

@@ -1494,14 +1494,15 @@ void harness_cluster_make(harness_server *srv, int n, int primaries) {
     TEST_FAIL("cluster: not ok in time");
 }
 
-int harness_get_asking(const harness_server *s, const char *key, char *val,
-                       size_t vallen) {
+/* GET after `first` (ASKING, READONLY) on one connection. */
+static int get_after(const harness_server *s, const char *first,
+                     const char *key, char *val, size_t vallen) {
   redisContext *c = connect_to(s);
   redisReply *r;
   int rc = -1;
   if (c == NULL)
     return -1;
-  r = redisCommand(c, "ASKING");
+  r = redisCommand(c, first);
   if (r != NULL)
     freeReplyObject(r);
   r = redisCommand(c, "GET %s", key);
@@ -1517,6 +1518,16 @@ int harness_get_asking(const harness_server *s, const char *key, char *val,
   }
   redisFree(c);
   return rc;
+}
+
+int harness_get_asking(const harness_server *s, const char *key, char *val,
+                       size_t vallen) {
+  return get_after(s, "ASKING", key, val, vallen);
+}
+
+int harness_get_replica(const harness_server *s, const char *key, char *val,
+                        size_t vallen) {
+  return get_after(s, "READONLY", key, val, vallen);
 }
 
 const char *harness_cluster_addr(const harness_server *s) {

@@ -125,6 +125,9 @@ void harness_cluster_make(harness_server *srv, int n, int primaries);
  * value, 0 missing, -1 error. */
 int harness_get_asking(const harness_server *s, const char *key, char *val,
                        size_t vallen);
+/* GET on a cluster's replica (after READONLY): the same results. */
+int harness_get_replica(const harness_server *s, const char *key, char *val,
+                        size_t vallen);
 /* "redis+cluster://127.0.0.1:PORT" of s (static buffer, 8 slots). */
 const char *harness_cluster_addr(const harness_server *s);
 /* The index in srv[0..n) of the primary that serves key's slot now (per

@@ -9,7 +9,16 @@
  * always and the clients declare the cluster durable: durability covers a
  * restart, not a failover (the promoted replica holds what replication
  * brought it), so the guard holds it all the same. The first holder,
- * whose key is gone, finds its lock not held. */
+ * whose key is gone, finds its lock not held.
+ *
+ * Then the new primary restarts from its own AOF: a master with no trace
+ * of its promotion, declared durable, still without the key. A node of a
+ * cluster is never cleared by the declaration (a failover cannot be told
+ * from a restart: INFO's second_repl_offset is -1 after a restart, and
+ * after a takeover in a node's first milliseconds, 3 of 10 times here), so
+ * a third client is refused as long as the first holder's lock can be
+ * valid. (It was granted at once: a double grant. The first version of
+ * this test met the takeover race once in about a hundred runs.) */
 #include "tutil.h"
 
 #define P 3
@@ -26,18 +35,28 @@ static void on_warning(redlock_client_t *c, const char *msg, void *arg) {
   snprintf(warnings + n, sizeof(warnings) - n, "%s\n", msg);
 }
 
+typedef struct key_gone {
+  harness_server *srv;
+  const char *key;
+} key_gone;
+
+static int replica_lacks(void *arg) {
+  const key_gone *kg = arg;
+  return harness_get_replica(kg->srv, kg->key, NULL, 0) == 0;
+}
+
 int main(void) {
   uv_loop_t loop;
-  redlock_client_t *a_c, *b_c;
+  redlock_client_t *a_c, *b_c, *c_c;
   redlock_client_config guarded;
-  redlock_lock_t *a, *b;
+  redlock_lock_t *a, *b, *c;
   redlock_acquire_opts once = {.wait_ms = -1};
   const char *addr[1];
   const char *key = "{order-9}:lock";
   unsigned slot;
   char buf[64];
   tu_op op;
-  uint64_t granted_at, valid_until, first_try = 0, b_ok = 0;
+  uint64_t granted_at, valid_until, first_try = 0, c_ok = 0;
   int primary, replica, i, refused = 0, guard_said = 0;
   memset(srv, 0, sizeof(srv));
   for (i = 0; i < N; i++) {
@@ -70,6 +89,14 @@ int main(void) {
     ASSERT_EQ(tu_acquire(&loop, a, TTL, &wait, &op), 0);
     ASSERT_EQ(tu_release(&loop, a, &op), 0);
   }
+  /* The replica saw that release (else it may come back with the first
+   * key: its AOF has the SET, not yet the DEL). */
+  {
+    key_gone kg = {&srv[replica], key};
+    if (harness_wait_for(replica_lacks, &kg,
+                         (uint64_t)harness_bound_ms(5000)))
+      TEST_FAIL("the replica still has %s", key);
+  }
   /* The replica does not get the key: down while it is set (it comes
    * back with its own AOF, without the key). */
   harness_kill(&srv[replica]);
@@ -98,17 +125,34 @@ int main(void) {
   }
   ASSERT_EQ(redlock_lock_is_held(a), 0);
 
-  /* A new client (a CLI call, another service) tries, once every 100 ms:
-   * refused while the first holder's lock can be valid. */
+  /* A new client (a CLI call, another service) right after the
+   * failover: refused by the guard. */
   b_c = tu_client_guarded(&loop, addr, 1, &guarded, 1);
   ASSERT_EQ(redlock_lock_new(b_c, key, strlen(key), &b), 0);
+  ASSERT_NE(tu_acquire(&loop, b, TTL, &once, &op), 0);
+  ASSERT_EQ(op.nodes[0].error, REDLOCK_ERESTARTED);
+  ASSERT(strstr(op.nodes[0].errstr, "restart guard") != NULL);
+  tu_drain(&loop, b_c);   /* its SET's release landed before the restart */
+
+  /* The new primary restarts from its own AOF: now it is a master with no
+   * trace of its promotion (INFO shows none after a restart, nor, at
+   * times, after a takeover in its first milliseconds), declared durable,
+   * AOF with fsync always, and still without the first holder's key.
+   * Another new client tries, once every 100 ms: refused while the first
+   * holder's lock can be valid. (When the declaration cleared such a
+   * node, it was granted at once.) */
+  harness_restart(&srv[replica]);
+  harness_cluster_wait_owner(srv, N, slot, &srv[replica]);
+  ASSERT_EQ(harness_get(&srv[replica], key, NULL, 0), 0);
+  c_c = tu_client_guarded(&loop, addr, 1, &guarded, 1);
+  ASSERT_EQ(redlock_lock_new(c_c, key, strlen(key), &c), 0);
   for (;;) {
-    int rc = tu_acquire(&loop, b, TTL, &once, &op);
+    int rc = tu_acquire(&loop, c, TTL, &once, &op);
     uint64_t now = harness_now_ms();
     if (first_try == 0)
       first_try = now;
     if (rc == 0) {
-      b_ok = now;
+      c_ok = now;
       break;
     }
     refused++;
@@ -120,22 +164,28 @@ int main(void) {
                 op.nodes[0].errstr);
     tu_run_for(&loop, 100);
   }
-  fprintf(stderr, "failover: first holder valid until +%llu ms; the new "
-          "client tried from +%llu ms, refused %d times (%d by the guard), "
-          "granted at +%llu ms\n",
+  fprintf(stderr, "failover, then the new primary restarted: first holder "
+          "valid until +%llu ms; a new client tried from +%llu ms, refused "
+          "%d times (%d by the guard), granted at +%llu ms\n",
           (unsigned long long)(valid_until - granted_at),
           (unsigned long long)(first_try - granted_at), refused, guard_said,
-          (unsigned long long)(b_ok - granted_at));
+          (unsigned long long)(c_ok - granted_at));
+  if (c_ok < valid_until)
+    fprintf(stderr, "DOUBLE GRANT; warnings:\n%s", warnings);
   /* Never while the first holder's lock could be valid. */
-  ASSERT_GE(b_ok, valid_until);
+  ASSERT_GE(c_ok, valid_until);
   ASSERT_GT(guard_said, 0);
-  /* The durable declaration was not taken for a failover's. */
-  ASSERT(strstr(warnings, "was a replica promoted") != NULL);
-  ASSERT_EQ(tu_count_holding(&srv[replica], 1, key, redlock_lock_token(b)),
+  /* The durable declaration was not taken for a failover's, nor for a
+   * cluster node's restart. */
+  ASSERT(strstr(warnings, "but it is the primary of a Redis Cluster shard")
+         != NULL);
+  ASSERT_EQ(tu_count_holding(&srv[replica], 1, key, redlock_lock_token(c)),
             1);
-  ASSERT_EQ(tu_release(&loop, b, &op), 0);
+  ASSERT_EQ(tu_release(&loop, c, &op), 0);
   ASSERT_EQ(redlock_lock_free(a), 0);
   ASSERT_EQ(redlock_lock_free(b), 0);
+  ASSERT_EQ(redlock_lock_free(c), 0);
+  tu_close_client(&loop, c_c);
   tu_close_client(&loop, b_c);
   tu_close(&loop, a_c);
   harness_stop_all();

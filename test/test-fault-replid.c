@@ -5,7 +5,10 @@
  * its replication id is not. A long-running client whose connection
  * stayed open must see a new instance: within its background check (1 s)
  * the connection is made again and M1's YES votes are refused by the
- * restart guard for the longest ttl, as after a restart. */
+ * restart guard for the longest ttl, as after a restart. The masters run
+ * AOF with fsync always and are declared durable: the declaration does
+ * not cover data that came from another server (INFO's
+ * second_repl_offset: it was a replica in this life). */
 #include "tutil.h"
 
 #define N 3
@@ -26,16 +29,19 @@ int main(void) {
   uint64_t t0;
   int refused = 0, i;
   memset(srv, 0, sizeof(srv));
+  for (i = 0; i < N; i++)
+    srv[i].appendonly = 1;
   harness_start(srv, N + 1);   /* srv[N]: the unrelated server */
   ASSERT_EQ(harness_set(&srv[N], "unrelated", "x", 60000), 0);
   ASSERT_EQ(uv_loop_init(&loop), 0);
   harness_addrs(srv, N, addrs);
   memset(&cfg, 0, sizeof(cfg));
   cfg.restart_guard_ms = 0;   /* auto */
+  cfg.durable = 1;            /* declared: AOF, fsync always */
   c = tu_client_guarded(&loop, addrs, N, &cfg, N);
   ASSERT_EQ(redlock_lock_new(c, "job", 3, &held), 0);
   ASSERT_EQ(redlock_lock_new(c, "probe", 5, &probe), 0);
-  /* New masters: their votes count once a ttl has passed. */
+  /* Declared durable masters: their votes count at once. */
   wait.wait_ms = harness_bound_ms(4 * TTL);
   ASSERT_EQ(tu_acquire(&loop, held, TTL, &wait, &op), 0);
   /* M1's vote counts now (the decision may come before it answered:
