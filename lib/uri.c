@@ -189,13 +189,36 @@ static int parse_hostport(const ctx *x, const char *s, size_t len,
   return u->host == NULL ? REDLOCK_ENOMEM : 0;
 }
 
+/* The user as the display shows it: RFC 3986's unreserved characters as
+ * they are, every other byte %XX. A decoded user may hold ':' and '@' (a
+ * display "redis://a:pw@@h" would show a password field that is not
+ * there) or a newline (a forged log line). */
+static void encode_user(const char *user, char *out, size_t len) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t o = 0;
+  for (; *user != '\0' && o + 4 <= len; user++) {
+    unsigned char c = (unsigned char)*user;
+    if (host_char_ok((char)c) || c == '~') {
+      out[o++] = (char)c;
+    } else {
+      out[o++] = '%';
+      out[o++] = hex[c >> 4];
+      out[o++] = hex[c & 15];
+    }
+  }
+  out[o] = '\0';
+}
+
 static int make_display(redlock__uri *u, int scheme) {
   static const char *const names[2][3] = {
       {"redis", "redis+cluster", "redis+sentinel"},
       {"rediss", "rediss+cluster", "rediss+sentinel"}};
   const char *name = names[u->tls ? 1 : 0][u->kind];
   char buf[600];
+  char user[200];
   int v6 = u->host != NULL && strchr(u->host, ':') != NULL;
+  if (u->username != NULL)
+    encode_user(u->username, user, sizeof(user));
   if (u->path != NULL) {
     if (u->db != 0)
       snprintf(buf, sizeof(buf), "unix://%s?db=%d", u->path, u->db);
@@ -203,7 +226,7 @@ static int make_display(redlock__uri *u, int scheme) {
       snprintf(buf, sizeof(buf), "unix://%s", u->path);
   } else if (scheme) {
     snprintf(buf, sizeof(buf), "%s://%s%s%s%s%s:%d", name,
-             u->username ? u->username : "", u->username ? "@" : "",
+             u->username ? user : "", u->username ? "@" : "",
              v6 ? "[" : "", u->host, v6 ? "]" : "", u->port);
     if (u->name != NULL) {
       size_t n = strlen(buf);
