@@ -153,6 +153,11 @@ static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
   redlock__ns next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
   if (!c->closing && l->wait_deadline != 0 && next >= l->wait_deadline &&
       now + REDLOCK__NS_PER_MS <= l->wait_deadline) {
+    /* The last attempt: at the deadline, the ms rounded down (it may
+     * start before it and end after it). Nothing follows it: it starts
+     * less than a ms before the deadline, since the timer queue never
+     * runs early (tq.c, invariant 4), so it ends with less than a ms
+     * left (the branch below). */
     delay = (int64_t)((l->wait_deadline - now) / REDLOCK__NS_PER_MS);
     next = now + (redlock__ns)delay * REDLOCK__NS_PER_MS;
   } else if (!c->closing && l->wait_deadline != 0 && next > l->wait_deadline &&

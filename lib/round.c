@@ -201,6 +201,8 @@ static void set_result(redlock__round *r, unsigned i, redlock_vote_t vote,
   }
 }
 
+/* `now` 0: read the clock only if the round is decided (a round just sent
+ * is not, as a rule: a clock read per round saved). */
 static void round_check(redlock__round *r, redlock__ns now) {
   redlock_client_t *c = r->client;
   redlock__round_state st;
@@ -213,7 +215,8 @@ static void round_check(redlock__round *r, redlock__ns now) {
         /* Tell the owner once: it may not want to wait for a hung
          * minority (the command timeout) any longer. */
         r->quorum_seen = 1;
-        r->decide(r, REDLOCK__ROUND_PENDING, now);
+        r->decide(r, REDLOCK__ROUND_PENDING,
+                  now != 0 ? now : redlock__now_ns());
       }
       return;
     }
@@ -222,6 +225,8 @@ static void round_check(redlock__round *r, redlock__ns now) {
   } else if (st == REDLOCK__ROUND_PENDING) {
     return;
   }
+  if (now == 0)
+    now = redlock__now_ns();
   r->decided = 1;
   r->decided_ns = now;
   round_unwait(r);
@@ -867,7 +872,7 @@ void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
     }
     round_submit(r, i, 0);
   }
-  round_check(r, redlock__now_ns());
+  round_check(r, 0);
 }
 
 /* Fire and forget to a cluster master (lock.c's releases and giveups):

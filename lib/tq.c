@@ -12,7 +12,17 @@
  *     when its object was made (redlock__tq_reserve).
  *  3. A pass runs only entries started before it began (seq below the
  *     pass's mark): an entry restarted from its own callback runs in a
- *     later pass, so a pass always ends. */
+ *     later pass, so a pass always ends.
+ *  4. An entry never runs before its due on the library's clock
+ *     (redlock__now_ns, read afresh), whatever the loop's time says: the
+ *     loop's time is read once per iteration (stale after a busy one) and
+ *     from CLOCK_MONOTONIC_COARSE on a 1000 Hz kernel (up to a ms
+ *     behind), so a timer set on it fires early by as much. An early
+ *     pass runs nothing and re-arms for what is left. (It did fire early
+ *     once: a wait's retries came a few ms sooner than the retry delay,
+ *     and the attempt at the deadline ended with a ms left and was
+ *     followed by another, 6 attempts where 5 is the bound;
+ *     test-redis-wait-deadline c.) */
 #include <string.h>
 
 #include "tq.h"
@@ -57,9 +67,10 @@ static void sift_down(redlock__tq *tq, uint32_t i) {
 
 static void on_tq_timer(uv_timer_t *t);
 
-/* Invariant 1. */
-static void rearm(redlock__tq *tq) {
-  uint64_t due, now;
+/* Invariant 1. `now` is redlock__now_ns(), or 0 to read it only if the
+ * timer must move. */
+static void rearm(redlock__tq *tq, redlock__ns now) {
+  redlock__ns due;
   if (tq->n == 0) {
     if (tq->armed != UINT64_MAX) {
       uv_timer_stop(&tq->timer);
@@ -70,9 +81,15 @@ static void rearm(redlock__tq *tq) {
   due = tq->heap[0]->due;
   if (due == tq->armed)
     return;
-  now = uv_now(tq->loop);
+  if (now == 0)
+    now = tq->seen = redlock__now_ns();
   tq->armed = due;
-  uv_timer_start(&tq->timer, on_tq_timer, due > now ? due - now : 0, 0);
+  /* Rounded up: the libuv timer may still fire early (invariant 4). */
+  uv_timer_start(&tq->timer, on_tq_timer,
+                 due > now ? (due - now + REDLOCK__NS_PER_MS - 1) /
+                                 REDLOCK__NS_PER_MS
+                           : 0,
+                 0);
 }
 
 static void remove_at(redlock__tq *tq, uint32_t i) {
@@ -137,30 +154,38 @@ void redlock__tq_unreserve(redlock__tq *tq, uint32_t k) {
 }
 
 void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms) {
-  uint64_t now = uv_now(tq->loop);
-  if (ms < 0)
+  redlock__ns now;
+  if (ms <= 0) {
+    /* As soon as possible: any past reading is as good as a new one (the
+     * entry is due either way, in a later pass: invariant 3), and a
+     * released handle's reap comes here once per cycle. */
     ms = 0;
+    now = tq->seen;
+  } else {
+    now = tq->seen = redlock__now_ns();
+  }
   if (e->pos != 0)
     remove_at(tq, e->pos - 1);
   REDLOCK__ASSERT(tq->n < tq->cap && tq->n < tq->reserved);
-  e->due = now + (uint64_t)ms;
+  e->due = now + (redlock__ns)ms * REDLOCK__NS_PER_MS;
   e->seq = tq->seq++;
   place(tq, tq->n, e);
   tq->n++;
   sift_up(tq, tq->n - 1);
-  rearm(tq);
+  rearm(tq, now);
 }
 
 void redlock__tq_stop(redlock__tq *tq, redlock__tq_entry *e) {
   if (e->pos == 0)
     return;
   remove_at(tq, e->pos - 1);
-  rearm(tq);
+  rearm(tq, 0);
 }
 
 static void on_tq_timer(uv_timer_t *t) {
   redlock__tq *tq = (redlock__tq *)t;   /* timer is the first member */
-  uint64_t now = uv_now(tq->loop);
+  redlock__ns now = tq->seen;   /* read afresh when it decides */
+  int fresh = 0;
   uint64_t mark = tq->seq;   /* invariant 3 */
   int ran = 0;
   int batching = 0;
@@ -169,8 +194,13 @@ static void on_tq_timer(uv_timer_t *t) {
     redlock__tq_entry *e = tq->heap[0];
     if (e->seq >= mark)
       break;   /* started during this pass: every older expired one ran */
-    if (e->due > now && !(batching && e->early_ms > 0 &&
-                          e->due <= now + e->early_ms))
+    if (e->due > now && !fresh) {
+      now = tq->seen = redlock__now_ns();
+      fresh = 1;
+    }
+    if (e->due > now &&
+        !(batching && e->early_ms > 0 &&
+          e->due <= now + (redlock__ns)e->early_ms * REDLOCK__NS_PER_MS))
       break;
     remove_at(tq, 0);
     if (e->early_ms > 0)
@@ -180,7 +210,7 @@ static void on_tq_timer(uv_timer_t *t) {
   }
   if (ran && tq->done != NULL)
     tq->done(tq);
-  rearm(tq);
+  rearm(tq, ran || !fresh ? 0 : now);
 }
 
 void redlock__tq_close(redlock__tq *tq, uv_close_cb cb) {

@@ -1,9 +1,10 @@
 /* tq.h: the client's timer queue (see tq.c).
  *
- * A binary min-heap of deadlines on the loop's millisecond clock with one
- * libuv timer armed for the earliest: a lock handle carries two 24-byte
- * entries instead of two 152-byte uv_timer_t, and starting or stopping an
- * entry costs no libuv call unless the earliest deadline moves earlier. */
+ * A binary min-heap of deadlines on the library's clock (redlock__now_ns)
+ * with one libuv timer armed for the earliest: a lock handle carries two
+ * 24-byte entries instead of two 152-byte uv_timer_t, and starting or
+ * stopping an entry costs no libuv call unless the earliest deadline moves
+ * earlier. */
 #ifndef REDLOCK_TQ_H
 #define REDLOCK_TQ_H
 
@@ -12,7 +13,7 @@
 #include "common.h"
 
 typedef struct redlock__tq_entry {
-  uint64_t due;        /* loop ms (uv_now) */
+  redlock__ns due;     /* redlock__now_ns() */
   uint64_t seq;        /* equal dues run in start order */
   uint32_t pos;        /* heap slot + 1; 0 when not queued */
   uint16_t early_ms;   /* may run this much before due, when another
@@ -36,6 +37,7 @@ struct redlock__tq {
   uint32_t reserved;   /* slots promised to entries (>= n, <= cap) */
   uint64_t seq;
   uint64_t armed;      /* the timer's due; UINT64_MAX when stopped */
+  redlock__ns seen;    /* the latest redlock__now_ns() read here */
   redlock__tq_fire_fn fire;
   redlock__tq_done_fn done;
   void *arg;
@@ -49,9 +51,9 @@ void redlock__tq_init(redlock__tq *tq, uv_loop_t *loop,
  * ENOMEM. unreserve gives the slots back (the entries must be stopped). */
 int redlock__tq_reserve(redlock__tq *tq, uint32_t k);
 void redlock__tq_unreserve(redlock__tq *tq, uint32_t k);
-/* (Re)starts e (which has a reserved slot) to run in `ms` from the loop's
- * now. An entry started while the queue runs expired entries runs in a
- * later pass, never in the same one. */
+/* (Re)starts e (which has a reserved slot) to run in `ms` from now (the
+ * library's clock, never earlier). An entry started while the queue runs
+ * expired entries runs in a later pass, never in the same one. */
 void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms);
 void redlock__tq_stop(redlock__tq *tq, redlock__tq_entry *e);
 static inline int redlock__tq_active(const redlock__tq_entry *e) {

@@ -5,16 +5,62 @@
  *     acquire with REDLOCK_ETIMEDOUT (not ETAKEN), at about the deadline,
  *     never before it (the last attempt starts at the deadline when the
  *     retry delay would pass it), and the result still carries the last
- *     attempt's votes (a majority said no). Many retries are allowed so that only the deadline ends it.
+ *     attempt's votes (a majority said no). Many retries are allowed so
+ *     that only the deadline ends it.
  *  b) wait_ms means "keep trying until then": with the default retry count
  *     (3) and a 100 ms retry delay, an acquire with wait_ms = 3000 on a key
  *     whose holder's ttl (1500 ms) runs out after ~1.5 s must succeed; the
  *     retry count applies only when no deadline is given (today it gives up
  *     after 4 attempts, ~400 ms, with ETAKEN).
- * Both cases run, then both are checked, so one run shows both. */
+ *  c) The attempt at the deadline is the last one, also when the loop's
+ *     clock lags the library's. libuv's timers run on the loop's time,
+ *     read once per iteration (a busy iteration leaves it stale by as
+ *     long as it ran) and from CLOCK_MONOTONIC_COARSE when the kernel
+ *     ticks at 1000 Hz (up to a ms behind); the library's clock is
+ *     CLOCK_BOOTTIME, read afresh. So a timer set while the loop's time
+ *     lags fires early by that lag, and a ms more by the rounding. This
+ *     program makes the lag up to 4 ms: its clock_gettime and
+ *     clock_getres below (the executable's definitions come before libc's
+ *     for libuv) give a coarse clock that ticks every 4 ms but claims a
+ *     1 ms resolution. 20 waits of 300 ms with a 100 ms retry delay on
+ *     keys without expiry: at most 4 attempts each (0, 100, 200 and the
+ *     deadline). Before the fix, an attempt that started early at the
+ *     deadline and ended with a ms left was followed by another: 7 to 11
+ *     of 30 such waits had 5 attempts here (CI's ASan pass once saw 6 of
+ *     at most 5 in test-redis-takeover, without a shim).
+ * All cases run, then they are checked, so one run shows them all. */
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "tutil.h"
 
 #define N 3
+
+#define COARSE_TICK_NS 4000000   /* the loop's clock ticks every 4 ms */
+
+int clock_gettime(clockid_t id, struct timespec *ts);
+int clock_getres(clockid_t id, struct timespec *res);
+
+int clock_gettime(clockid_t id, struct timespec *ts) {
+  long rc;
+  if (id != CLOCK_MONOTONIC_COARSE)
+    return (int)syscall(SYS_clock_gettime, id, ts);
+  rc = syscall(SYS_clock_gettime, CLOCK_MONOTONIC, ts);
+  if (rc == 0)
+    ts->tv_nsec -= ts->tv_nsec % COARSE_TICK_NS;
+  return (int)rc;
+}
+
+int clock_getres(clockid_t id, struct timespec *res) {
+  if (id != CLOCK_MONOTONIC_COARSE)
+    return (int)syscall(SYS_clock_getres, id, res);
+  if (res != NULL) {
+    res->tv_sec = 0;
+    res->tv_nsec = 1000000;   /* what a 1000 Hz kernel says */
+  }
+  return 0;
+}
 
 int main(void) {
   harness_server srv[N];
@@ -82,6 +128,33 @@ int main(void) {
   fprintf(stderr, "b) wait_ms %" PRId64 ", holder's ttl %" PRId64 " ms: %s "
           "after %" PRId64 " ms, %u attempts\n", w_b, hold_ttl,
           redlock_err_name(op_b.status), el_b, op_b.attempts);
+
+  /* ---- c) the deadline's attempt is the last (a lagging loop clock) ---- */
+  {
+    redlock_acquire_opts o = {.wait_ms = 300, .retry_count = 100000,
+                              .retry_delay_ms = 100, .retry_jitter_ms = -1};
+    const char *key_c = "wait-deadline-c";
+    char buf[64];
+    unsigned i, most = 0, fewest = 1000, over = 0;
+    for (i = 0; i < N; i++)
+      ASSERT_EQ(harness_cmdf(&srv[i], buf, sizeof(buf),
+                             "SET wait-deadline-c forever"), 0);
+    redlock_lock_t *c_lock;
+    ASSERT_EQ(redlock_lock_new(ca, key_c, strlen(key_c), &c_lock), 0);
+    for (i = 0; i < 20; i++) {
+      ASSERT_EQ(tu_acquire(&loop, c_lock, 10000, &o, &op),
+                REDLOCK_ETIMEDOUT);
+      most = op.attempts > most ? op.attempts : most;
+      fewest = op.attempts < fewest ? op.attempts : fewest;
+      over += op.attempts > 4;
+    }
+    fprintf(stderr, "c) 20 waits of 300 ms, retry delay 100 ms, loop clock "
+            "ticking every 4 ms: %u to %u attempts, %u waits over 4\n", fewest,
+            most, over);
+    ASSERT_EQ(redlock_lock_free(c_lock), 0);
+    ASSERT_EQ(over, 0);
+    ASSERT_GE(fewest, 2);
+  }
 
   /* a) */
   ASSERT_EQ(op_a.status, REDLOCK_ETIMEDOUT);
