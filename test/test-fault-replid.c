@@ -82,8 +82,16 @@ int main(void) {
   t0 = harness_now_ms();
   for (i = 0; i < 100; i++) {
     int rc = tu_acquire(&loop, probe, TTL, &once, &op);
-    if (rc == 0)
-      ASSERT_EQ(tu_release(&loop, probe, &op), 0);
+    if (rc == 0) {
+      /* Granted before the check saw the new replid. The check may
+       * remake M1's connection under the release: with M3 down, the
+       * release then has no quorum (M2's key is gone; M1's is deleted
+       * when the connection is back, or expires). */
+      tu_op rop;
+      int rr = tu_release(&loop, probe, &rop);
+      if (rr != 0 && rr != REDLOCK_ENOQUORUM)
+        TEST_FAIL("release: %s", redlock_err_name(rr));
+    }
     if (op.nodes[0].vote == REDLOCK_VOTE_ERR &&
         op.nodes[0].error == REDLOCK_ERESTARTED) {
       ASSERT_EQ(rc, REDLOCK_ENOQUORUM);
