@@ -1510,9 +1510,10 @@ static void on_conn_failed(redlock__conn *c, int err, const char *msg) {
   if (!n->uri.tls && !c->got_reply && !refused &&
       n->state != REDLOCK__NODE_UP) {
     /* Closed before the first reply of a plain handshake: what a TLS
-     * port does with plain bytes. */
+     * port does with plain bytes, and a proxy (a load balancer, the
+     * fault kit's) whose server is down. */
     snprintf(hinted, sizeof(hinted), "%s (closed before any reply: a TLS "
-             "port? use rediss://)", msg);
+             "port? use rediss://; or a proxy whose server is down)", msg);
     msg = hinted;
   }
   node_teardown(n, REDLOCK_EIO, msg, !refused);
