@@ -291,7 +291,6 @@ static void init_cluster(redlock_client_t *c, unsigned i, redlock__uri *u,
   char display[300];
   int v6 = strchr(u->host, ':') != NULL;
   cl->nodes = c->nodes;
-  cl->master = i;
   cl->cap = REDLOCK__CLUSTER_NODES;
   cl->slot_of[0] = i;
   for (k = 1; k < cl->cap; k++) {

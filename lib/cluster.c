@@ -365,7 +365,6 @@ static redlock__topo apply(redlock__cluster *cl, redlock__node *from,
     cl->map[s] = v;
   }
   cl->have_map = 1;
-  cl->map_gen++;
   if (covered < REDLOCK__SLOTS)
     snprintf(cl->problem, sizeof(cl->problem),
              "%u of 16384 slots have no primary (cluster down, or being "

@@ -12,7 +12,6 @@
 
 typedef struct redlock__cluster {
   redlock__node *nodes;        /* the client's node array */
-  unsigned master;             /* the quorum member it is */
   unsigned slot_of[REDLOCK__CLUSTER_NODES];   /* its node slots (indexes
                                                  in nodes): [0] = master */
   unsigned cap;
@@ -20,7 +19,6 @@ typedef struct redlock__cluster {
   size_t prefix_len;
   uint16_t map[REDLOCK__SLOTS];   /* slot -> node index, or NO_NODE */
   int have_map;
-  uint64_t map_gen;            /* topologies applied */
   int refreshing;              /* a CLUSTER SHARDS is on the wire */
   int refresh_again;
   redlock__ns refresh_ns;      /* when the last one was asked */
@@ -35,7 +33,7 @@ typedef struct redlock__cluster {
   char problem[200];           /* the latest topology problem, or "" */
 } redlock__cluster;
 
-/* cl->nodes, master, cap and slot_of must be set; the URI's seeds are
+/* cl->nodes, cap and slot_of must be set; the URI's seeds are
  * copied. 0 or ENOMEM. */
 int redlock__cluster_init(redlock__cluster *cl, const redlock__uri *uri,
                           const char *prefix, size_t prefix_len);

@@ -959,7 +959,6 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
                   ? n->env->topology(n, r, req->kind == HS_SLOTS)
                   : REDLOCK__TOPO_FAIL) {
         case REDLOCK__TOPO_SERVE:
-          n->hs_topology = 0;
           if (node_send_handshake_rest(n) != 0) {
             redlock__conn_close(&n->conn);
             node_set_errstr(n, "out of memory");
@@ -1023,7 +1022,6 @@ static int node_send_handshake(redlock__node *n) {
   size_t lens[3];
   char db[24];
   n->hs_left = 0;
-  n->hs_topology = 0;
   n->run_id[0] = '\0';
   n->uptime_s = -1;
   n->maxttl_ms = 0;
@@ -1066,7 +1064,6 @@ static int node_send_handshake(redlock__node *n) {
       return REDLOCK_ENOMEM;
     argv[1] = "SHARDS";
     lens[1] = 6;
-    n->hs_topology = 1;
     return hs_send(n, HS_SHARDS, 2, argv, lens);
   }
   if (n->uri.db != 0) {
@@ -1359,7 +1356,7 @@ int redlock__node_resend(redlock__node *to, redlock__req *req, int asking) {
   nr->tag = req->tag;
   nr->idx = req->idx;
   nr->kind = req->kind;
-  nr->flags = req->flags & (uint8_t)~REDLOCK__REQ_ASKING;
+  nr->flags = req->flags;
   nr->hops = (uint8_t)(req->hops + 1);
   nr->sent_ns = req->sent_ns;
   nr->until_ns = until;
@@ -1387,7 +1384,6 @@ int redlock__node_resend(redlock__node *to, redlock__req *req, int asking) {
       req_put(to->env, nr);
       return rc;
     }
-    nr->flags |= REDLOCK__REQ_ASKING;
   }
   return node_submit(to, nr, &c);
 }

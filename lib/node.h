@@ -34,7 +34,6 @@ typedef void (*redlock__req_cb)(redlock__req *req, const redlock__reply *r,
 
 #define REDLOCK__REQ_HERE 8        /* a node's own record (clusters): never
                                       redirected to another node */
-#define REDLOCK__REQ_ASKING 16     /* preceded by ASKING (a redirection) */
 
 #define REDLOCK__REQ_INLINE 256    /* bytes of command kept inline */
 
@@ -224,7 +223,6 @@ struct redlock__node {
   char *own_keys;              /* a cluster node's: both, allocated */
   unsigned tag_slot;           /* the slot its tag hashes to */
   char myid[41];               /* a cluster node's CLUSTER MYID */
-  int hs_topology;             /* the handshake waits for the topology */
   uint32_t id_checks;          /* identity re-checks on the wire */
   /* INFO replication at the handshake (configuration warnings; with
    * run_id, the instance's identity: a promoted replica, or a master that

@@ -98,8 +98,6 @@ static void point(redlock__sentinel *s, const char *host, size_t hostlen,
   if (!n->lazy && n->uri.host != NULL && strcmp(n->uri.host, h) == 0 &&
       n->uri.port == port && n->state != REDLOCK__NODE_DOWN)
     return;   /* already there */
-  if (switched)
-    s->switches++;
   (void)redlock__node_repoint(n, h, port,
                               switched ? "the sentinels switched the "
                                          "primary (a failover)"

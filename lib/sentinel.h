@@ -36,7 +36,6 @@ typedef struct redlock__sentinel {
   int handles_open;
   void (*on_closed)(void *arg);
   void *closed_arg;
-  uint64_t switches;            /* +switch-master followed */
   char errstr[200];             /* why no primary is known, or "" */
 } redlock__sentinel;
 

@@ -111,7 +111,6 @@ void redlock__tq_init(redlock__tq *tq, uv_loop_t *loop,
   memset(tq, 0, sizeof(*tq));
   uv_timer_init(loop, &tq->timer);
   tq->timer.data = arg;
-  tq->loop = loop;
   tq->armed = UINT64_MAX;
   tq->fire = fire;
   tq->done = done;

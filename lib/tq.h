@@ -30,7 +30,6 @@ typedef void (*redlock__tq_done_fn)(redlock__tq *tq);
 
 struct redlock__tq {
   uv_timer_t timer;    /* FIRST: armed for heap[0]; data is `arg` */
-  uv_loop_t *loop;
   redlock__tq_entry **heap;
   uint32_t n;
   uint32_t cap;
