@@ -232,7 +232,11 @@ static void wake(uv_loop_t *loop, redlock_client_t *c) {
   memset(&wop, 0, sizeof(wop));
   ASSERT_EQ(redlock_lock_acquire(b, 10000, &w, tu_cb, &wop), 0);
   /* The waiter tried once and is subscribed somewhere in the cluster. */
-  tu_run_for(loop, 300);
+  {
+    char chan[80];
+    snprintf(chan, sizeof(chan), "__redlock__:%s", key);
+    tu_wait_subscribed(loop, srv, P, chan, 1, harness_bound_ms(10000));
+  }
   ASSERT_EQ(wop.done, 0);
   t0 = harness_now_ms();
   ASSERT_EQ(tu_release(loop, a, &op), 0);

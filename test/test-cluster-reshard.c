@@ -47,6 +47,26 @@ static void run_steps(uv_loop_t *loop, uint64_t ms) {
   tu_run_for(loop, ms);
 }
 
+/* Runs the loop until the holder's client counted `asked` ASK and `moved`
+ * MOVED redirections (bounded: fails after the scaled bound). */
+static void wait_redirections(uv_loop_t *loop, redlock_client_t *c,
+                              uint64_t asked, uint64_t moved) {
+  uint64_t t0 = harness_now_ms();
+  redlock_stats st;
+  for (;;) {
+    ASSERT_EQ(redlock_client_stats(c, &st), 0);
+    if (st.masters[0].asked >= asked && st.masters[0].moved >= moved)
+      return;
+    if (harness_now_ms() - t0 > (uint64_t)harness_bound_ms(10000))
+      TEST_FAIL("redirections: asked %llu of %llu, moved %llu of %llu",
+                (unsigned long long)st.masters[0].asked,
+                (unsigned long long)asked,
+                (unsigned long long)st.masters[0].moved,
+                (unsigned long long)moved);
+    tu_run_for(loop, 20);
+  }
+}
+
 int main(void) {
   uv_loop_t loop;
   redlock_client_t *holder_c, *other_c;
@@ -107,14 +127,14 @@ int main(void) {
   {
     uint64_t asked = st.masters[0].asked;
     harness_cluster_move_slot(srv, P, slot, &srv[src], &srv[dst], 1, 1000);
-    run_steps(&loop, 1500);
+    wait_redirections(&loop, holder_c, asked + 2, 0);
     ASSERT_EQ(redlock_lock_is_held(held), 1);
     ASSERT_EQ(redlock_client_stats(holder_c, &st), 0);
     ASSERT_GT(st.masters[0].asked, asked + 1);   /* >= 2 extensions */
   }
   /* 3. The slot handed over: MOVED, and the map learns. */
   harness_cluster_finish_slot(srv, P, slot, &srv[src], &srv[dst]);
-  run_steps(&loop, 1500);
+  wait_redirections(&loop, holder_c, 0, 1);
   ASSERT_EQ(redlock_lock_is_held(held), 1);
   ASSERT_EQ(tu_count_holding(&srv[dst], 1, key, redlock_lock_token(held)),
             1);
