@@ -840,7 +840,6 @@ static const char *hs_step_name(int kind) {
 }
 
 static void on_hs_failed(uv_timer_t *t);
-static void on_reconnect(uv_timer_t *t);
 
 static void on_hs_reply(redlock__req *req, const redlock__reply *r,
                         int error, const char *errstr) {
@@ -1268,6 +1267,17 @@ static int address_strings(const char *host, int port, char **h, char **d) {
   return 0;
 }
 
+/* The node's address is now host:port (h, d: address_strings's, taken
+ * over); it is resolved again at the next connect. */
+static void adopt_address(redlock__node *n, char *h, char *d, int port) {
+  redlock__free(n->uri.host);
+  n->uri.host = h;
+  n->uri.port = port;
+  redlock__free(n->uri.display);
+  n->uri.display = d;
+  memset(&n->addr, 0, sizeof(n->addr));
+}
+
 int redlock__node_repoint(redlock__node *n, const char *host, int port,
                           const char *why) {
   redlock__queue pending;
@@ -1283,12 +1293,7 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   n->hung = 0;
   n->lazy = 0;
   n->myid[0] = '\0';
-  redlock__free(n->uri.host);
-  n->uri.host = h;
-  n->uri.port = port;
-  redlock__free(n->uri.display);
-  n->uri.display = d;
-  memset(&n->addr, 0, sizeof(n->addr));
+  adopt_address(n, h, d, port);
   node_set_errstr(n, why);
   if (n->state == REDLOCK__NODE_UP) {
     n->state = REDLOCK__NODE_DOWN;
@@ -1329,12 +1334,7 @@ int redlock__node_set_address(redlock__node *n, const char *host, int port) {
     return REDLOCK_EBUSY;
   if (address_strings(host, port, &h, &d) != 0)
     return REDLOCK_ENOMEM;
-  redlock__free(n->uri.host);
-  n->uri.host = h;
-  n->uri.port = port;
-  redlock__free(n->uri.display);
-  n->uri.display = d;
-  memset(&n->addr, 0, sizeof(n->addr));
+  adopt_address(n, h, d, port);
   return 0;
 }
 

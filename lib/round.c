@@ -469,6 +469,21 @@ static void parts_combine(redlock__round *r, unsigned i, redlock__ns now,
     r->res[i].pttl_ms = max;
 }
 
+/* A ttl record round's reply tells the guard what the node holds: every
+ * answer updates what we know, even a late one. */
+static void learn_record(redlock__round *r, unsigned node,
+                         const redlock__reply *reply) {
+  redlock__vote v;
+  if (reply == NULL || (r->cmd != REDLOCK__CMD_MAXTTL_RAISE &&
+                        r->cmd != REDLOCK__CMD_MAXTTL_SET))
+    return;
+  redlock__classify(r->cmd, reply, &v);
+  if (v.vote == REDLOCK_VOTE_YES)
+    redlock__guard_record(&r->client->guard, node, v.value);
+  else if (v.error == REDLOCK_ESERVER)
+    redlock__guard_record_failed(&r->client->guard, node);
+}
+
 /* A reply (or failure) of part k of master i. */
 static void on_part_reply(redlock__round *r, unsigned i, unsigned k,
                           redlock__req *req, const redlock__reply *reply,
@@ -478,14 +493,7 @@ static void on_part_reply(redlock__round *r, unsigned i, unsigned k,
   if (p->state != REDLOCK_VOTE_NONE)
     return;
   p->node = (uint16_t)req->node->index;
-  if (reply != NULL && (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
-                        r->cmd == REDLOCK__CMD_MAXTTL_SET)) {
-    redlock__classify(r->cmd, reply, &v);
-    if (v.vote == REDLOCK_VOTE_YES)
-      redlock__guard_record(&r->client->guard, p->node, v.value);
-    else if (v.error == REDLOCK_ESERVER)
-      redlock__guard_record_failed(&r->client->guard, p->node);
-  }
+  learn_record(r, p->node, reply);
   if (r->lock == NULL || (r->decided && !r->all))
     return;
   if (reply == NULL) {
@@ -537,15 +545,7 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
     return;
   }
   r->vnode[i] = (uint16_t)node->index;
-  if (reply != NULL && (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
-                        r->cmd == REDLOCK__CMD_MAXTTL_SET)) {
-    /* Every answer updates what we know, even a late one. */
-    redlock__classify(r->cmd, reply, &v);
-    if (v.vote == REDLOCK_VOTE_YES)
-      redlock__guard_record(&r->client->guard, node->index, v.value);
-    else if (v.error == REDLOCK_ESERVER)
-      redlock__guard_record_failed(&r->client->guard, node->index);
-  }
+  learn_record(r, node->index, reply);
   if (r->lock == NULL) {
     if (r->refs == 0)
       round_put(r);   /* detached: the last late reply */
