@@ -138,18 +138,18 @@ class Result(ctypes.Structure):
     ]
 
 
+# The counters a master's stats and a node's share, in the header's order
+# (laid out inline in both structs, not as a nested one).
+_NODE_COUNTERS = [("up", c_int)] + [
+    (name, c_uint64)
+    for name in ("commands", "replies", "server_errors", "timeouts",
+                 "conn_failures", "connects", "guard_refusals",
+                 "latency_sum_us")
+]
+
+
 class MasterStats(ctypes.Structure):
-    _fields_ = [
-        ("server", c_char_p),
-        ("up", c_int),
-        ("commands", c_uint64),
-        ("replies", c_uint64),
-        ("server_errors", c_uint64),
-        ("timeouts", c_uint64),
-        ("conn_failures", c_uint64),
-        ("connects", c_uint64),
-        ("guard_refusals", c_uint64),
-        ("latency_sum_us", c_uint64),
+    _fields_ = [("server", c_char_p)] + _NODE_COUNTERS + [
         ("latency_hist", c_uint64 * HIST_BUCKETS),
         ("moved", c_uint64),
         ("asked", c_uint64),
@@ -161,19 +161,7 @@ MAX_NODES = 256
 
 
 class NodeStats(ctypes.Structure):
-    _fields_ = [
-        ("node", c_char_p),
-        ("master", c_uint),
-        ("up", c_int),
-        ("commands", c_uint64),
-        ("replies", c_uint64),
-        ("server_errors", c_uint64),
-        ("timeouts", c_uint64),
-        ("conn_failures", c_uint64),
-        ("connects", c_uint64),
-        ("guard_refusals", c_uint64),
-        ("latency_sum_us", c_uint64),
-    ]
+    _fields_ = [("node", c_char_p), ("master", c_uint)] + _NODE_COUNTERS
 
 
 class Stats(ctypes.Structure):
