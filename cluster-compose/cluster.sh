@@ -162,15 +162,15 @@ rc() { redis-cli -h 127.0.0.1 -p "$1" "${@:2}"; }
 # Waits (bounded, 30 s) until every node of cluster C says the cluster is
 # ok and knows all its nodes.
 cl_wait_ok() {
-  local c=$1 first n t i ok
+  local c=$1 first n t i ok info
   first=$(cl_first "$c"); n=$(cl_size)
   for t in $(seq 1 300); do
     ok=1
     for i in $(seq "$first" $((first + n - 1))); do
-      rc "$(mport "$i")" CLUSTER INFO 2>/dev/null | tr -d '\r' |
-        grep -q '^cluster_state:ok' || { ok=0; break; }
-      [ "$(rc "$(mport "$i")" CLUSTER INFO | tr -d '\r' |
-           sed -n 's/^cluster_known_nodes://p')" = "$n" ] || { ok=0; break; }
+      info=$(rc "$(mport "$i")" CLUSTER INFO 2>/dev/null | tr -d '\r')
+      grep -q '^cluster_state:ok' <<<"$info" || { ok=0; break; }
+      [ "$(sed -n 's/^cluster_known_nodes://p' <<<"$info")" = "$n" ] ||
+        { ok=0; break; }
     done
     [ "$ok" = 1 ] && return 0
     sleep 0.1

@@ -104,6 +104,10 @@ int main(void) {
           (unsigned long long)(first_try - granted_at), refused, guard_said,
           (unsigned long long)(b_ok - granted_at));
   ASSERT_GE(b_ok, valid_until);
+  /* Refused by the guard while the first holder was valid, not by chance
+   * (the promoted replica lacks the key: only the guard stands between). */
+  if (first_try < valid_until)
+    ASSERT_GT(guard_said, 0);
   snprintf(want, sizeof(want), "127.0.0.1:%d", data[1].port);
   ASSERT_STR_EQ(op.nodes[0].node, want);   /* the promoted replica */
   ASSERT_EQ(tu_count_holding(&data[1], 1, key, redlock_lock_token(b)), 1);
