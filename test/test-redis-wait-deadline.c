@@ -27,7 +27,12 @@
  *     deadline). Before the fix, an attempt that started early at the
  *     deadline and ended with a ms left was followed by another: 7 to 11
  *     of 30 such waits had 5 attempts here (CI's ASan pass once saw 6 of
- *     at most 5 in test-redis-takeover, without a shim).
+ *     at most 5 in test-redis-takeover, without a shim). Each wait also
+ *     ends at or after its deadline: without jitter, a wait that ended
+ *     when the next attempt would start after the deadline ends at ~200
+ *     ms every time (a) alone caught that only when the jitter's draws
+ *     put the last attempt's end before the deadline: CI's mutant run
+ *     once saw it pass).
  * All cases run, then they are checked, so one run shows them all. */
 #include <sys/syscall.h>
 #include <time.h>
@@ -138,24 +143,35 @@ int main(void) {
                               .retry_delay_ms = 100, .retry_jitter_ms = -1};
     const char *key_c = "wait-deadline-c";
     char buf[64];
-    unsigned i, most = 0, fewest = 1000, over = 0;
+    unsigned i, most = 0, fewest = 1000, over = 0, early = 0;
+    uint64_t t0;
+    int64_t shortest = INT64_MAX;
     for (i = 0; i < N; i++)
       ASSERT_EQ(harness_cmdf(&srv[i], buf, sizeof(buf),
                              "SET wait-deadline-c forever"), 0);
     redlock_lock_t *c_lock;
     ASSERT_EQ(redlock_lock_new(ca, key_c, strlen(key_c), &c_lock), 0);
     for (i = 0; i < 20; i++) {
+      t0 = harness_now_ms();
       ASSERT_EQ(tu_acquire(&loop, c_lock, 10000, &o, &op),
                 REDLOCK_ETIMEDOUT);
+      /* Never before the deadline: without jitter the attempts start at
+       * 0, 100 and 200 ms, and a wait that ended when the next one would
+       * start after the deadline ended at ~200 ms. */
+      if ((int64_t)(op.cb_ms - t0) < shortest)
+        shortest = (int64_t)(op.cb_ms - t0);
+      early += op.cb_ms - t0 < 300;
       most = op.attempts > most ? op.attempts : most;
       fewest = op.attempts < fewest ? op.attempts : fewest;
       over += op.attempts > 4;
     }
     fprintf(stderr, "c) 20 waits of 300 ms, retry delay 100 ms, loop clock "
-            "ticking every 4 ms: %u to %u attempts, %u waits over 4\n", fewest,
-            most, over);
+            "ticking every 4 ms: %u to %u attempts, %u waits over 4, the "
+            "shortest %" PRId64 " ms (%u before 300 ms)\n", fewest, most,
+            over, shortest, early);
     ASSERT_EQ(redlock_lock_free(c_lock), 0);
     ASSERT_EQ(over, 0);
+    ASSERT_EQ(early, 0);
     ASSERT_GE(fewest, 2);
   }
 
