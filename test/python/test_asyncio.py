@@ -82,27 +82,43 @@ def test_async_errors_and_client(masters):
 def test_cancelled_waiter_leaves_nothing(masters, client_of):
     """A task waiting for a lock is cancelled (asyncio.wait_for). Its
     acquisition goes on in the background until the holder releases; what
-    it then gets is released at once: another client takes the lock."""
+    it then gets is released at once: another client takes the lock.
+
+    The order is waited for, not assumed: the third client asks only once
+    the cancelled task's acquisition was granted (else it could take the
+    key first, and the background grant come after the checks below: CI
+    once read grants=1 releases=0 that way)."""
     c = client_of(masters, retry_delay=0.02)
     other = client_of(masters)
 
     async def main():
         holder = other.lock("async-c", ttl=10).acquire()
+        # The task's lock object stays referenced (as a caller's would):
+        # its release when collected is not what is tested here.
+        lk = c.lock("async-c", ttl=30, wait=20)
         with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(
-                c.lock("async-c", ttl=30, wait=20).aacquire(), 0.3)
+            await asyncio.wait_for(lk.aacquire(), 0.3)
+        assert c.stats().grants == 0
         holder.release()
-        # The background acquisition gets the key, then releases it.
+        # The background acquisition gets the key (ttl 30 s)...
+        end = time.monotonic() + 10
+        while c.stats().grants == 0:
+            assert time.monotonic() < end, "the background acquisition"
+            await asyncio.sleep(0.005)
+        # ... and releases it: another client can take it long before the
+        # 30 s ttl would end.
         third = other.lock("async-c", ttl=5, wait=20)
         await third.aacquire()
         await third.arelease()
-        return True
+        return lk
 
-    assert asyncio.run(main())
-    # And the cancelled task's lock is not left held by client c.
+    lk = asyncio.run(main())
+    assert not lk.held
+    # The cancelled task's grant was released by client c itself.
+    wait_for(lambda: c.stats().releases == 1, 10, "client c's release")
+    assert c.stats().grants == 1
     wait_for(lambda: all(m.cmd("EXISTS", "async-c") == 0 for m in masters),
              10, "nothing left on the masters")
-    assert c.stats().grants == c.stats().releases
 
 
 def test_wait_timeout_in_async(masters, client_of):
