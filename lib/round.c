@@ -381,6 +381,15 @@ static void on_clock_read(redlock__guard_waiter *w) {
 static void round_submit(redlock__round *r, unsigned i, int eval);
 static void part_submit(redlock__round *r, unsigned i, unsigned k, int eval);
 
+/* Commands over a lock's several keys: on a cluster master, split into
+ * one part per slot. */
+static int multi_keys(redlock__cmd cmd) {
+  return cmd == REDLOCK__CMD_MULTI_ACQUIRE ||
+         cmd == REDLOCK__CMD_MULTI_RELEASE ||
+         cmd == REDLOCK__CMD_MULTI_EXTEND || cmd == REDLOCK__CMD_MULTI_PTTL ||
+         cmd == REDLOCK__CMD_FORCE_RELEASE;
+}
+
 /* Commands whose parts add up (a release deletes what it finds where it
  * finds it) or whose value is the largest part's; the others need every
  * part to say yes (an acquisition, an extension, the records). */
@@ -682,6 +691,7 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
   size_t lens[REDLOCK__ARGV_MAX];
   char nums[3][24];
   redlock__argv_sub sub;
+  groups g;
   redlock__node *n;
   redlock__req *req;
   int argc, rc = REDLOCK_ENOMEM;
@@ -692,21 +702,16 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
     sub.rec = n->rec_maxttl;
     sub.rec_len = n->rec_maxttl_len;
   } else {
-    groups g;
     group_keys(l, r->cmd, &g);
     sub.names = &g.names[g.first[k]];
     sub.name_lens = &g.lens[g.first[k]];
     sub.n_names = g.first[k + 1] - g.first[k];
     n = redlock__cluster_route(cl, g.slot[g.first[k]]);
-    argc = redlock__lock_argv_sub(l, r->cmd, r->ttl_ms,
-                                  eval ? REDLOCK__ARGV_EVAL : 0u, &sub, argv,
-                                  lens, nums);
-    goto send;
   }
+  /* sub points into g: encoded while g lives. */
   argc = redlock__lock_argv_sub(l, r->cmd, r->ttl_ms,
                                 eval ? REDLOCK__ARGV_EVAL : 0u, &sub, argv,
                                 lens, nums);
-send:
   part_of(r, i, k)->node = (uint16_t)n->index;
   req = redlock__node_req(n);
   if (req != NULL) {
@@ -756,9 +761,7 @@ static unsigned cluster_parts(redlock__round *r, unsigned i, int fill) {
       }
     return np;
   }
-  if (cmd == REDLOCK__CMD_MULTI_ACQUIRE || cmd == REDLOCK__CMD_MULTI_RELEASE ||
-      cmd == REDLOCK__CMD_MULTI_EXTEND || cmd == REDLOCK__CMD_MULTI_PTTL ||
-      cmd == REDLOCK__CMD_FORCE_RELEASE) {
+  if (multi_keys(cmd)) {
     groups g;
     np = group_keys(r->lock, cmd, &g);
     return np > 1 ? np : 0;
@@ -889,16 +892,13 @@ void redlock__round_cluster_send(redlock_lock_t *l, unsigned i,
   groups g;
   unsigned k, np = 1;
   memset(&sub, 0, sizeof(sub));
-  if (cmd == REDLOCK__CMD_MULTI_RELEASE || cmd == REDLOCK__CMD_MULTI_EXTEND ||
-      cmd == REDLOCK__CMD_MULTI_ACQUIRE || cmd == REDLOCK__CMD_FORCE_RELEASE)
+  if (multi_keys(cmd))
     np = group_keys(l, cmd, &g);
   for (k = 0; k < np; k++) {
     redlock__node *n;
     redlock__req *req;
     int argc;
-    if (np > 1 || cmd == REDLOCK__CMD_MULTI_RELEASE ||
-        cmd == REDLOCK__CMD_MULTI_EXTEND || cmd == REDLOCK__CMD_MULTI_ACQUIRE ||
-        cmd == REDLOCK__CMD_FORCE_RELEASE) {
+    if (multi_keys(cmd)) {
       sub.names = &g.names[g.first[k]];
       sub.name_lens = &g.lens[g.first[k]];
       sub.n_names = g.first[k + 1] - g.first[k];
