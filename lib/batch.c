@@ -200,23 +200,17 @@ static void judge_all(redlock__batch *b, redlock__ns now) {
   batch_maybe_put(b);
 }
 
-/* Master i failed for the whole batch. */
-static void node_failed(redlock__batch *b, unsigned i, int error) {
-  unsigned j;
+/* Master i failed for the entries of its command: on a cluster master,
+ * order[at + k] for k < len (one command per slot); else entry k. */
+static void entries_failed(redlock__batch *b, unsigned i, int cl, unsigned at,
+                           unsigned len, int error) {
+  unsigned k, j;
   b->errs[i] = (uint16_t)error;
-  for (j = 0; j < b->n; j++)
+  for (k = 0; k < len; k++) {
+    j = cl ? b->order[at + k] : k;
     if (b->lock[j] != NULL)
       count(b, j, i, REDLOCK_VOTE_ERR);
-}
-
-/* Entry order[at + k] of a slot's command, k < len. */
-static void group_failed(redlock__batch *b, unsigned i, unsigned at,
-                         unsigned len, int error) {
-  unsigned k;
-  b->errs[i] = (uint16_t)error;
-  for (k = 0; k < len; k++)
-    if (b->lock[b->order[at + k]] != NULL)
-      count(b, b->order[at + k], i, REDLOCK_VOTE_ERR);
+  }
 }
 
 static void on_batch_reply(redlock__req *req, const redlock__reply *r,
@@ -237,22 +231,13 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
   }
   b->lat_us[i] = (uint32_t)((now - req->sent_ns) / REDLOCK__NS_PER_US);
   if (r == NULL) {
-    if (cl)
-      group_failed(b, i, at, len, error);
-    else
-      node_failed(b, i, error);
+    entries_failed(b, i, cl, at, len, error);
   } else if (r->type == REDLOCK__R_ERROR) {
     if (strncmp(r->str, "NOSCRIPT", 8) == 0)
       c->batch_eval |= (uint64_t)1 << i;   /* next batch: EVAL there */
-    if (cl)
-      group_failed(b, i, at, len, REDLOCK_ESERVER);
-    else
-      node_failed(b, i, REDLOCK_ESERVER);
+    entries_failed(b, i, cl, at, len, REDLOCK_ESERVER);
   } else if (r->type != REDLOCK__R_ARRAY || r->elements != len) {
-    if (cl)
-      group_failed(b, i, at, len, REDLOCK_EPROTO);
-    else
-      node_failed(b, i, REDLOCK_EPROTO);
+    entries_failed(b, i, cl, at, len, REDLOCK_EPROTO);
   } else {
     for (k = 0; k < len; k++) {
       const redlock__reply *e = r->element[k];
@@ -349,7 +334,8 @@ static void cluster_send(redlock__batch *b, unsigned i, int eval,
       b->refs++;
       sent++;
     } else {
-      group_failed(b, i, at, len, rc == REDLOCK_ENOMEM ? rc : REDLOCK_EIO);
+      entries_failed(b, i, 1, at, len,
+                     rc == REDLOCK_ENOMEM ? rc : REDLOCK_EIO);
     }
     at += len;
   }
@@ -439,7 +425,8 @@ static void batch_send(redlock__batch *b) {
       b->refs++;
       c->batch_eval &= ~((uint64_t)1 << i);   /* EVAL cached it again */
     } else {
-      node_failed(b, i, rc == REDLOCK_ENOMEM ? rc : REDLOCK_EIO);
+      entries_failed(b, i, 0, 0, b->n,
+                     rc == REDLOCK_ENOMEM ? rc : REDLOCK_EIO);
     }
   }
   judge_all(b, redlock__now_ns());   /* every master may have failed */
