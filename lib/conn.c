@@ -18,6 +18,7 @@
  * Re-entrancy: every callback may close the connection (and even open it
  * again). After each callback we compare the generation counter and stop
  * touching the connection if it changed. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -387,6 +388,37 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     else if (c->state == REDLOCK__CONN_OPEN)
       conn_write(c);
   }
+}
+
+/* ---- addresses ----------------------------------------------------------- */
+
+int redlock__addr_literal(struct sockaddr_storage *sa, const char *host,
+                          int port) {
+  struct sockaddr_in *in4 = (struct sockaddr_in *)sa;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)sa;
+  memset(sa, 0, sizeof(*sa));
+  if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+    in4->sin_family = AF_INET;
+    in4->sin_port = htons((uint16_t)port);
+    return 1;
+  }
+  if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons((uint16_t)port);
+    return 1;
+  }
+  return 0;
+}
+
+void redlock__addr_resolved(struct sockaddr_storage *sa,
+                            const struct addrinfo *ai, int port) {
+  memset(sa, 0, sizeof(*sa));
+  memcpy(sa, ai->ai_addr,
+         ai->ai_addrlen < sizeof(*sa) ? ai->ai_addrlen : sizeof(*sa));
+  if (ai->ai_family == AF_INET6)
+    ((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)port);
+  else
+    ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
 }
 
 void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,

@@ -16,6 +16,7 @@
 #ifndef REDLOCK_CONN_H
 #define REDLOCK_CONN_H
 
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <uv.h>
@@ -89,6 +90,14 @@ struct redlock__conn {
 void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
                         redlock__flusher *fl, const redlock__conn_cbs *cbs,
                         void *data);
+/* *sa from host, an IP literal, and port: 1; 0 when host is a name (to
+ * resolve) and not a literal. */
+int redlock__addr_literal(struct sockaddr_storage *sa, const char *host,
+                          int port);
+/* *sa from a resolved address (getaddrinfo's: no port) and port. */
+void redlock__addr_resolved(struct sockaddr_storage *sa,
+                            const struct addrinfo *ai, int port);
+
 /* Starts connecting to `sa` (TCP), or to the unix socket `path` when sa is
  * NULL; with `tls`, a TLS session to `host` on top (its handshake is part
  * of connecting). 0: `connected` or `failed` follows, never from inside

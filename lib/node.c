@@ -54,7 +54,6 @@
  *     costs nothing to either side, so it is retried after
  *     reconnect_min_ms (jittered down to half) without growing; timeouts
  *     and other failures back off exponentially (invariant 4). */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1595,38 +1594,13 @@ static void on_resolved(uv_getaddrinfo_t *req, int status,
     node_teardown(n, n->closing ? REDLOCK_ECANCELED : REDLOCK_EIO, why, 1);
     return;
   }
-  memset(&n->addr, 0, sizeof(n->addr));
-  memcpy(&n->addr, res->ai_addr,
-         res->ai_addrlen < sizeof(n->addr) ? res->ai_addrlen
-                                           : sizeof(n->addr));
-  if (res->ai_family == AF_INET6)
-    ((struct sockaddr_in6 *)&n->addr)->sin6_port =
-        htons((uint16_t)n->uri.port);
-  else
-    ((struct sockaddr_in *)&n->addr)->sin_port = htons((uint16_t)n->uri.port);
+  redlock__addr_resolved(&n->addr, res, n->uri.port);
   uv_freeaddrinfo(res);
   if (n->closing) {
     node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
     return;
   }
   node_connect(n);
-}
-
-static int parse_ip_literal(redlock__node *n) {
-  struct sockaddr_in *in4 = (struct sockaddr_in *)&n->addr;
-  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&n->addr;
-  memset(&n->addr, 0, sizeof(n->addr));
-  if (inet_pton(AF_INET, n->uri.host, &in4->sin_addr) == 1) {
-    in4->sin_family = AF_INET;
-    in4->sin_port = htons((uint16_t)n->uri.port);
-    return 1;
-  }
-  if (inet_pton(AF_INET6, n->uri.host, &in6->sin6_addr) == 1) {
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons((uint16_t)n->uri.port);
-    return 1;
-  }
-  return 0;
 }
 
 void redlock__node_start(redlock__node *n) {
@@ -1636,7 +1610,8 @@ void redlock__node_start(redlock__node *n) {
   if (n->uri.host == NULL && n->uri.path == NULL)
     return;   /* no address yet (a sentinel group's, a cluster's slot) */
   n->last_try_ns = redlock__now_ns();
-  if (n->uri.path != NULL || parse_ip_literal(n)) {
+  if (n->uri.path != NULL ||
+      redlock__addr_literal(&n->addr, n->uri.host, n->uri.port)) {
     node_connect(n);
     return;
   }

@@ -21,7 +21,6 @@
  *   IDLE -> (RESOLVING) -> CONNECTING: [AUTH], get-master-addr, SUBSCRIBE
  *        -> READY (messages) --failure/deadline--> BACKOFF -> next sentinel
  */
-#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,37 +283,17 @@ static void on_s_resolved(uv_getaddrinfo_t *req, int status,
     s_fail(s, "cannot resolve sentinel %s", s->host[s->next]);
     return;
   }
-  memset(&s->addr, 0, sizeof(s->addr));
-  memcpy(&s->addr, res->ai_addr,
-         res->ai_addrlen < sizeof(s->addr) ? res->ai_addrlen
-                                           : sizeof(s->addr));
-  if (res->ai_family == AF_INET6)
-    ((struct sockaddr_in6 *)&s->addr)->sin6_port =
-        htons((uint16_t)s->port[s->next]);
-  else
-    ((struct sockaddr_in *)&s->addr)->sin_port =
-        htons((uint16_t)s->port[s->next]);
+  redlock__addr_resolved(&s->addr, res, s->port[s->next]);
   uv_freeaddrinfo(res);
   s_open(s);
 }
 
 static void s_connect(redlock__sentinel *s) {
   const char *h = s->host[s->next];
-  struct sockaddr_in *in4 = (struct sockaddr_in *)&s->addr;
-  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&s->addr;
   struct addrinfo hints;
   if (s->closing || s->state != S_IDLE)
     return;
-  memset(&s->addr, 0, sizeof(s->addr));
-  if (inet_pton(AF_INET, h, &in4->sin_addr) == 1) {
-    in4->sin_family = AF_INET;
-    in4->sin_port = htons((uint16_t)s->port[s->next]);
-    s_open(s);
-    return;
-  }
-  if (inet_pton(AF_INET6, h, &in6->sin6_addr) == 1) {
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons((uint16_t)s->port[s->next]);
+  if (redlock__addr_literal(&s->addr, h, s->port[s->next])) {
     s_open(s);
     return;
   }
