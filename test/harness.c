@@ -1306,6 +1306,48 @@ int harness_spawn_sh(const char *cmd) {
   return harness_spawn("/bin/sh", argv, NULL, NULL);
 }
 
+int harness_count(const char *hay, const char *needle) {
+  size_t len = strlen(needle);
+  int n = 0;
+  if (len == 0)
+    return 0;
+  while ((hay = strstr(hay, needle)) != NULL) {
+    n++;
+    hay += len;
+  }
+  return n;
+}
+
+static int sh_va(uint64_t ms, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static int sh_va(uint64_t ms, const char *fmt, va_list ap) {
+  char cmd[4096];
+  int n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  if (n < 0 || (size_t)n >= sizeof(cmd))
+    TEST_FAIL("harness_sh: a command of %d bytes (at most %zu)", n,
+              sizeof(cmd) - 1);
+  return harness_wait_exit(harness_spawn_sh(cmd), ms);
+}
+
+int harness_sh(const char *fmt, ...) {
+  va_list ap;
+  int rc;
+  va_start(ap, fmt);
+  rc = sh_va(20000, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int harness_sh_within(uint64_t ms, const char *fmt, ...) {
+  va_list ap;
+  int rc;
+  va_start(ap, fmt);
+  rc = sh_va(ms, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
 int harness_wait_exit(int pid, uint64_t timeout_ms) {
   uint64_t end = harness_now_ms() + timeout_ms;
   int st;

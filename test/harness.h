@@ -259,6 +259,12 @@ int harness_wait_for(int (*cond)(void *arg), void *arg, uint64_t timeout_ms);
 
 /* `/bin/sh -c cmd` in the background (inherits stdio); aborts on failure. */
 int harness_spawn_sh(const char *cmd);
+/* Runs `/bin/sh -c` on the formatted command and returns its exit status
+ * (harness_wait_exit's), waiting at most 20 s (_within: ms). A command
+ * longer than 4 KiB fails the test. */
+int harness_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int harness_sh_within(uint64_t ms, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* exe with argv (argv[0] as given), stdout and stderr to files (truncated;
  * NULL: inherited), SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGPIPE at their default
  * and no signal blocked, whatever this process does with them. */
@@ -268,6 +274,8 @@ int harness_spawn(const char *exe, char *const *argv, const char *out,
  * timeout_ms (bounded polling); on timeout its whole process group is
  * killed with SIGKILL and -1 is returned. */
 int harness_wait_exit(int pid, uint64_t timeout_ms);
+/* How many times needle occurs in hay (not overlapping). */
+int harness_count(const char *hay, const char *needle);
 /* The file's content (NUL-terminated, cut at len - 1); "" if unreadable. */
 void harness_read_file(const char *path, char *buf, size_t len);
 

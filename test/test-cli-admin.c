@@ -21,16 +21,7 @@
 static const char *cli;
 static char tmpdir[200];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...) {
-  char cmd[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
-}
+#define sh harness_sh
 
 static void first_line(const char *path, char *buf, size_t len) {
   harness_read_file(path, buf, len);

@@ -13,26 +13,7 @@
 
 static const char *cli;
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...) {
-  char cmd[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return harness_wait_exit(harness_spawn_sh(cmd), 30000);
-}
-
-static int count_lines(const char *text, const char *needle) {
-  int k = 0;
-  const char *p = text;
-  while ((p = strstr(p, needle)) != NULL) {
-    k++;
-    p += strlen(needle);
-  }
-  return k;
-}
+#define sh(...) harness_sh_within(30000, __VA_ARGS__)
 
 int main(int argc, char **argv) {
   harness_server cl[P], plain[2];
@@ -73,7 +54,7 @@ int main(int argc, char **argv) {
   /* guard: the master, then one row per primary. */
   ASSERT_EQ(sh("%s guard > %s 2> %s", cli, out, err), 0);
   harness_read_file(out, buf, sizeof(buf));
-  if (count_lines(buf, "\n  127.0.0.1:") != P)
+  if (harness_count(buf, "\n  127.0.0.1:") != P)
     TEST_FAIL("guard does not list the %d primaries:\n%s", P, buf);
   /* A job refused while held, and run once released. */
   rc = sh("%s run -n job-7 -- true > %s 2> %s", cli, out, err);

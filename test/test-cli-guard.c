@@ -35,29 +35,10 @@ static const char *cli;
 static char tmpdir[200];
 static char out[300], err[300];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...) {
-  char cmd[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
-}
+#define sh harness_sh
 
 static void slurp(const char *path, char *buf, size_t len) {
   harness_read_file(path, buf, len);
-}
-
-static int count_of(const char *hay, const char *needle) {
-  int n = 0;
-  const char *p = hay;
-  while ((p = strstr(p, needle)) != NULL) {
-    n++;
-    p += strlen(needle);
-  }
-  return n;
 }
 
 static int granted_1s(void *arg) {
@@ -114,19 +95,19 @@ int main(int argc, char **argv) {
   ASSERT_EQ(sh("%s guard > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
   fprintf(stderr, "b) redlock guard:\n%s", buf);
-  ASSERT_EQ(count_of(buf, " 7200000 "), N);
-  ASSERT_EQ(count_of(buf, ": restart guard: instance first seen"), N);
+  ASSERT_EQ(harness_count(buf, " 7200000 "), N);
+  ASSERT_EQ(harness_count(buf, ": restart guard: instance first seen"), N);
   ASSERT_EQ(sh("%s --json guard > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
-  ASSERT_EQ(count_of(buf, "\"ttl_record_ms\":7200000"), N);
-  ASSERT_EQ(count_of(buf, "\"counts\":false"), N);
+  ASSERT_EQ(harness_count(buf, "\"ttl_record_ms\":7200000"), N);
+  ASSERT_EQ(harness_count(buf, "\"counts\":false"), N);
   /* status shows it too: a master inside its window is reachable, and
    * its counts column says when its vote counts (issue 21, item 13). */
   ASSERT_EQ(sh("%s status b-key > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
   fprintf(stderr, "b) redlock status:\n%s", buf);
-  ASSERT_EQ(count_of(buf, " yes       "), N);   /* reachable */
-  ASSERT_EQ(count_of(buf, " -2 in 7"), N);     /* counts in ~7200 s */
+  ASSERT_EQ(harness_count(buf, " yes       "), N);   /* reachable */
+  ASSERT_EQ(harness_count(buf, " -2 in 7"), N);     /* counts in ~7200 s */
 
   /* c) the operator lowers the record; the masters count again 1 s after
    * they were first seen, and a 1 s lock is granted. */
@@ -144,7 +125,7 @@ int main(int argc, char **argv) {
   ASSERT_EQ(sh("%s guard > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
   ASSERT_NULL(strstr(buf, "guard: "));
-  ASSERT_EQ(count_of(buf, " yes   "), N);   /* the counts column */
+  ASSERT_EQ(harness_count(buf, " yes   "), N);   /* the counts column */
 
   /* e) one instance under two names. */
   snprintf(dup, sizeof(dup), "%s,localhost:%d,%s", harness_addr(&srv[0]),
@@ -155,7 +136,7 @@ int main(int argc, char **argv) {
   slurp(err, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "redlock: warning: "));
   ASSERT_NOT_NULL(strstr(buf, "same Redis instance"));
-  ASSERT_EQ(count_of(buf, "same Redis instance"), 1);   /* once */
+  ASSERT_EQ(harness_count(buf, "same Redis instance"), 1);   /* once */
   ASSERT_EQ(sh("%s -q --servers %s stats > /dev/null 2> %s", cli, dup, err),
             0);
   slurp(err, buf, sizeof(buf));
@@ -170,15 +151,15 @@ int main(int argc, char **argv) {
   ASSERT_EQ(sh("%s --durable guard > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
   fprintf(stderr, "f) redlock --durable guard:\n%s", buf);
-  ASSERT_EQ(count_of(buf, " yes     no  "), N);   /* declared, reports */
-  ASSERT_EQ(count_of(buf, "is declared durable but reports appendonly no"),
+  ASSERT_EQ(harness_count(buf, " yes     no  "), N);   /* declared, reports */
+  ASSERT_EQ(harness_count(buf, "is declared durable but reports appendonly no"),
             N);
   ASSERT_EQ(sh("%s --durable status f-key > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
-  ASSERT_EQ(count_of(buf, " broken "), N);   /* declared, not durable */
+  ASSERT_EQ(harness_count(buf, " broken "), N);   /* declared, not durable */
   ASSERT_EQ(sh("%s status f-key > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
-  ASSERT_EQ(count_of(buf, " broken "), 0);
+  ASSERT_EQ(harness_count(buf, " broken "), 0);
   /* A name used by a read-write lock: status says so. */
   ASSERT_EQ(sh("%s --restart-guard off acquire --write --ttl 30s rw-name "
                "> /dev/null", cli), 0);
@@ -188,10 +169,10 @@ int main(int argc, char **argv) {
                               "3 of 3 masters"));
   ASSERT_EQ(sh("REDLOCK_DURABLE=yes %s --json guard > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
-  ASSERT_EQ(count_of(buf, "\"declared_durable\":true"), N);
+  ASSERT_EQ(harness_count(buf, "\"declared_durable\":true"), N);
   ASSERT_EQ(sh("REDLOCK_DURABLE=0 %s --json guard > %s", cli, out), 0);
   slurp(out, buf, sizeof(buf));
-  ASSERT_EQ(count_of(buf, "\"declared_durable\":false"), N);
+  ASSERT_EQ(harness_count(buf, "\"declared_durable\":false"), N);
 
   /* d) master 3's wall clock steps 3 s forward: a new client's status
    * names it and the cause, and guard says it does not count. */

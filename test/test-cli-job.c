@@ -31,16 +31,7 @@ static void path_of(char *buf, size_t len, const char *name) {
   snprintf(buf, len, "%s/%s", tmpdir, name);
 }
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...) {
-  char cmd[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
-}
+#define sh harness_sh
 
 /* The pid written in path (waits for it, bounded). */
 static pid_t read_pid(const char *path) {

@@ -90,30 +90,12 @@ static void wait_file(const char *path, uint64_t timeout_ms,
 }
 
 /* Runs a shell command line; its exit status (bounded, 20 s). */
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...) {
-  char cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
-}
+#define sh harness_sh
 
 /* The CLI with argv (argv[0] replaced), stdout/stderr to files. */
 static pid_t spawn_cli(char **argv, const char *out, const char *err) {
   argv[0] = (char *)cli;
   return (pid_t)harness_spawn(cli, argv, out, err);
-}
-
-static int count(const char *hay, const char *needle) {
-  int n = 0;
-  while ((hay = strstr(hay, needle)) != NULL) {
-    n++;
-    hay += strlen(needle);
-  }
-  return n;
 }
 
 static int keys_left(harness_server *srv) {
@@ -189,7 +171,7 @@ static void case_usage(harness_server *srv, const char *servers) {
     long long fence;
     ASSERT_EQ(sh("%s acquire --fence ux-f > %s", cli, out), 0);
     harness_read_file(out, buf, sizeof(buf));
-    ASSERT_EQ(count(buf, "\n"), 2);
+    ASSERT_EQ(harness_count(buf, "\n"), 2);
     nl = strchr(buf, '\n');
     *nl = '\0';
     ASSERT_EQ(harness_get(&srv[0], "ux-f", val, sizeof(val)), 1);
@@ -354,7 +336,7 @@ static void case_ctrl_c(const char *self) {
     ASSERT_EQ(write(master, "\003", 1), 1);
     for (;;) {
       harness_read_file(logp, buf, sizeof(buf));
-      if (count(buf, "INT ") >= i + 1)
+      if (harness_count(buf, "INT ") >= i + 1)
         break;
       if (harness_now_ms() > end)
         TEST_FAIL("4) Ctrl-C %d never reached the child", i + 1);
@@ -371,11 +353,11 @@ static void case_ctrl_c(const char *self) {
     {
       char mine[64];
       snprintf(mine, sizeof(mine), "pid=%ld\n", (long)pid);
-      if (strstr(buf, mine) != NULL || count(buf, "INT ") != presses)
+      if (strstr(buf, mine) != NULL || harness_count(buf, "INT ") != presses)
         TEST_FAIL("4) Ctrl-C reached the child %d times for %d presses "
                   "(copies from redlock: %s): it forwarded what the "
-                  "terminal had already sent", count(buf, "INT "), presses,
-                  strstr(buf, mine) ? "yes" : "no");
+                  "terminal had already sent", harness_count(buf, "INT "),
+                  presses, strstr(buf, mine) ? "yes" : "no");
     }
     ASSERT_EQ(st, 0);
   }

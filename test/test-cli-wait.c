@@ -28,26 +28,7 @@ static const char *cli;
 static char tmpdir[200];
 static char err[300];
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int sh(const char *fmt, ...) {
-  char cmd[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
-  va_end(ap);
-  return harness_wait_exit(harness_spawn_sh(cmd), 20000);
-}
-
-static int count_of(const char *hay, const char *needle) {
-  int n = 0;
-  const char *p = hay;
-  while ((p = strstr(p, needle)) != NULL) {
-    n++;
-    p += strlen(needle);
-  }
-  return n;
-}
+#define sh harness_sh
 
 int main(int argc, char **argv) {
   harness_server srv[N];
@@ -83,8 +64,8 @@ int main(int argc, char **argv) {
   fprintf(stderr, "b) SELECT 99:\n%s", buf);
   /* (Named once each; those that answered before the decision: two
    * refusals already leave no quorum.) */
-  ASSERT_GE(count_of(buf, "refused by the configuration (SELECT 99"), 2);
-  ASSERT_LE(count_of(buf, "refused by the configuration (SELECT 99"), N);
+  ASSERT_GE(harness_count(buf, "refused by the configuration (SELECT 99"), 2);
+  ASSERT_LE(harness_count(buf, "refused by the configuration (SELECT 99"), N);
   ASSERT_NE(access(ran, F_OK), 0);
 
   /* c) refused connections: 69 after --connect-timeout (run), at once
@@ -98,7 +79,7 @@ int main(int argc, char **argv) {
   harness_read_file(err, buf, sizeof(buf));
   fprintf(stderr, "c) two of three refused (%llu ms):\n%s",
           (unsigned long long)took, buf);
-  ASSERT_EQ(count_of(buf, "unavailable (connect: Connection refused)"), 2);
+  ASSERT_EQ(harness_count(buf, "unavailable (connect: Connection refused)"), 2);
   ASSERT_GE(took, 500);
   ASSERT_LT(took, (uint64_t)harness_bound_ms(3000));
   ASSERT_NE(access(ran, F_OK), 0);
@@ -114,13 +95,13 @@ int main(int argc, char **argv) {
   ASSERT_GE(took, 2000);   /* the wait is kept to the ms (item 2) */
   harness_read_file(err, buf, sizeof(buf));
   fprintf(stderr, "d) held:\n%s", buf);
-  ASSERT_EQ(count_of(buf, "redlock: waiting for held: held by another "
+  ASSERT_EQ(harness_count(buf, "redlock: waiting for held: held by another "
                           "owner on "), 1);
   ASSERT_NE(access(ran, F_OK), 0);
   ASSERT_EQ(sh("%s -q run --wait 1500ms held -- touch %s 2> %s", cli, ran,
                err), 75);
   harness_read_file(err, buf, sizeof(buf));
-  ASSERT_EQ(count_of(buf, "waiting for"), 0);
+  ASSERT_EQ(harness_count(buf, "waiting for"), 0);
 
   /* e) flock(1)'s options and strict values (items 8 and 9). */
   t0 = harness_now_ms();
@@ -174,11 +155,11 @@ int main(int argc, char **argv) {
   harness_read_file(err, buf, sizeof(buf));
   fprintf(stderr, "a) wrong password (%llu ms):\n%s",
           (unsigned long long)took, buf);
-  ASSERT_GE(count_of(buf, "authentication failed"), 2);
-  ASSERT_EQ(count_of(buf, "authentication failed"),
-            count_of(buf, "check --password-file"));
+  ASSERT_GE(harness_count(buf, "authentication failed"), 2);
+  ASSERT_EQ(harness_count(buf, "authentication failed"),
+            harness_count(buf, "check --password-file"));
   for (i = 0; i < N; i++)
-    ASSERT_LE(count_of(buf, harness_addr(&srv[i])), 1);
+    ASSERT_LE(harness_count(buf, harness_addr(&srv[i])), 1);
   ASSERT_NE(access(ran, F_OK), 0);   /* the command did not run */
   ASSERT_LT(took, (uint64_t)harness_bound_ms(3000));
 
