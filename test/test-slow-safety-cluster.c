@@ -31,10 +31,7 @@
 #define MAX_GRANTS 200000
 #define TTL_MS 1000
 
-typedef struct grant {
-  uint64_t from, to;
-  int client;
-} grant;
+typedef tu_grant grant;
 
 typedef struct worker {
   int id;
@@ -232,12 +229,6 @@ static void on_stop(uv_timer_t *t) {
     harness_resume(&cl(f_cluster)[f_primary]);
 }
 
-static int cmp_grant(const void *a, const void *b) {
-  const grant *x = a;
-  const grant *y = b;
-  return x->from < y->from ? -1 : x->from > y->from;
-}
-
 static void on_closed(redlock_client_t *c, void *arg) {
   (void)c;
   (*(int *)arg)--;
@@ -250,8 +241,7 @@ int main(int argc, char **argv) {
   static char addr_buf[MAX_N][64];
   uv_timer_t stop_timer;
   unsigned long overlaps = 0;
-  uint64_t max_to = 0;
-  int max_client = -1, open_clients = CLIENTS, i, k;
+  int open_clients = CLIENTS, i, k;
   char buf[64];
   if (seconds < 1 || seconds > 3600)
     seconds = 60;
@@ -306,19 +296,7 @@ int main(int argc, char **argv) {
   harness_loop_close(&loop, 10000);
   ASSERT_EQ(open_clients, 0);
 
-  qsort(grants, (size_t)n_grants, sizeof(*grants), cmp_grant);
-  for (i = 0; i < n_grants; i++) {
-    if (grants[i].from < max_to && grants[i].client != max_client) {
-      overlaps++;
-      fprintf(stderr, "OVERLAP: client %d from %llu, client %d until %llu\n",
-              grants[i].client, (unsigned long long)grants[i].from,
-              max_client, (unsigned long long)max_to);
-    }
-    if (grants[i].to > max_to) {
-      max_to = grants[i].to;
-      max_client = grants[i].client;
-    }
-  }
+  overlaps = tu_overlaps(grants, n_grants);
   printf("safety (Redis Cluster masters): %d s, %d clients, N=%d clusters of "
          "2 primaries + 2 replicas: grants %d, overlaps %lu, attempts %lu, "
          "%.1f acquisitions/s; faults: %lu hangs, %lu lossy failovers\n",

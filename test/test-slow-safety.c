@@ -56,10 +56,7 @@
 #define MAX_GRANTS 200000
 #define TTL_MS 1000
 
-typedef struct grant {
-  uint64_t from, to;   /* ns */
-  int client;
-} grant;
+typedef tu_grant grant;
 
 typedef struct worker {
   int id;
@@ -411,12 +408,6 @@ static void on_stop(uv_timer_t *t) {
   }
 }
 
-static int cmp_grant(const void *a, const void *b) {
-  const grant *x = a;
-  const grant *y = b;
-  return x->from < y->from ? -1 : x->from > y->from;
-}
-
 static void on_closed(redlock_client_t *c, void *arg) {
   (void)c;
   (*(int *)arg)--;
@@ -429,8 +420,6 @@ int main(int argc, char **argv) {
   int seconds = env != NULL ? atoi(env) : 60;
   uv_timer_t stop_timer;
   unsigned long overlaps = 0;
-  uint64_t max_to = 0;
-  int max_client = -1;
   int open_clients = CLIENTS;
   static char tls_addrs[N][64];
   int tls;
@@ -512,19 +501,7 @@ int main(int argc, char **argv) {
   harness_loop_close(&loop, 10000);
   ASSERT_EQ(open_clients, 0);
 
-  qsort(grants, (size_t)n_grants, sizeof(*grants), cmp_grant);
-  for (i = 0; i < n_grants; i++) {
-    if (grants[i].from < max_to && grants[i].client != max_client) {
-      overlaps++;
-      fprintf(stderr, "OVERLAP: client %d from %llu, client %d until %llu\n",
-              grants[i].client, (unsigned long long)grants[i].from,
-              max_client, (unsigned long long)max_to);
-    }
-    if (grants[i].to > max_to) {
-      max_to = grants[i].to;
-      max_client = grants[i].client;
-    }
-  }
+  overlaps = tu_overlaps(grants, n_grants);
   printf("safety%s%s: %d s, %d clients, N=%d: grants %d, overlaps %lu, "
          "attempts %lu, availability %.1f%% (%lu of %lu attempts on a free "
          "lock), %.1f acquisitions/s; faults: %lu hangs, %lu crash-restarts,"

@@ -303,3 +303,29 @@ void tu_wait_subscribed(uv_loop_t *loop, const harness_server *srv, int n,
     tu_run_for(loop, 2);
   }
 }
+
+static int cmp_grant(const void *a, const void *b) {
+  const tu_grant *x = a;
+  const tu_grant *y = b;
+  return x->from < y->from ? -1 : x->from > y->from;
+}
+
+unsigned long tu_overlaps(tu_grant *g, int n) {
+  unsigned long overlaps = 0;
+  uint64_t max_to = 0;
+  int max_client = -1, i;
+  qsort(g, (size_t)n, sizeof(*g), cmp_grant);
+  for (i = 0; i < n; i++) {
+    if (g[i].from < max_to && g[i].client != max_client) {
+      overlaps++;
+      fprintf(stderr, "OVERLAP: client %d from %llu, client %d until %llu\n",
+              g[i].client, (unsigned long long)g[i].from, max_client,
+              (unsigned long long)max_to);
+    }
+    if (g[i].to > max_to) {
+      max_to = g[i].to;
+      max_client = g[i].client;
+    }
+  }
+  return overlaps;
+}

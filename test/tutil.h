@@ -99,4 +99,14 @@ int64_t tu_evalsha_calls(const harness_server *s);
 int tu_count_holding(const harness_server *srv, int n, const char *key,
                      const char *token);
 
+/* A lock held by client `client` from `from` to `to` (ns, one clock), as
+ * the safety tests record them. */
+typedef struct tu_grant {
+  uint64_t from, to;
+  int client;
+} tu_grant;
+/* Sorts g by start and counts the grants that began while another
+ * client's was still running (each is printed as OVERLAP). */
+unsigned long tu_overlaps(tu_grant *g, int n);
+
 #endif
