@@ -29,7 +29,8 @@ trap '"$cl" down >/dev/null 2>&1 || true' EXIT
 base=7601
 [ -x "$bench" ] || { echo "build first: $bench" >&2; exit 1; }
 if [ ! -d "$here/bench/node/node_modules/ioredis" ]; then
-  (cd "$here/bench/node" && npm install --no-audit --no-fund >/dev/null)
+  (cd "$here/bench/node" && npm install --no-package-lock --no-audit --no-fund \
+     >/dev/null)
 fi
 
 # The command calls of a node (SET, EVALSHA, EVAL, TIME) and its CPU (s).
@@ -60,16 +61,18 @@ for p in 1 2 3; do
   cps=$(echo "$row" | sed -n 's/.*"ops_per_s":\([0-9.]*\).*/\1/p')
   cycles=$(echo "$row" | sed -n 's/.*"ops":\([0-9]*\).*/\1/p')
   echo "$row"
+  declare -A c1
+  for i in $(seq 1 "$nodes"); do   # each node's INFO read once
+    c1[$i]=$(( $(node_calls $((base + i - 1))) - c0[$i] ))
+  done
   for k in 1 2 3; do
     total=0
     for j in $(seq 1 "$p"); do
-      i=$(( (k - 1) * p + j ))
-      c=$(( $(node_calls $((base + i - 1))) - c0[$i] ))
-      total=$((total + c))
+      total=$((total + c1[$(( (k - 1) * p + j ))]))
     done
     for j in $(seq 1 "$p"); do
       i=$(( (k - 1) * p + j ))
-      c=$(( $(node_calls $((base + i - 1))) - c0[$i] ))
+      c=${c1[$i]}
       cpu=$(awk -v a="$(node_cpu $((base + i - 1)))" -v b="${u0[$i]}" \
             'BEGIN { printf "%.3f", a - b }')
       awk -v p="$p" -v k="$k" -v j="$j" -v c="$c" -v t="$total" \
@@ -79,7 +82,7 @@ for p in 1 2 3; do
     done
   done
   log "P=$p: $cps cycles/s at C=128"
-  unset c0 u0
+  unset c0 u0 c1
   "$cl" down 2>/dev/null
 done
 

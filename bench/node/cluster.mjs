@@ -7,6 +7,13 @@
 import Redis from 'ioredis';
 import Redlock from 'redlock';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+
+// The versions npm installed (package.json pins them; this says what ran).
+const versionOf = (name) => JSON.parse(readFileSync(
+  new URL(`./node_modules/${name}/package.json`, import.meta.url))).version;
+const version =
+  `redlock ${versionOf('redlock')}, ioredis Cluster ${versionOf('ioredis')}`;
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) =>
   (v.startsWith('--') ? [...a, [v.slice(2), all[i + 1]]] : a), []));
@@ -45,7 +52,7 @@ function row(scenario, c, samples, opsPerS, errors) {
     impl: 'node-redlock-v5b-cluster', n_servers: seeds.length, scenario,
     concurrency: c, ops: samples.length, p50_us: pct(50), p99_us: pct(99),
     max_us: pct(100), ops_per_s: opsPerS, mean_us: mean, ttl_ms: ttl,
-    version: 'redlock 5.0.0-beta.2, ioredis Cluster 5.9.3', errors,
+    version, errors,
   }));
 }
 
