@@ -110,18 +110,12 @@ unsigned redlock__cluster_used(const redlock__cluster *cl) {
 
 /* ---- reading a topology -------------------------------------------------- */
 
-static int str_is(const redlock__reply *e, const char *s) {
-  return e != NULL && (e->type == REDLOCK__R_STRING ||
-                       e->type == REDLOCK__R_STATUS) &&
-         e->len == strlen(s) && memcmp(e->str, s, e->len) == 0;
-}
-
 static const redlock__reply *field(const redlock__reply *m, const char *name) {
   size_t i;
   if (m == NULL || m->type != REDLOCK__R_ARRAY)
     return NULL;
   for (i = 0; i + 1 < m->elements; i += 2)
-    if (str_is(m->element[i], name))
+    if (redlock__reply_is(m->element[i], name))
       return m->element[i + 1];
   return NULL;
 }
@@ -216,7 +210,7 @@ static int parse_shards(const redlock__reply *r, const redlock__node *from,
       int64_t port = tls && field(nd, "tls-port") != NULL
                          ? int_of(field(nd, "tls-port"))
                          : int_of(field(nd, "port"));
-      if (!str_is(field(nd, "role"), "master"))
+      if (!redlock__reply_is(field(nd, "role"), "master"))
         continue;
       if (tls && field(nd, "tls-port") == NULL)
         return -3;   /* only plain ports: tls-cluster is off */

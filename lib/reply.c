@@ -471,3 +471,9 @@ int redlock__reader_next(redlock__reader *r, const redlock__reply **out,
   r->delivered = 1;
   return 1;
 }
+
+int redlock__reply_is(const redlock__reply *e, const char *s) {
+  return e != NULL &&
+         (e->type == REDLOCK__R_STRING || e->type == REDLOCK__R_STATUS) &&
+         e->len == strlen(s) && memcmp(e->str, s, e->len) == 0;
+}

@@ -61,5 +61,7 @@ int redlock__reader_feed(redlock__reader *r, const char *buf, size_t len);
  * on this reader. After an error the reader is not used again. */
 int redlock__reader_next(redlock__reader *r, const redlock__reply **out,
                          const char **msg);
+/* e is a string or status reply equal to s (false for NULL). */
+int redlock__reply_is(const redlock__reply *e, const char *s);
 
 #endif

@@ -148,11 +148,6 @@ static void on_s_timer(uv_timer_t *t) {
   }
 }
 
-static int str_eq(const redlock__reply *e, const char *v) {
-  return e != NULL && e->type == REDLOCK__R_STRING && e->len == strlen(v) &&
-         memcmp(e->str, v, e->len) == 0;
-}
-
 static void on_s_connected(redlock__conn *c) {
   (void)c;   /* the commands were queued at open */
 }
@@ -192,9 +187,9 @@ static void on_s_reply(redlock__conn *c, const redlock__reply *r) {
   }
   /* ["message", "+switch-master", "NAME oldip oldport newip newport"] */
   if (r->type == REDLOCK__R_ARRAY && r->elements == 3 &&
-      str_eq(r->element[0], "message") &&
-      str_eq(r->element[1], "+switch-master") && r->element[2] != NULL &&
-      r->element[2]->type == REDLOCK__R_STRING) {
+      redlock__reply_is(r->element[0], "message") &&
+      redlock__reply_is(r->element[1], "+switch-master") &&
+      r->element[2] != NULL && r->element[2]->type == REDLOCK__R_STRING) {
     const char *p = r->element[2]->str;
     const char *f[5];
     size_t fl[5];
