@@ -200,8 +200,8 @@ static void print_guard_table(void) {
     nodes = mi.nodes;
     if (!opt.json && strcmp(mi.node, mi.server) != 0)
       printf("%s%s%s\n", mi.server, mi.problem[0] ? ": " : "", mi.problem);
-    for (k = 0; k < nodes; k++)
-      if (k == 0 || redlock_client_node_info(client, i, k, &mi) == 0)
+    for (k = 0; k < nodes; k++)   /* node 0 is the master's own */
+      if (redlock_client_node_info(client, i, k, &mi) == 0)
         guard_row(&mi, rows++ > 0);
   }
   if (opt.json) {
@@ -215,7 +215,7 @@ static void print_guard_table(void) {
     nodes = mi.nodes;
     for (k = 0; k < nodes; k++) {
       char name[300];
-      if (k > 0 && redlock_client_node_info(client, i, k, &mi) != 0)
+      if (redlock_client_node_info(client, i, k, &mi) != 0)
         continue;
       if (strcmp(mi.node, mi.server) != 0)
         snprintf(name, sizeof(name), "%s [%s]", mi.server, mi.node);
