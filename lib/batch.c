@@ -271,8 +271,7 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
 static void sort_by_slot(redlock__batch *b) {
   unsigned j, k;
   for (j = 0; j < b->n; j++) {
-    b->slot[j] = (uint16_t)redlock__key_slot(b->lock[j]->key,
-                                             b->lock[j]->keylen);
+    b->slot[j] = (uint16_t)redlock__lock_key_slot(b->lock[j]);
     b->order[j] = (uint16_t)j;
   }
   for (j = 1; j < b->n; j++) {

@@ -150,6 +150,8 @@ struct redlock_lock_s {
   redlock__kind kind;
   char *key;                    /* prefix + resource (+ ":rw") */
   size_t keylen;
+  uint16_t key_slot1;           /* 1 + the key's Redis Cluster slot, or 0
+                                   until a cluster master needs it */
   char **keys;                  /* all keys; keys[0] == key */
   size_t *keylens;
   unsigned nkeys;
@@ -217,6 +219,14 @@ struct redlock_lock_s {
 };
 
 /* ---- lock.c -------------------------------------------------------------- */
+/* The key's Redis Cluster slot, hashed on first use: rounds to cluster
+ * masters route by it, and a plain master never pays for it. */
+static inline unsigned redlock__lock_key_slot(redlock_lock_t *l) {
+  if (l->key_slot1 == 0)
+    l->key_slot1 = (uint16_t)(redlock__key_slot(l->key, l->keylen) + 1);
+  return l->key_slot1 - 1u;
+}
+
 void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s);
 /* The handle's timer (retry delay, deferred callback), on the client's
  * timer queue: its mode (timer_mode) runs after ms. */

@@ -783,8 +783,7 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
   int rc = REDLOCK_ENOMEM;
   if (c->clusters[i] != NULL) {
     n = redlock__cluster_route(c->clusters[i],
-                               redlock__key_slot(r->lock->key,
-                                                 r->lock->keylen));
+                               redlock__lock_key_slot(r->lock));
     r->vnode[i] = (uint16_t)n->index;
   }
   req = redlock__node_req(n);
@@ -904,7 +903,7 @@ void redlock__round_cluster_send(redlock_lock_t *l, unsigned i,
       sub.n_names = g.first[k + 1] - g.first[k];
       n = redlock__cluster_route(cl, g.slot[g.first[k]]);
     } else {
-      n = redlock__cluster_route(cl, redlock__key_slot(l->key, l->keylen));
+      n = redlock__cluster_route(cl, redlock__lock_key_slot(l));
     }
     argc = redlock__lock_argv_sub(l, cmd, ttl_ms, flags, &sub, argv, lens,
                                   nums);
