@@ -2,7 +2,7 @@
  * auto-extended, release it at the end whatever happens (issue 11, item
  * 10), and the blocking API's rw side enum (item 11).
  *
- *  a) fn runs while the key holds our token on every master, longer than
+ *  a) fn runs while the key holds our token on a majority, longer than
  *     the ttl (the lock is extended meanwhile); its return value comes
  *     back; the key is gone afterwards;
  *  b) the lock is lost while fn runs (the keys deleted on every master):
@@ -22,7 +22,7 @@ static harness_server srv[N];
 
 typedef struct {
   int ran;
-  int saw_token;      /* every master held our token */
+  int saw_token;      /* a majority held our token */
   int lived_ms;       /* how long fn kept the lock */
   int saw_lost;
   int release_rc;
@@ -44,15 +44,19 @@ static int gone_everywhere(void) {
   return 1;
 }
 
-static int token_everywhere(redlock_sync_lock_t *l) {
+/* Our token on a majority. Not on every master: the acquisition returns
+ * at a quorum, and the third master's SET may land after fn starts, or
+ * never when its reply is late (CI once saw it missing at fn's first
+ * look; with that master's writes paused 300 ms it is missing every
+ * time). */
+static int token_on_quorum(redlock_sync_lock_t *l) {
   char tok[80], val[80];
-  int i;
+  int i, n = 0;
   ASSERT_EQ(redlock_sync_token(l, tok, sizeof(tok)), 0);
   for (i = 0; i < N; i++)
-    if (harness_get(&srv[i], "scoped", val, sizeof(val)) != 1 ||
-        strcmp(val, tok) != 0)
-      return 0;
-  return 1;
+    n += harness_get(&srv[i], "scoped", val, sizeof(val)) == 1 &&
+         strcmp(val, tok) == 0;
+  return n >= N / 2 + 1;
 }
 
 /* a): holds the lock for 3 ttls, checking it stays ours. */
@@ -60,9 +64,9 @@ static int work(redlock_sync_lock_t *l, void *arg) {
   scoped_rec *r = arg;
   uint64_t t0 = harness_now_ms();
   r->ran = 1;
-  r->saw_token = token_everywhere(l);
+  r->saw_token = token_on_quorum(l);
   while (harness_now_ms() - t0 < 3 * TTL) {
-    if (redlock_sync_validity_ms(l) <= 0 || !token_everywhere(l))
+    if (redlock_sync_validity_ms(l) <= 0 || !token_on_quorum(l))
       return -1;
     busy_ms(20);
   }
