@@ -1,0 +1,120 @@
+/* The modes of one name exclude each other (issue 29, item 5): a plain
+ * lock, a read-write lock's writer and its readers on the same resource
+ * (the CLI's plain, -x and -s). N = 3 plain masters.
+ *
+ *  a) A plain holder refuses a writer and a reader; so does a key that
+ *     another Redlock library set (SET NX PX with its own token).
+ *  b) A writer refuses a plain lock of ours and another library's SET NX.
+ *  c) Readers refuse a plain lock and a writer, and admit each other; the
+ *     name stays taken while any reader holds (the first one's release
+ *     does not free it), and is free for a plain lock once the last goes.
+ *  e) Nothing is left behind by released holds.
+ *  d) A writer that expires (never released) frees the name for a plain
+ *     lock within a bound: the occupation ends with the hold. */
+#include "tutil.h"
+
+#define N 3
+
+static harness_server srv[N];
+
+/* Another library's acquisition on every master: SET key tok NX PX ttl.
+ * Returns on how many masters it was set. */
+static int foreign_set(const char *key, const char *tok) {
+  char buf[64];
+  int i, n = 0;
+  for (i = 0; i < N; i++) {
+    ASSERT_EQ(harness_cmdf(&srv[i], buf, sizeof(buf), "SET %s %s NX PX 10000",
+                           key, tok), 0);
+    n += strcmp(buf, "OK") == 0;
+  }
+  return n;
+}
+
+static void foreign_del(const char *key) {
+  char buf[64];
+  int i;
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], buf, sizeof(buf), "DEL %s", key), 0);
+}
+
+int main(void) {
+  uv_loop_t loop;
+  redlock_client_t *c;
+  redlock_lock_t *p, *r1, *r2, *w;
+  redlock_acquire_opts once = {.wait_ms = -1};
+  tu_op op;
+  uint64_t t0, end;
+  char val[64];
+  int i;
+
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  c = tu_client(&loop, srv, N, NULL, N);
+  ASSERT_EQ(redlock_lock_new(c, "job", 3, &p), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "job", 3, REDLOCK_READ, &r1), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "job", 3, REDLOCK_READ, &r2), 0);
+  ASSERT_EQ(redlock_rwlock_new(c, "job", 3, REDLOCK_WRITE, &w), 0);
+
+  /* a) */
+  ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, w, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(op.yes, 0);
+  ASSERT_EQ(tu_acquire(&loop, r1, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(op.yes, 0);
+  ASSERT_EQ(tu_release(&loop, p, &op), 0);
+  ASSERT_EQ(foreign_set("job", "node-redlock-token"), N);
+  ASSERT_EQ(tu_acquire(&loop, r1, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(tu_acquire(&loop, w, 10000, &once, &op), REDLOCK_ETAKEN);
+  foreign_del("job");
+
+  /* b) */
+  ASSERT_EQ(tu_acquire(&loop, w, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(op.yes, 0);
+  ASSERT_EQ(foreign_set("job", "node-redlock-token"), 0);
+  ASSERT_EQ(tu_release(&loop, w, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_release(&loop, p, &op), 0);
+
+  /* c) */
+  ASSERT_EQ(tu_acquire(&loop, r1, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(tu_acquire(&loop, w, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(tu_acquire(&loop, r2, 20000, &once, &op), 0);
+  ASSERT_EQ(tu_release(&loop, r2, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), REDLOCK_ETAKEN);
+  ASSERT_EQ(foreign_set("job", "node-redlock-token"), 0);
+  ASSERT_EQ(tu_release(&loop, r1, &op), 0);
+  ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), 0);
+  ASSERT_EQ(tu_release(&loop, p, &op), 0);
+
+  /* e) Nothing is left behind by released holds. */
+  tu_run_for(&loop, 20);
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_dbsize(&srv[i]), 0);
+
+  /* d) A writer of 300 ms, never released (detached from its handle). */
+  ASSERT_EQ(tu_acquire(&loop, w, 300, &once, &op), 0);
+  t0 = harness_now_ms();
+  ASSERT_EQ(redlock_lock_detach(w), 0);
+  ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), REDLOCK_ETAKEN);
+  end = t0 + (uint64_t)harness_bound_ms(5000);
+  while (tu_acquire(&loop, p, 10000, &once, &op) != 0) {
+    ASSERT_EQ(op.status, REDLOCK_ETAKEN);
+    if (harness_now_ms() > end)
+      TEST_FAIL("the expired writer kept the name for %llu ms",
+                (unsigned long long)(harness_now_ms() - t0));
+    tu_run_for(&loop, 20);
+  }
+  printf("plain lock granted %llu ms after the 300 ms writer\n",
+         (unsigned long long)(harness_now_ms() - t0));
+  ASSERT_EQ(tu_release(&loop, p, &op), 0);
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_get(&srv[i], "job", val, sizeof(val)), 0);
+
+  ASSERT_EQ(redlock_client_close(c, NULL, NULL), 0);   /* frees handles */
+  harness_loop_close(&loop, 10000);
+  harness_stop_all();
+  return 0;
+}
