@@ -7,9 +7,11 @@
  *  b) A writer refuses a plain lock of ours and another library's SET NX.
  *  c) Readers refuse a plain lock and a writer, and admit each other; the
  *     name stays taken while any reader holds (the first one's release
- *     does not free it), and is free for a plain lock once the last goes.
+ *     does not free it, nor does a shorter reader's ttl cut its time),
+ *     and is free for a plain lock once the last goes.
+ *  d) A reader's extend fails where another client's key holds the name.
  *  e) Nothing is left behind by released holds.
- *  d) A writer that expires (never released) frees the name for a plain
+ *  f) A writer that expires (never released) frees the name for a plain
  *     lock within a bound: the occupation ends with the hold. */
 #include "tutil.h"
 
@@ -85,16 +87,35 @@ int main(void) {
   ASSERT_EQ(tu_release(&loop, r2, &op), 0);
   ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), REDLOCK_ETAKEN);
   ASSERT_EQ(foreign_set("job", "node-redlock-token"), 0);
+  /* A reader of 300 ms beside r1 (10 s): the name stays taken for the
+   * longest reader, not the latest one. */
+  ASSERT_EQ(tu_acquire(&loop, r2, 300, &once, &op), 0);
+  for (i = 0; i < N; i++)
+    ASSERT_GT(harness_pttl(&srv[i], "job"), 5000);
+  ASSERT_EQ(tu_release(&loop, r2, &op), 0);
   ASSERT_EQ(tu_release(&loop, r1, &op), 0);
   ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), 0);
   ASSERT_EQ(tu_release(&loop, p, &op), 0);
+
+  /* d) A reader whose name another client took over on every master (an
+   * operator's forced release, then another library's lock) is told at
+   * its next extend: the name is not ours there. */
+  ASSERT_EQ(tu_acquire(&loop, r1, 10000, &once, &op), 0);
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(harness_set(&srv[i], "job", "node-redlock-token", 10000), 0);
+  ASSERT_NE(tu_extend(&loop, r1, 10000, &op), 0);
+  printf("the reader's extend under another library's key: %s\n",
+         redlock_err_name(op.status));
+  ASSERT_EQ(op.yes, 0);
+  foreign_del("job");
+  (void)tu_release(&loop, r1, &op);
 
   /* e) Nothing is left behind by released holds. */
   tu_run_for(&loop, 20);
   for (i = 0; i < N; i++)
     ASSERT_EQ(harness_dbsize(&srv[i]), 0);
 
-  /* d) A writer of 300 ms, never released (detached from its handle). */
+  /* f) A writer of 300 ms, never released (detached from its handle). */
   ASSERT_EQ(tu_acquire(&loop, w, 300, &once, &op), 0);
   t0 = harness_now_ms();
   ASSERT_EQ(redlock_lock_detach(w), 0);
