@@ -12,7 +12,10 @@
  *  d) A reader's extend fails where another client's key holds the name.
  *  e) Nothing is left behind by released holds.
  *  f) A writer that expires (never released) frees the name for a plain
- *     lock within a bound: the occupation ends with the hold. */
+ *     lock within a bound: the occupation ends with the hold.
+ *  g) Wake-up across modes (opts.wake, a retry delay of 30 s): a plain
+ *     waiter behind a writer, and a writer waiting behind a plain lock,
+ *     get the lock within a bound of the release, not after the delay. */
 #include "tutil.h"
 
 #define N 3
@@ -30,6 +33,33 @@ static int foreign_set(const char *key, const char *tok) {
     n += strcmp(buf, "OK") == 0;
   }
   return n;
+}
+
+/* `waiter` (opts.wake, a client whose retry delay is 30 s) waits for
+ * `holder` on `key`; the holder's release must wake it. */
+static void wake_across(uv_loop_t *loop, redlock_lock_t *holder,
+                        redlock_lock_t *waiter, const char *key) {
+  redlock_acquire_opts wake = {.wake = 1, .wait_ms = 120000,
+                               .retry_count = 100};
+  char chan[80];
+  tu_op op, wop;
+  uint64_t t0, took;
+  ASSERT_EQ(tu_acquire(loop, holder, 60000, NULL, &op), 0);
+  memset(&wop, 0, sizeof(wop));
+  ASSERT_EQ(redlock_lock_acquire(waiter, 10000, &wake, tu_cb, &wop), 0);
+  /* Refused once, and listening on the plain key's channel. */
+  snprintf(chan, sizeof(chan), "__redlock__:%s", key);
+  tu_wait_subscribed(loop, srv, N, chan, N, harness_bound_ms(10000));
+  ASSERT_EQ(wop.done, 0);
+  t0 = harness_now_ms();
+  ASSERT_EQ(tu_release(loop, holder, &op), 0);
+  ASSERT_EQ(harness_run_until(loop, &wop.done, 60000), 0);
+  ASSERT_EQ(wop.status, 0);
+  took = harness_now_ms() - t0;
+  printf("%s: granted %llu ms after the release (retry delay 30000 ms)\n",
+         key, (unsigned long long)took);
+  ASSERT_LT(took, (uint64_t)harness_bound_ms(3000));
+  ASSERT_EQ(tu_release(loop, waiter, &op), 0);
 }
 
 static void foreign_del(const char *key) {
@@ -133,6 +163,21 @@ int main(void) {
   ASSERT_EQ(tu_release(&loop, p, &op), 0);
   for (i = 0; i < N; i++)
     ASSERT_EQ(harness_get(&srv[i], "job", val, sizeof(val)), 0);
+
+  /* g) */
+  {
+    redlock_client_config slow = {.retry_delay_ms = 30000,
+                                  .retry_jitter_ms = -1};
+    redlock_client_t *c2 = tu_client(&loop, srv, N, &slow, N);
+    redlock_lock_t *hw, *wp, *hp, *ww;
+    ASSERT_EQ(redlock_rwlock_new(c, "wk1", 3, REDLOCK_WRITE, &hw), 0);
+    ASSERT_EQ(redlock_lock_new(c2, "wk1", 3, &wp), 0);
+    wake_across(&loop, hw, wp, "wk1");
+    ASSERT_EQ(redlock_lock_new(c, "wk2", 3, &hp), 0);
+    ASSERT_EQ(redlock_rwlock_new(c2, "wk2", 3, REDLOCK_WRITE, &ww), 0);
+    wake_across(&loop, hp, ww, "wk2");
+    tu_close_client(&loop, c2);
+  }
 
   ASSERT_EQ(redlock_client_close(c, NULL, NULL), 0);   /* frees handles */
   harness_loop_close(&loop, 10000);
