@@ -314,8 +314,8 @@ typedef struct redlock_node_result {
   /* error ERESTARTED only: why (redlock_guard_cause). */
   int guard_cause;
   /* redlock_lock_inspect only: a read-write lock of the same name exists
-   * there (it holds the key: readers or a writer; or its hash, "<key>:rw"
-   * or "{key}:rw" on a cluster, has waiters). */
+   * there (its hash "<key>:rw", "{key}:rw" on a cluster master: readers,
+   * a writer or waiters). */
   int rw_lock;
   /* The node that answered: for a Redis Cluster master the primary
    * ("host:port"; the first one to decide the vote when the command was

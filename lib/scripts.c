@@ -38,18 +38,17 @@ static const char extend_script[] =
     "redis.call('set',KEYS[1],ARGV[1],'px',ARGV[2]) return 2 "
     "else return 0 end";
 
+/* Inspect: the key's value and ttl, and whether the read-write hash of
+ * the same name (KEYS[2], when given: on a cluster master its name in the
+ * key's slot) exists. */
+static const char inspect_script[] =
+    "local rw = 0 if #KEYS > 1 then rw = redis.call('exists',KEYS[2]) end "
+    "return {redis.call('get',KEYS[1]) or '', redis.call('pttl',KEYS[1]), "
+    "rw}";
+
 /* The value of a plain key that a read-write lock of its name holds
  * (RW_PRELUDE). */
 #define RW_MARK "__redlock__:rw"
-
-/* Inspect: the key's value and ttl, and whether the read-write lock of
- * the same name has owners (it holds the key: RW_MARK) or its hash
- * (KEYS[2], when given) exists. */
-static const char inspect_script[] =
-    "local v = redis.call('get',KEYS[1]) "
-    "local rw = 0 if v == '" RW_MARK "' then rw = 1 "
-    "elseif #KEYS > 1 then rw = redis.call('exists',KEYS[2]) end "
-    "return {v or '', redis.call('pttl',KEYS[1]), rw}";
 
 /* Fencing (DESIGN 5): the acquire also increments the resource's counter;
  * the second round raises the counter to T on the masters where we hold

@@ -189,7 +189,9 @@ static void rwlocks(uv_loop_t *loop, redlock_client_t *c) {
  * item 5), for a name on each primary and one with a hash tag: a plain
  * holder refuses a writer and a reader; a writer, and a reader, refuse a
  * plain lock (ours, and another library's SET NX on the primary that
- * serves the name); readers share; the name is free once they are gone.
+ * serves the name); readers share; the name is free once they are gone;
+ * a plain handle's inspect sees a writer, and its forced release frees
+ * the name (the hash in the key's slot goes too).
  * (The read-write hash shares the plain key's slot, or its scripts could
  * not hold the key: CROSSSLOT.) */
 static void modes(uv_loop_t *loop, redlock_client_t *c) {
@@ -228,6 +230,21 @@ static void modes(uv_loop_t *loop, redlock_client_t *c) {
     ASSERT_EQ(tu_release(loop, r2, &op), 0);
     ASSERT_EQ(tu_acquire(loop, pl, 10000, &once, &op), 0);
     ASSERT_EQ(tu_release(loop, pl, &op), 0);
+    /* The plain handle sees a writer (inspect), and a forced release
+     * through it frees the name: the hash in the key's slot goes too. */
+    ASSERT_EQ(tu_acquire(loop, w, 10000, &once, &op), 0);
+    op.done = 0;
+    op.calls = 0;
+    ASSERT_EQ(redlock_lock_inspect(pl, tu_cb, &op), 0);
+    ASSERT_EQ(harness_run_until(loop, &op.done, 10000), 0);
+    ASSERT_EQ(op.nodes[0].rw_lock, 1);
+    op.done = 0;
+    op.calls = 0;
+    ASSERT_EQ(redlock_lock_force_release(pl, tu_cb, &op), 0);
+    ASSERT_EQ(harness_run_until(loop, &op.done, 10000), 0);
+    ASSERT_EQ(op.status, 0);
+    ASSERT_EQ(tu_acquire(loop, r1, 10000, &once, &op), 0);
+    ASSERT_EQ(tu_release(loop, r1, &op), 0);
     ASSERT_EQ(redlock_lock_free(pl), 0);
     ASSERT_EQ(redlock_lock_free(r1), 0);
     ASSERT_EQ(redlock_lock_free(r2), 0);
