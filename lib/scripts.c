@@ -9,7 +9,9 @@
  * Wire layout (interoperable with other Redlock implementations for the
  * plain lock): the key holds the token; release is compare-and-delete;
  * extend is compare-and-pexpire. Releases also PUBLISH on
- * "__redlock__:<key>" for waiters (wake.c). */
+ * "__redlock__:<key>" for waiters (wake.c). A read-write lock with an
+ * owner holds the same key too (RW_MARK), so that every mode of a name
+ * excludes the others (RW_PRELUDE). */
 #include <stdlib.h>
 #include <string.h>
 
