@@ -314,7 +314,8 @@ typedef struct redlock_node_result {
   /* error ERESTARTED only: why (redlock_guard_cause). */
   int guard_cause;
   /* redlock_lock_inspect only: a read-write lock of the same name exists
-   * there (its hash "<key>:rw": readers, a writer or waiters). */
+   * there (its hash "<key>:rw", "{key}:rw" on a cluster master: readers,
+   * a writer or waiters). */
   int rw_lock;
   /* The node that answered: for a Redis Cluster master the primary
    * ("host:port"; the first one to decide the vote when the command was
@@ -617,9 +618,19 @@ typedef enum { REDLOCK_READ = 'R', REDLOCK_WRITE = 'W' } redlock_rw_side;
  *    attempt reaches a quorum first wins, as for plain locks.
  *  - The policy is decided on each master; masters that disagree (an
  *    attempt raced another) cost a retry, never exclusion.
- * Kept in the hash "<key>:rw", apart from the plain lock on the same
- * resource. Fencing, inspect and heal do not apply. Errors: as
- * redlock_lock_new. */
+ *  - The modes of one resource exclude each other: a plain lock of it
+ *    (redlock_lock_new, or another Redlock library's SET NX PX on the
+ *    key) keeps readers and writers out, and readers or a writer keep a
+ *    plain lock out. While the read-write lock has an owner it holds the
+ *    plain key too, set to "__redlock__:rw" with its longest owner's
+ *    expiry (so any plain SET NX is refused); an acquisition is refused
+ *    while the key holds anything else, and an extend fails on a master
+ *    where it does. Every client of the resource needs this version: a
+ *    read-write lock of 0.3 or earlier does not hold the key (and on a
+ *    cluster keeps its hash under another name, "<key>:rw").
+ * Kept in the hash "<key>:rw" ("{key}:rw" on a Redis Cluster master: the
+ * plain key's slot), plus the plain key while held. Fencing, inspect and
+ * heal do not apply. Errors: as redlock_lock_new. */
 REDLOCK_EXTERN int redlock_rwlock_new(redlock_client_t *client,
                                       const void *resource, size_t len,
                                       redlock_rw_side side,

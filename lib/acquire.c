@@ -55,31 +55,40 @@ static void on_wake(redlock__wake_waiter *w) {
   redlock__lock_timer(l, (int64_t)(redlock__prng_next(&c->prng) % 4));
 }
 
+/* The channels a waiter listens on: each key's; a read-write handle also
+ * its plain key's (a plain holder of the name keeps it out too, and
+ * publishes there: scripts.c). */
+static unsigned wait_channels(const redlock_lock_t *l) {
+  return REDLOCK__KIND_IS_RW(l->kind) ? 2 : l->nkeys;
+}
+
 static void acquire_wait(redlock_lock_t *l) {
   redlock_client_t *c = l->client;
-  unsigned k;
+  unsigned k, n = wait_channels(l);
   if (l->waiting)
     return;
   if (l->waiters == NULL) {
-    l->waiters = redlock__calloc(l->nkeys, sizeof(*l->waiters));
+    l->waiters = redlock__calloc(n, sizeof(*l->waiters));
     if (l->waiters == NULL)
       return;   /* the retry timer still runs */
   }
-  for (k = 0; k < l->nkeys; k++) {
+  for (k = 0; k < n; k++) {
+    int plain = k >= l->nkeys;   /* the read-write handle's plain key */
     l->waiters[k].cb = on_wake;
     l->waiters[k].owner = l;
-    if (redlock__wake_add(&c->wake, &l->waiters[k], l->keys[k],
-                          l->keylens[k]) != 0)
+    if (redlock__wake_add(&c->wake, &l->waiters[k],
+                          plain ? l->key : l->keys[k],
+                          plain ? l->keylen - 3 : l->keylens[k]) != 0)
       break;
   }
   l->waiting = 1;
 }
 
 void redlock__acquire_unwait(redlock_lock_t *l) {
-  unsigned k;
+  unsigned k, n = wait_channels(l);
   if (!l->waiting)
     return;
-  for (k = 0; k < l->nkeys; k++)
+  for (k = 0; k < n; k++)
     redlock__wake_remove(&l->client->wake, &l->waiters[k]);
   l->waiting = 0;
 }

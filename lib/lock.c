@@ -57,7 +57,10 @@ static void lock_reap(redlock_lock_t *l) {
     redlock__free(l->rw_names[0]);
     redlock__free(l->rw_names);
     redlock__free(l->rw_name_lens);
+    redlock__free(l->rw_names_cl);
+    redlock__free(l->rw_name_cl_lens);
   }
+  redlock__free(l->rw_hash_cl);
   redlock__free(l->waiters);
   redlock__free(l);
   redlock__client_leave(c);
@@ -99,6 +102,9 @@ int redlock__lock_fence_key(redlock_lock_t *l) {
   return 0;
 }
 
+/* Each key's read-write hash: "<key>:rw" on plain masters, its same-slot
+ * name on cluster masters (as the read-write handle's, redlock_rwlock_new).
+ * One block holds both names of every key. */
 int redlock__lock_rw_names(redlock_lock_t *l) {
   size_t total = 0;
   unsigned k;
@@ -106,16 +112,24 @@ int redlock__lock_rw_names(redlock_lock_t *l) {
   if (l->rw_names != NULL)
     return 0;
   for (k = 0; k < l->nkeys; k++)
-    total += l->keylens[k] + 4;
+    total += 2 * l->keylens[k] + 20;
   l->rw_names = redlock__calloc(l->nkeys, sizeof(*l->rw_names));
   l->rw_name_lens = redlock__calloc(l->nkeys, sizeof(*l->rw_name_lens));
+  l->rw_names_cl = redlock__calloc(l->nkeys, sizeof(*l->rw_names_cl));
+  l->rw_name_cl_lens =
+      redlock__calloc(l->nkeys, sizeof(*l->rw_name_cl_lens));
   p = redlock__malloc(total);
-  if (l->rw_names == NULL || l->rw_name_lens == NULL || p == NULL) {
+  if (l->rw_names == NULL || l->rw_name_lens == NULL ||
+      l->rw_names_cl == NULL || l->rw_name_cl_lens == NULL || p == NULL) {
     redlock__free(l->rw_names);
     redlock__free(l->rw_name_lens);
+    redlock__free(l->rw_names_cl);
+    redlock__free(l->rw_name_cl_lens);
     redlock__free(p);
     l->rw_names = NULL;
     l->rw_name_lens = NULL;
+    l->rw_names_cl = NULL;
+    l->rw_name_cl_lens = NULL;
     return REDLOCK_ENOMEM;
   }
   for (k = 0; k < l->nkeys; k++) {
@@ -124,6 +138,10 @@ int redlock__lock_rw_names(redlock_lock_t *l) {
     memcpy(p + l->keylens[k], ":rw", 4);
     l->rw_name_lens[k] = l->keylens[k] + 3;
     p += l->keylens[k] + 4;
+    l->rw_names_cl[k] = p;
+    l->rw_name_cl_lens[k] = redlock__same_slot_name(
+        l->keys[k], l->keylens[k], ":rw", p, l->keylens[k] + 16);
+    p += l->keylens[k] + 16;
   }
   return 0;
 }
@@ -774,6 +792,8 @@ int redlock_lock_new(redlock_client_t *c, const void *resource, size_t len,
 
 int redlock_rwlock_new(redlock_client_t *c, const void *resource, size_t len,
                        redlock_rw_side side, redlock_lock_t **out) {
+  redlock_lock_t *l;
+  size_t room;
   char *name;
   const void *res;
   size_t n;
@@ -795,10 +815,23 @@ int redlock_rwlock_new(redlock_client_t *c, const void *resource, size_t len,
   n = len + 3;
   rc = redlock_lock_new_multi(c, &res, &n, 1, out);
   redlock__free(name);
-  if (rc == 0)
-    (*out)->kind =
-        side == REDLOCK_WRITE ? REDLOCK__KIND_WRITE : REDLOCK__KIND_READ;
-  return rc;
+  if (rc != 0)
+    return rc;
+  l = *out;
+  l->kind = side == REDLOCK_WRITE ? REDLOCK__KIND_WRITE : REDLOCK__KIND_READ;
+  /* On a cluster master the hash shares the plain key's slot (the scripts
+   * occupy the plain key too: scripts.c): "{key}:rw" for a key without a
+   * hash tag, the key's own name otherwise (slot.c). */
+  room = l->keylen - 3 + 16;
+  l->rw_hash_cl = redlock__malloc(room);
+  if (l->rw_hash_cl == NULL) {
+    (void)redlock_lock_free(l);
+    *out = NULL;
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  }
+  l->rw_hash_cl_len = redlock__same_slot_name(l->key, l->keylen - 3, ":rw",
+                                              l->rw_hash_cl, room);
+  return 0;
 }
 
 static int free_check(const redlock_lock_t *l, const char *fn) {

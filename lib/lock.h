@@ -164,6 +164,15 @@ struct redlock_lock_s {
   char **rw_names;              /* nkeys: each key + ":rw" (inspect, force
                                    release), made on first use */
   size_t *rw_name_lens;
+  char **rw_names_cl;           /* nkeys: their names on cluster masters
+                                   (each key's slot: slot.c), made with
+                                   them (force release) */
+  size_t *rw_name_cl_lens;
+  char *rw_hash_cl;             /* a read-write handle's hash on cluster
+                                   masters: the plain key's same-slot name
+                                   (its key is the name on plain masters),
+                                   made by redlock_rwlock_new */
+  size_t rw_hash_cl_len;
   int64_t ttl_ms;               /* the held lock's ttl (watchdog) */
   int64_t op_ttl_ms;            /* the ttl of the operation in flight */
   char *token;                  /* tok_inline, or a heap buffer of
@@ -221,9 +230,15 @@ struct redlock_lock_s {
 /* ---- lock.c -------------------------------------------------------------- */
 /* The key's Redis Cluster slot, hashed on first use: rounds to cluster
  * masters route by it, and a plain master never pays for it. */
+/* A read-write handle's is its plain key's (the key without ":rw"): its
+ * scripts read and write both (scripts.c). */
 static inline unsigned redlock__lock_key_slot(redlock_lock_t *l) {
   if (l->key_slot1 == 0)
-    l->key_slot1 = (uint16_t)(redlock__key_slot(l->key, l->keylen) + 1);
+    l->key_slot1 = (uint16_t)(redlock__key_slot(
+                                  l->key, REDLOCK__KIND_IS_RW(l->kind)
+                                              ? l->keylen - 3
+                                              : l->keylen) +
+                              1);
   return l->key_slot1 - 1u;
 }
 
@@ -269,10 +284,11 @@ unsigned redlock__stale_tokens(const redlock_lock_t *l,
 int redlock__lock_token_room(redlock_lock_t *l, size_t len);
 /* Makes l->fence_key (and its cluster name) if needed: 0 or ENOMEM. */
 int redlock__lock_fence_key(redlock_lock_t *l);
-/* Makes l->rw_names if needed: 0 or ENOMEM. */
+/* Makes l->rw_names and their cluster names if needed: 0 or ENOMEM. */
 int redlock__lock_rw_names(redlock_lock_t *l);
-/* Room for any command's arguments (a force release of K keys names 2K). */
-#define REDLOCK__ARGV_MAX (2 * REDLOCK_MAX_RESOURCES + 8)
+/* Room for any command's arguments (a force release of K keys names up
+ * to 3K on a cluster: each key and two names of its hash, round.c). */
+#define REDLOCK__ARGV_MAX (3 * REDLOCK_MAX_RESOURCES + 8)
 /* Validity deadline of a round of `ttl_ms` that started at `start`. */
 redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
                                    redlock__ns start, int64_t ttl_ms);
@@ -328,8 +344,8 @@ int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
 /* The same for a cluster master's part (cluster.c routes it): names are
  * the part's keys (multi-resource keys of one slot; a force release's
  * keys and read-write hashes of one slot), rec the node's record key
- * (MAXTTL commands). The fencing counter is the key's same-slot name,
- * an inspect reads the read-write hash only when it shares the slot. */
+ * (MAXTTL commands). The fencing counter and the read-write hash are
+ * the key's same-slot names (an inspect's, a read-write handle's). */
 typedef struct redlock__argv_sub {
   const char *const *names;
   const size_t *name_lens;

@@ -637,19 +637,19 @@ static int req_flags(const redlock__round *r) {
 /* The keys of a multi-key command on a cluster, grouped by slot: part k
  * holds names[first[k] .. first[k + 1]). Returns the number of parts. */
 typedef struct groups {
-  const char *names[2 * REDLOCK_MAX_RESOURCES];
-  size_t lens[2 * REDLOCK_MAX_RESOURCES];
-  unsigned slot[2 * REDLOCK_MAX_RESOURCES];
+  const char *names[3 * REDLOCK_MAX_RESOURCES];
+  size_t lens[3 * REDLOCK_MAX_RESOURCES];
+  unsigned slot[3 * REDLOCK_MAX_RESOURCES];
   unsigned first[REDLOCK__MAX_PARTS + 1];
   unsigned n;
 } groups;
 
 static unsigned group_keys(const redlock_lock_t *l, redlock__cmd cmd,
                            groups *g) {
-  const char *in[2 * REDLOCK_MAX_RESOURCES];
-  size_t in_len[2 * REDLOCK_MAX_RESOURCES];
-  unsigned in_slot[2 * REDLOCK_MAX_RESOURCES];
-  uint8_t used[2 * REDLOCK_MAX_RESOURCES];
+  const char *in[3 * REDLOCK_MAX_RESOURCES];
+  size_t in_len[3 * REDLOCK_MAX_RESOURCES];
+  unsigned in_slot[3 * REDLOCK_MAX_RESOURCES];
+  uint8_t used[3 * REDLOCK_MAX_RESOURCES];
   unsigned n = 0, k, j, out = 0;
   for (k = 0; k < l->nkeys; k++) {
     in[n] = l->keys[k];
@@ -657,6 +657,13 @@ static unsigned group_keys(const redlock_lock_t *l, redlock__cmd cmd,
   }
   if (cmd == REDLOCK__CMD_FORCE_RELEASE)
     for (k = 0; k < l->nkeys; k++) {
+      /* The hash's name on a cluster (the key's slot), and the one 0.3
+       * used there (the plain masters' name), unless they are one. */
+      in[n] = l->rw_names_cl[k];
+      in_len[n++] = l->rw_name_cl_lens[k];
+      if (l->rw_name_lens[k] == l->rw_name_cl_lens[k] &&
+          memcmp(l->rw_names[k], l->rw_names_cl[k], l->rw_name_lens[k]) == 0)
+        continue;
       in[n] = l->rw_names[k];
       in_len[n++] = l->rw_name_lens[k];
     }
@@ -773,7 +780,9 @@ static unsigned cluster_parts(redlock__round *r, unsigned i, int fill) {
  * a key left out): the others go out as the bytes encoded once. */
 static int cluster_names(redlock__cmd cmd) {
   return cmd == REDLOCK__CMD_FENCED_ACQUIRE || cmd == REDLOCK__CMD_FENCE ||
-         cmd == REDLOCK__CMD_INSPECT;
+         cmd == REDLOCK__CMD_INSPECT || cmd == REDLOCK__CMD_RW_ACQUIRE ||
+         cmd == REDLOCK__CMD_RW_EXTEND || cmd == REDLOCK__CMD_RW_RELEASE ||
+         cmd == REDLOCK__CMD_RW_GIVEUP;
 }
 
 static void round_submit(redlock__round *r, unsigned i, int eval) {
@@ -990,17 +999,11 @@ int redlock__lock_argv_sub(const redlock_lock_t *l, redlock__cmd cmd,
       }
       break;
     case REDLOCK__CMD_INSPECT:
-      if (sub != NULL && (l->rw_names == NULL ||
-                          redlock__key_slot(l->key, l->keylen) !=
-                              redlock__key_slot(l->rw_names[0],
-                                                l->rw_name_lens[0]))) {
-        ARG("1", 1);   /* the hash lives in another slot of the cluster */
-        ARG(l->key, l->keylen);
-        break;
-      }
       ARG(l->rw_names != NULL ? "2" : "1", 1);
       ARG(l->key, l->keylen);
-      if (l->rw_names != NULL)
+      if (l->rw_names != NULL && sub != NULL)
+        ARG(l->rw_names_cl[0], l->rw_name_cl_lens[0]);   /* its slot */
+      else if (l->rw_names != NULL)
         ARG(l->rw_names[0], l->rw_name_lens[0]);
       break;
     case REDLOCK__CMD_FENCED_ACQUIRE:
@@ -1055,8 +1058,15 @@ int redlock__lock_argv_sub(const redlock_lock_t *l, redlock__cmd cmd,
     case REDLOCK__CMD_RW_EXTEND:
     case REDLOCK__CMD_RW_RELEASE:
     case REDLOCK__CMD_RW_GIVEUP:
-      ARG("1", 1);
-      ARG(l->key, l->keylen);
+      /* The hash, and the plain key the scripts occupy while the lock
+       * is held (the handle's key without ":rw"); on a cluster master
+       * the hash's name in that key's slot (lock.c). */
+      ARG("2", 1);
+      if (sub != NULL)
+        ARG(l->rw_hash_cl, l->rw_hash_cl_len);
+      else
+        ARG(l->key, l->keylen);
+      ARG(l->key, l->keylen - 3);
       ARG(l->token, toklen);
       NUM(0, ttl_ms);
       ARG(l->kind == REDLOCK__KIND_WRITE ? "w" : "r", 1);

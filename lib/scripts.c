@@ -9,7 +9,9 @@
  * Wire layout (interoperable with other Redlock implementations for the
  * plain lock): the key holds the token; release is compare-and-delete;
  * extend is compare-and-pexpire. Releases also PUBLISH on
- * "__redlock__:<key>" for waiters (wake.c). */
+ * "__redlock__:<key>" for waiters (wake.c). A read-write lock with an
+ * owner holds the same key too (RW_MARK), so that every mode of a name
+ * excludes the others (RW_PRELUDE). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,12 +41,16 @@ static const char extend_script[] =
     "else return 0 end";
 
 /* Inspect: the key's value and ttl, and whether the read-write hash of
- * the same name (KEYS[2], when given: on a cluster master only if it
- * shares the key's slot) exists. */
+ * the same name (KEYS[2], when given: on a cluster master its name in the
+ * key's slot) exists. */
 static const char inspect_script[] =
     "local rw = 0 if #KEYS > 1 then rw = redis.call('exists',KEYS[2]) end "
     "return {redis.call('get',KEYS[1]) or '', redis.call('pttl',KEYS[1]), "
     "rw}";
+
+/* The value of a plain key that a read-write lock of its name holds
+ * (RW_PRELUDE). */
+#define RW_MARK "__redlock__:rw"
 
 /* Fencing (DESIGN 5): the acquire also increments the resource's counter;
  * the second round raises the counter to T on the masters where we hold
@@ -113,7 +119,19 @@ static const char multi_extend_script[] =
  * fields and keeps the hash's own ttl at the latest expiry. ARGV: token,
  * ttl, "r" or "w", id, quiet (releases, giveups), lease, "p" (a failed
  * attempt's release: put back) or "g" (the giveup of a granted waiter)
- * or "0". */
+ * or "0".
+ *
+ * The modes of one name exclude each other (DESIGN 7): KEYS[2] is the
+ * plain lock's key of the name, which a plain holder (ours, or another
+ * Redlock library's: SET NX PX) sets to its token. While the hash has an
+ * owner the scripts hold that key themselves, set to RW_MARK with the
+ * latest owner's expiry (occupy), so that a plain SET NX is refused; an
+ * acquisition is refused while the key holds anything else, and an
+ * extend fails then (the name is not ours on that master). The marker
+ * goes with the last owner, and its release tells the plain waiters
+ * (the key's own channel). On a cluster master KEYS[1] shares KEYS[2]'s
+ * slot (lock.c). Messages go on the channel of the handle's key,
+ * KEYS[2] .. ":rw", where its waiters listen (wake.c). */
 #define RW_PRELUDE                                                          \
   "local t = redis.call('time') "                                           \
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
@@ -147,28 +165,40 @@ static const char multi_extend_script[] =
   "opening = true end "                                                     \
   "if maxexp > now then redis.call('pexpire', KEYS[1], maxexp - now) "      \
   "end end "                                                                \
-  "if wgone and not writer then entitle() end "
+  "if wgone and not writer then entitle() end "                            \
+  "local pv = redis.call('get', KEYS[2]) "                                  \
+  "local plain = pv and pv ~= '" RW_MARK "' "                               \
+  "local chan = '__redlock__:' .. KEYS[2] .. ':rw' "                        \
+  "local function occupy() local m = 0 "                                    \
+  "local hh = redis.call('hgetall', KEYS[1]) for i = 1, #hh, 2 do "         \
+  "local q = string.sub(hh[i], 1, 2) local v = tonumber(hh[i + 1]) "        \
+  "if (q == 'r:' or q == 'w:') and v > m then m = v end end "               \
+  "if plain then return end "                                               \
+  "if m > now then redis.call('set', KEYS[2], '" RW_MARK "', 'px', m - now) " \
+  "elseif pv then redis.call('del', KEYS[2]) "                              \
+  "if ARGV[5] ~= '1' then "                                                 \
+  "redis.call('publish', '__redlock__:' .. KEYS[2], '1') end end end "
 static const char rw_acquire_script[] =
     RW_PRELUDE
     "local exp = now + tonumber(ARGV[2]) "
     "if ARGV[3] == 'r' then "
-    "if not writer and (intents == 0 or mine) then "
+    "if not plain and not writer and (intents == 0 or mine) then "
     "redis.call('hdel', KEYS[1], 'q:' .. ARGV[4]) "
-    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1 end "
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) occupy() return 1 end "
     "if lease > 0 then local f = mine and eid or 'q:' .. ARGV[4] "
     "redis.call('hset', KEYS[1], f, now + lease) keep(now + lease) end "
     "return 0 end "
-    "if not writer and readers == 0 and not (opening and entitled > 0) "
-    "then "
+    "if not plain and not writer and readers == 0 and "
+    "not (opening and entitled > 0) then "
     "redis.call('hdel', KEYS[1], 'i:' .. ARGV[4]) "
-    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1 end "
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) occupy() return 1 end "
     "if lease > 0 then redis.call('hset', KEYS[1], 'i:' .. ARGV[4], "
     "now + lease) keep(now + lease) end return 0";
 static const char rw_extend_script[] =
     RW_PRELUDE
-    "if redis.call('hexists', KEYS[1], me) == 0 then return 0 end "
+    "if plain or redis.call('hexists', KEYS[1], me) == 0 then return 0 end "
     "local exp = now + tonumber(ARGV[2]) "
-    "redis.call('hset', KEYS[1], me, exp) keep(exp) return 1";
+    "redis.call('hset', KEYS[1], me, exp) keep(exp) occupy() return 1";
 /* A release ends a writer's phase (entitle). The release of a failed
  * attempt that will retry (put back) restores the place the waiter had
  * where it had been admitted instead: a writer its intent; an entitled
@@ -185,9 +215,10 @@ static const char rw_release_script[] =
     "redis.call('hset', KEYS[1], 'p:', math.max(emax, exp)) else "
     "redis.call('hset', KEYS[1], 'q:' .. ARGV[4], exp) end keep(exp) "
     "elseif n == 1 and ARGV[3] == 'w' then entitle() end "
+    "occupy() "
     "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
     "end if n == 1 and ARGV[5] ~= '1' then "
-    "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return n";
+    "redis.call('publish', chan, '1') end return n";
 /* A waiter is done (ARGV[4]): its place goes. An entitled reader that got
  * the lock ("g") has opened the read phase; once no reader is entitled
  * the phase is no longer opening either. Those it kept out (readers
@@ -204,7 +235,8 @@ static const char rw_giveup_script[] =
     "if not left then redis.call('hdel', KEYS[1], 'p:') end end "
     "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
     "end if n > 0 and ARGV[5] ~= '1' then "
-    "redis.call('publish', '__redlock__:' .. KEYS[1], '1') end return 1";
+    "redis.call('publish', '__redlock__:' .. KEYS[2] .. ':rw', '1') end "
+    "return 1";
 
 /* Until when a multi-resource attempt is refused on this master: the
  * longest PTTL of its keys (-2 when none exists, -1 if one never expires). */

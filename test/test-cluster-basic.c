@@ -4,7 +4,8 @@
  * owning primary itself); a second owner is refused; a multi-resource
  * lock over slots of two primaries is one vote, all or nothing; fencing
  * tokens grow with the counter in the key's slot; read-write locks
- * exclude; many auto-extended locks renew in batches per slot; the seed
+ * exclude, and the modes of one name (plain, writer, readers) exclude
+ * each other; many auto-extended locks renew in batches per slot; the seed
  * may be any node, a replica too; a waiter is woken by a release (the
  * message crosses the cluster: PUBLISH is broadcast); an election elects
  * one leader and hands over; statistics count per primary. */
@@ -182,6 +183,73 @@ static void rwlocks(uv_loop_t *loop, redlock_client_t *c) {
   ASSERT_EQ(redlock_lock_free(r1), 0);
   ASSERT_EQ(redlock_lock_free(r2), 0);
   ASSERT_EQ(redlock_lock_free(w), 0);
+}
+
+/* The modes of one name exclude each other on a cluster too (issue 29,
+ * item 5), for a name on each primary and one with a hash tag: a plain
+ * holder refuses a writer and a reader; a writer, and a reader, refuse a
+ * plain lock (ours, and another library's SET NX on the primary that
+ * serves the name); readers share; the name is free once they are gone;
+ * a plain handle's inspect sees a writer, and its forced release frees
+ * the name (the hash in the key's slot goes too).
+ * (The read-write hash shares the plain key's slot, or its scripts could
+ * not hold the key: CROSSSLOT.) */
+static void modes(uv_loop_t *loop, redlock_client_t *c) {
+  redlock_acquire_opts once = {.wait_ms = -1};
+  char key[64], buf[64];
+  tu_op op;
+  int p;
+  for (p = 0; p <= P; p++) {
+    redlock_lock_t *pl, *r1, *r2, *w;
+    int owner;
+    if (p < P)
+      key_on(p, "mode", key, sizeof(key));
+    else
+      snprintf(key, sizeof(key), "{mode}tagged");
+    owner = harness_cluster_owner(srv, P + 1, key);
+    ASSERT_EQ(redlock_lock_new(c, key, strlen(key), &pl), 0);
+    ASSERT_EQ(redlock_rwlock_new(c, key, strlen(key), REDLOCK_READ, &r1), 0);
+    ASSERT_EQ(redlock_rwlock_new(c, key, strlen(key), REDLOCK_READ, &r2), 0);
+    ASSERT_EQ(redlock_rwlock_new(c, key, strlen(key), REDLOCK_WRITE, &w), 0);
+    ASSERT_EQ(tu_acquire(loop, pl, 10000, &once, &op), 0);
+    ASSERT_EQ(tu_acquire(loop, w, 10000, &once, &op), REDLOCK_ETAKEN);
+    ASSERT_EQ(tu_acquire(loop, r1, 10000, &once, &op), REDLOCK_ETAKEN);
+    ASSERT_EQ(tu_release(loop, pl, &op), 0);
+    ASSERT_EQ(tu_acquire(loop, w, 10000, &once, &op), 0);
+    ASSERT_EQ(tu_acquire(loop, pl, 10000, &once, &op), REDLOCK_ETAKEN);
+    ASSERT_EQ(harness_cmdf(&srv[owner], buf, sizeof(buf),
+                           "SET %s other NX PX 10000", key), 0);
+    ASSERT_STR_EQ(buf, "(nil)");
+    ASSERT_EQ(tu_release(loop, w, &op), 0);
+    ASSERT_EQ(tu_acquire(loop, r1, 10000, &once, &op), 0);
+    ASSERT_EQ(tu_acquire(loop, r2, 10000, &once, &op), 0);
+    ASSERT_EQ(tu_acquire(loop, pl, 10000, &once, &op), REDLOCK_ETAKEN);
+    ASSERT_EQ(tu_acquire(loop, w, 10000, &once, &op), REDLOCK_ETAKEN);
+    ASSERT_EQ(tu_release(loop, r1, &op), 0);
+    ASSERT_EQ(tu_acquire(loop, pl, 10000, &once, &op), REDLOCK_ETAKEN);
+    ASSERT_EQ(tu_release(loop, r2, &op), 0);
+    ASSERT_EQ(tu_acquire(loop, pl, 10000, &once, &op), 0);
+    ASSERT_EQ(tu_release(loop, pl, &op), 0);
+    /* The plain handle sees a writer (inspect), and a forced release
+     * through it frees the name: the hash in the key's slot goes too. */
+    ASSERT_EQ(tu_acquire(loop, w, 10000, &once, &op), 0);
+    op.done = 0;
+    op.calls = 0;
+    ASSERT_EQ(redlock_lock_inspect(pl, tu_cb, &op), 0);
+    ASSERT_EQ(harness_run_until(loop, &op.done, 10000), 0);
+    ASSERT_EQ(op.nodes[0].rw_lock, 1);
+    op.done = 0;
+    op.calls = 0;
+    ASSERT_EQ(redlock_lock_force_release(pl, tu_cb, &op), 0);
+    ASSERT_EQ(harness_run_until(loop, &op.done, 10000), 0);
+    ASSERT_EQ(op.status, 0);
+    ASSERT_EQ(tu_acquire(loop, r1, 10000, &once, &op), 0);
+    ASSERT_EQ(tu_release(loop, r1, &op), 0);
+    ASSERT_EQ(redlock_lock_free(pl), 0);
+    ASSERT_EQ(redlock_lock_free(r1), 0);
+    ASSERT_EQ(redlock_lock_free(r2), 0);
+    ASSERT_EQ(redlock_lock_free(w), 0);
+  }
 }
 
 /* 60 auto-extended locks over every slot range, ttl 1.2 s, for 3 ttls:
@@ -364,6 +432,7 @@ int main(void) {
   inspect_and_force(&loop, c);
   fencing(&loop, c);
   rwlocks(&loop, c);
+  modes(&loop, c);
   batched(&loop, c);
   wake(&loop, c);
   election(&loop, c);

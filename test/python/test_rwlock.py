@@ -1,4 +1,5 @@
-"""Read-write locks: readers share, a writer excludes everyone."""
+"""Read-write locks: readers share, a writer excludes everyone; the plain
+lock of the same name and the read-write lock exclude each other."""
 import threading
 import time
 
@@ -24,10 +25,18 @@ def test_readers_share_writer_excludes(masters, client_of):
             b.rwlock("doc").read(ttl=10, wait=0).acquire()
         with pytest.raises(LockTaken):
             b.rwlock("doc").write(ttl=10, wait=0).acquire()
-    # The plain lock of the same name is a different lock.
+    # The plain lock of the same name is excluded, and excludes (issue 29,
+    # item 5: the modes of one name exclude each other).
     with a.rwlock("doc").read(ttl=10):
-        with b.lock("doc", ttl=10, wait=0):
-            pass
+        with pytest.raises(LockTaken):
+            b.lock("doc", ttl=10, wait=0).acquire()
+    with a.lock("doc", ttl=10, wait=0):
+        with pytest.raises(LockTaken):
+            b.rwlock("doc").read(ttl=10, wait=0).acquire()
+        with pytest.raises(LockTaken):
+            b.rwlock("doc").write(ttl=10, wait=0).acquire()
+    with b.lock("doc", ttl=10, wait=0):   # free again
+        pass
 
 
 def test_rw_exclusion_under_threads(masters, client_of):

@@ -15,7 +15,8 @@ const char help_acquire[] =
     "  --fence      also print the fencing number (second line)\n"
     "  --wake       wait for the holder's release message instead of polling\n"
     "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
-    "  --read, --write  take KEY's read-write lock\n"
+    "  --read, --write  take KEY's read-write lock (it excludes KEY's plain\n"
+    "               lock, and the reverse)\n"
     "\n"
     "  tok=$(redlock acquire --ttl 1m deploy) || exit 1\n";
 
