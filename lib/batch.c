@@ -15,8 +15,8 @@
  *     REACHED / BLOCKED (its key is someone else's) / FAILED
  *   errors and timeouts of master i count against every lock of the batch
  *
- * Which locks: plain locks without heal (elections included). Multi-
- * resource, read-write and healing locks renew with their own round
+ * Which locks: plain locks without heal. Multi-resource, read-write and
+ * healing locks (elections' included) renew with their own round
  * (their scripts touch several keys or recreate them: a batch of them
  * would be one long script per master for a rare case).
  *
