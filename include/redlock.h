@@ -753,6 +753,8 @@ REDLOCK_EXTERN void redlock_lock_set_data(redlock_lock_t *lock, void *data);
  * steps down (DEPOSED, reason EEXPIRED) `step_down_ms` BEFORE its validity
  * ends, and at once (ENOTHELD) when a majority says the lock is not its
  * own any more. After losing, an instance campaigns again (unless `once`).
+ * The leader's extensions heal: a master that lost the key (restarted
+ * empty) gets it back with the next extension.
  * The lock's value is "<40 hex>.<identity>": the identity travels with
  * it, and compare-and-delete stays exact.
  */

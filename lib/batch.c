@@ -15,8 +15,8 @@
  *     REACHED / BLOCKED (its key is someone else's) / FAILED
  *   errors and timeouts of master i count against every lock of the batch
  *
- * Which locks: plain locks without heal (elections included). Multi-
- * resource, read-write and healing locks renew with their own round
+ * Which locks: plain locks without heal. Multi-resource, read-write and
+ * healing locks (elections' included) renew with their own round
  * (their scripts touch several keys or recreate them: a batch of them
  * would be one long script per master for a rare case).
  *
@@ -223,6 +223,7 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
   unsigned at = cl ? req->tag >> 16 : 0;
   unsigned len = cl ? req->tag & 0xffff : b->n;
   unsigned k;
+  char why[REDLOCK__ERRSTR_LEN];
   (void)errstr;
   b->refs--;
   if (b->live == 0) {
@@ -250,6 +251,11 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
         count(b, j, i, REDLOCK_VOTE_ERR);
       } else if (e->integer < 1) {
         count(b, j, i, REDLOCK_VOTE_NO);
+      } else if (!redlock__node_isolated(req->node, why, sizeof(why))) {
+        /* As round.c: a sentinel group's primary that takes writes when
+         * cut off does not keep a lock either. */
+        b->errs[i] = REDLOCK_ERESTARTED;
+        count(b, j, i, REDLOCK_VOTE_ERR);
       } else if (c->restart_guard_ms == 0 &&
                  !redlock__guard_has_record(&c->guard, req->node->index,
                                             b->ttl[j])) {

@@ -228,7 +228,8 @@ static void on_guard_warning(void *arg, unsigned idx, const char *msg) {
  *  - every node's replication (role, replication id) when the restart
  *    guard is on, or the node is a cluster's: a failover or a resync
  *    behind a connection that stayed open makes a new instance (node.c);
- *  - declared masters' persistence, every 3 s (guard.c, 6.);
+ *  - declared masters' persistence, every 3 s (guard.c, 6.), and a
+ *    sentinel group primary's min-replicas settings (node.c);
  *  - each cluster's topology, every 5 s (a reshard or a failover that no
  *    redirection showed yet). */
 static void on_recheck(uv_timer_t *t) {
@@ -241,7 +242,8 @@ static void on_recheck(uv_timer_t *t) {
       continue;
     if (c->restart_guard_ms >= 0 || n->cluster != NULL)
       redlock__node_check_identity(n);
-    if (n->declared && c->ticks % RECHECK_TICKS == 0)
+    if ((n->declared || redlock__node_checks_isolation(n)) &&
+        c->ticks % RECHECK_TICKS == 0)
       redlock__node_recheck(n);
   }
   if (c->ticks % REFRESH_TICKS == 0)
@@ -335,6 +337,7 @@ static void init_sentinel(redlock_client_t *c, unsigned i, redlock__uri *u) {
   data.display = redlock__strdup("(no primary named yet)");
   redlock__node_init(n, &c->env, i, &data);
   n->sentinel = 1;
+  n->isolation_unchecked = u->isolation_unchecked;
   n->lazy = 1;
   redlock__strlcpy(n->errstr, c->sentinels[i]->errstr, sizeof(n->errstr));
   redlock__uri_free(u);
@@ -351,7 +354,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   redlock_client_t *c = NULL;
   redlock__uri *uris = NULL;
   size_t i;
-  unsigned next_slot;
+  unsigned next_slot, checked = 0;
   size_t parsed = 0;
   int rc;
 
@@ -524,7 +527,11 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     c->idle[i].guard_window_ms = -1;
   }
   redlock__free(uris);
-  if (c->declared || c->restart_guard_ms >= 0 || c->n_nodes > c->n)
+  for (i = 0; i < c->n; i++)
+    if (redlock__node_checks_isolation(&c->nodes[i]))
+      checked++;   /* its primary's min-replicas settings (node.c) */
+  if (c->declared || c->restart_guard_ms >= 0 || c->n_nodes > c->n ||
+      checked > 0)
     uv_timer_start(&c->recheck_timer, on_recheck, TICK_MS, TICK_MS);
   for (i = 0; i < c->n; i++) {
     if (c->sentinels[i] != NULL)

@@ -13,8 +13,12 @@
  *     +--- or release (DEPOSED(0))                   (unless once)
  *
  * A campaign is an acquisition with no retry limit, wake-up on, and the
- * takeover at expiry of acquire.c. Callbacks run from the loop, never from
- * inside a call of this API. */
+ * takeover at expiry of acquire.c. The leadership heals: an extension
+ * re-creates the key on a master that lost it (restarted empty), so empty
+ * restarts of one master after another do not depose a leader whose
+ * validity runs (docs/DESIGN.md, Leader election: why that needs no guard
+ * window). Callbacks run from the loop, never from inside a call of this
+ * API. */
 #include <stdio.h>
 #include <string.h>
 
@@ -139,6 +143,7 @@ static void campaign(redlock_election_t *e) {
   o.retry_count = 0x7fffffff;     /* never gives up */
   o.retry_delay_ms = e->opts.retry_delay_ms;
   o.auto_extend = 1;
+  o.heal = 1;                     /* an empty restart does not depose */
   o.wake = 1;
   o.on_lost = on_lost;
   o.lost_arg = e;

@@ -600,6 +600,24 @@ static void config_warnings(redlock__guard *g, unsigned idx) {
   }
 }
 
+/* A sentinel group's primary that accepts writes when cut off from its
+ * replicas is not counted (round.c, batch.c): said once, again after it
+ * was fixed and broke again. */
+static void isolation_warning(redlock__guard *g, unsigned idx) {
+  redlock__guard_node *gn = &g->gn[idx];
+  char why[300];
+  if (redlock__node_isolated(&g->nodes[idx], why, sizeof(why))) {
+    gn->told_isolation = 0;
+    return;
+  }
+  if (gn->told_isolation)
+    return;
+  gn->told_isolation = 1;
+  warn(g, idx, "%s: %s; its votes do not count (a partition could leave "
+       "the old primary taking writes while the other sentinels promote a "
+       "replica)", g->nodes[idx].uri.display, why);
+}
+
 /* ---- node events ----------------------------------------------------------- */
 
 /* The clock record describes this instance: its run_id and replication
@@ -728,6 +746,7 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
   clock_reading(g, idx, same);
   if (!same)
     config_warnings(g, idx);
+  isolation_warning(g, idx);
   if (g->mode_ms >= 0 && !is_cleared(gn)) {
     gn->cleared[0] = '\0';
     gn->read = GUARD_READ_NONE;
@@ -748,6 +767,7 @@ void redlock__guard_node_down(redlock__guard *g, unsigned idx) {
 void redlock__guard_durable(redlock__guard *g, unsigned idx) {
   redlock__guard_node *gn = &g->gn[idx];
   const redlock__node *node = &g->nodes[idx];
+  isolation_warning(g, idx);
   if (!node->declared || node->durable || node->ident[0] == '\0' ||
       strcmp(gn->broke, node->ident) == 0)
     return;

@@ -54,6 +54,9 @@ typedef struct redlock__guard_node {
   char warned[REDLOCK__IDENT_LEN];   /* instance warned about (declaration) */
   int told_failover;          /* warned: a declared node of a cluster or a
                                  sentinel group is guarded all the same */
+  int told_isolation;         /* warned: a sentinel group's primary accepts
+                                 writes when cut off (node.c), until it
+                                 does not */
   redlock__ns start;          /* latest possible start of that instance */
   redlock__ns up_ns;          /* its last handshake */
   int64_t known_ms;           /* record of the longest ttl seen there */

@@ -225,6 +225,11 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
                     (is_acquisition(cmd) || cmd == REDLOCK__CMD_EXTEND ||
                      cmd == REDLOCK__CMD_MULTI_EXTEND ||
                      cmd == REDLOCK__CMD_RW_EXTEND);
+  /* Acquisitions and extensions count a sentinel group only where its
+   * primary refuses writes when cut off (node.c): whatever the guard. */
+  r->needs_isolation = is_acquisition(cmd) || cmd == REDLOCK__CMD_EXTEND ||
+                       cmd == REDLOCK__CMD_MULTI_EXTEND ||
+                       cmd == REDLOCK__CMD_RW_EXTEND;
   r->redeliver = is_release(cmd);
   /* When a refusal ends: every master's answer counts (bounded by the
    * command timeout), not the first quorum's. */

@@ -40,6 +40,8 @@ struct redlock__round {
   uint8_t clocked;              /* ... with the clock reading after them */
   unsigned clock_waits;         /* votes waiting for a reading (cw) */
   uint8_t needs_record;         /* a YES needs the ttl record there */
+  uint8_t needs_isolation;      /* ... and a sentinel group's primary that
+                                   refuses writes when cut off (node.c) */
   uint8_t decided;
   uint8_t waiting_guard;
   uint8_t redeliver;            /* releases: REDLOCK__REQ_REDELIVER */

@@ -9,9 +9,11 @@
  * Invariants
  *  1. Wire order after every (re)connect: the handshake (AUTH, SELECT,
  *     SCRIPT LOAD of every script, INFO server, GET of the recorded longest
- *     ttl), and only once ALL of it answered without error: the releases
- *     kept from failed attempts (abandoned[]), then the requests queued
- *     while connecting (waiting, bytes in wait_buf), in submission order.
+ *     ttl; a sentinel group's primary: CONFIG GET min-replicas-to-write
+ *     and min-replicas-max-lag), and only once ALL of it answered without
+ *     error: the releases kept from failed attempts (abandoned[]), then the
+ *     requests queued while connecting (waiting, bytes in wait_buf), in
+ *     submission order.
  *     Nothing else is ever written before the handshake succeeded. The
  *     releases come after the handshake's replies: the server has then run
  *     an event loop turn since it came back, so a stale SET still sitting in
@@ -78,7 +80,9 @@ enum {
   HS_MYID,      /* cluster nodes: CLUSTER MYID, then */
   HS_SHARDS,    /* CLUSTER SHARDS (Redis 7.0), or */
   HS_SLOTS,     /* CLUSTER SLOTS (older) */
-  HS_IDCHECK    /* INFO replication while connected (not a handshake) */
+  HS_IDCHECK,   /* INFO replication while connected (not a handshake) */
+  HS_MINREP,    /* sentinel groups: CONFIG GET min-replicas-to-write, */
+  HS_MINLAG     /* CONFIG GET min-replicas-max-lag */
 };
 
 static void node_connect(redlock__node *n);
@@ -679,6 +683,47 @@ static void parse_fsync(redlock__node *n, const redlock__reply *r) {
   n->durable = n->aof_enabled == 1 && strcmp(n->fsync, "always") == 0;
 }
 
+/* ["min-replicas-...", "<n>"] into *out; -1 when refused or not a
+ * number. */
+static void parse_minrep(const redlock__reply *r, int *out) {
+  const redlock__reply *v;
+  long x = 0;
+  size_t i;
+  *out = -1;
+  if (r == NULL || r->type != REDLOCK__R_ARRAY || r->elements != 2)
+    return;
+  v = r->element[1];
+  if (v == NULL || v->type != REDLOCK__R_STRING || v->len == 0 ||
+      v->len > 9)
+    return;
+  for (i = 0; i < v->len; i++) {
+    if (v->str[i] < '0' || v->str[i] > '9')
+      return;
+    x = x * 10 + (v->str[i] - '0');
+  }
+  *out = (int)x;
+}
+
+int redlock__node_checks_isolation(const redlock__node *n) {
+  return n->sentinel && !n->isolation_unchecked;
+}
+
+int redlock__node_isolated(const redlock__node *n, char *buf, size_t len) {
+  if (!redlock__node_checks_isolation(n) ||
+      (n->min_replicas >= 1 && n->min_replicas_lag >= 1))
+    return 1;
+  if (n->min_replicas < 0 || n->min_replicas_lag < 0)
+    snprintf(buf, len, "sentinel group: CONFIG GET min-replicas-to-write/"
+             "-max-lag refused on its primary: not counted (or "
+             "?isolation=unchecked)");
+  else
+    snprintf(buf, len, "sentinel group: its primary takes writes when cut "
+             "off (min-replicas-to-write %d, min-replicas-max-lag %d): set "
+             "both >= 1, or ?isolation=unchecked", n->min_replicas,
+             n->min_replicas_lag);
+  return 0;
+}
+
 /* A decimal field of the clock record (HMGET), optionally negative;
  * `absent` when missing or not a plain number. */
 static int64_t record_num(const redlock__reply *e, int64_t absent) {
@@ -834,6 +879,10 @@ static const char *hs_step_name(int kind) {
       return "CLUSTER SLOTS";
     case HS_IDCHECK:
       return "INFO replication";
+    case HS_MINREP:
+      return "CONFIG GET min-replicas-to-write";
+    case HS_MINLAG:
+      return "CONFIG GET min-replicas-max-lag";
   }
   return "handshake";
 }
@@ -875,6 +924,12 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
     }
     if (req->kind == HS_REPL || req->kind == HS_CLOCKREC)
       goto next;   /* refused (ACL): unknown */
+    if (req->kind == HS_MINREP || req->kind == HS_MINLAG) {
+      /* Refused (ACL, CONFIG renamed): unknown, so not counted. */
+      *(req->kind == HS_MINREP ? &n->min_replicas : &n->min_replicas_lag) =
+          -1;
+      goto next;
+    }
     if (req->kind == HS_SHARDS) {
       /* Before Redis 7.0: CLUSTER SLOTS says the same. */
       const char *argv[2] = {"CLUSTER", "SLOTS"};
@@ -915,6 +970,12 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
       break;
     case HS_FSYNC:
       parse_fsync(n, r);
+      break;
+    case HS_MINREP:
+      parse_minrep(r, &n->min_replicas);
+      break;
+    case HS_MINLAG:
+      parse_minrep(r, &n->min_replicas_lag);
       break;
     case HS_MAXTTL:
       n->maxttl_ms = r->type == REDLOCK__R_STRING
@@ -1026,6 +1087,8 @@ static int node_send_handshake(redlock__node *n) {
   n->aof_enabled = -1;
   n->fsync[0] = '\0';
   n->durable = 0;
+  n->min_replicas = -1;
+  n->min_replicas_lag = -1;
   n->clock.wall_us = -1;
   n->clock_refused = 0;
   n->rec_run[0] = '\0';
@@ -1118,6 +1181,22 @@ static int node_send_handshake_rest(redlock__node *n) {
     if (hs_send(n, HS_FSYNC, 3, argv, lens) != 0)
       return REDLOCK_ENOMEM;
   }
+  if (redlock__node_checks_isolation(n)) {
+    /* Does this primary stop accepting writes when cut off from its
+     * replicas (DESIGN, Sentinel)? */
+    argv[0] = "CONFIG";
+    lens[0] = 6;
+    argv[1] = "GET";
+    lens[1] = 3;
+    argv[2] = "min-replicas-to-write";
+    lens[2] = 21;
+    if (hs_send(n, HS_MINREP, 3, argv, lens) != 0)
+      return REDLOCK_ENOMEM;
+    argv[2] = "min-replicas-max-lag";
+    lens[2] = 20;
+    if (hs_send(n, HS_MINLAG, 3, argv, lens) != 0)
+      return REDLOCK_ENOMEM;
+  }
   if (env->maxttl_key != NULL) {
     argv[0] = "GET";
     lens[0] = 3;
@@ -1164,14 +1243,17 @@ static void on_recheck_reply(redlock__req *req, const redlock__reply *r,
   if (req->kind == HS_PERSIST) {
     n->aof_enabled = r->type == REDLOCK__R_STRING &&
                      strstr(r->str, "aof_enabled:1") != NULL;
-    return;
-  }
-  if (r->type == REDLOCK__R_ERROR) {
+  } else if (req->kind == HS_MINREP || req->kind == HS_MINLAG) {
+    parse_minrep(r, req->kind == HS_MINREP ? &n->min_replicas
+                                           : &n->min_replicas_lag);
+  } else if (r->type == REDLOCK__R_ERROR) {
     n->fsync[0] = '\0';
     n->durable = 0;
   } else {
     parse_fsync(n, r);
   }
+  if (n->recheck_left > 0 && --n->recheck_left > 0)
+    return;
   n->rechecking = 0;
   if (n->env->on_state != NULL)
     n->env->on_state(n, REDLOCK__NODE_EV_DURABLE, n->env->arg);
@@ -1196,13 +1278,31 @@ void redlock__node_recheck(redlock__node *n) {
   static const size_t info_lens[2] = {4, 11};
   static const char *const cfg[3] = {"CONFIG", "GET", "appendfsync"};
   static const size_t cfg_lens[3] = {6, 3, 11};
+  static const char *const mr[3] = {"CONFIG", "GET",
+                                    "min-replicas-to-write"};
+  static const size_t mr_lens[3] = {6, 3, 21};
+  static const char *const ml[3] = {"CONFIG", "GET", "min-replicas-max-lag"};
+  static const size_t ml_lens[3] = {6, 3, 20};
   if (n->state != REDLOCK__NODE_UP || n->rechecking || n->closing)
     return;
-  if (recheck_send(n, HS_PERSIST, 2, info, info_lens) != 0)
-    return;
-  if (recheck_send(n, HS_FSYNC, 3, cfg, cfg_lens) != 0)
-    return;
-  n->rechecking = 1;
+  n->recheck_left = 0;
+  if (n->declared) {
+    if (recheck_send(n, HS_PERSIST, 2, info, info_lens) != 0)
+      return;
+    n->recheck_left++;
+    if (recheck_send(n, HS_FSYNC, 3, cfg, cfg_lens) != 0)
+      return;
+    n->recheck_left++;
+  }
+  if (redlock__node_checks_isolation(n)) {
+    if (recheck_send(n, HS_MINREP, 3, mr, mr_lens) != 0)
+      return;
+    n->recheck_left++;
+    if (recheck_send(n, HS_MINLAG, 3, ml, ml_lens) != 0)
+      return;
+    n->recheck_left++;
+  }
+  n->rechecking = n->recheck_left > 0;
 }
 
 /* ---- identity, repointing, redirections (clusters, sentinels) ---------- */

@@ -192,6 +192,16 @@ struct redlock__node {
   int aof_enabled;             /* the last INFO persistence: -1 unknown */
   char fsync[16];              /* the last CONFIG GET appendfsync, or "" */
   int declared;                /* the operator declared it durable */
+  /* A sentinel group's primary refuses writes once cut off from its
+   * replicas (issue 29, item 11; DESIGN, Sentinel): CONFIG GET
+   * min-replicas-to-write and min-replicas-max-lag at every handshake and
+   * every 3 s while connected (-1: unknown, refused). Unless the URI says
+   * ?isolation=unchecked, its YES votes count only when both are >= 1
+   * (redlock__node_isolated). */
+  int isolation_unchecked;
+  int min_replicas;
+  int min_replicas_lag;
+  unsigned recheck_left;       /* re-check replies still expected */
   int rechecking;              /* a re-check is on the wire */
   int reading_now;             /* a deadline reads the socket first */
   uint64_t answered;           /* replies so far (every request) */
@@ -268,8 +278,17 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
                          const char *const *argv, const size_t *lens);
 /* A declared master: reads its persistence again (INFO persistence,
  * CONFIG GET appendfsync) when UP and no re-check is in flight; EV_DURABLE
- * follows the answers. */
+ * follows the answers. A checked sentinel group's primary: its
+ * min-replicas settings too (EV_DURABLE follows as well). */
 void redlock__node_recheck(redlock__node *n);
+/* 1 when n's YES votes may count as far as isolation goes: not a sentinel
+ * group's primary, or one the URI says not to check, or one whose last
+ * reading showed min-replicas-to-write >= 1 and min-replicas-max-lag >= 1.
+ * Else 0, with why (naming the setting) in buf. */
+int redlock__node_isolated(const redlock__node *n, char *buf, size_t len);
+/* Whether n is checked at all (a sentinel group's primary without
+ * ?isolation=unchecked). */
+int redlock__node_checks_isolation(const redlock__node *n);
 /* The same with the command already encoded (RESP): len bytes at cmd,
  * owned by the caller (copied as needed). */
 int redlock__node_submit_raw(redlock__node *n, redlock__req *req,

@@ -325,7 +325,11 @@ static int fast_bulk(const char *p, const char *end, const char **at,
                     sizeof(void *)))
 
 /* A string object over `mem` (room for the object and len + 1 bytes);
- * decimal digits also give their value (TIME's seconds, microseconds). */
+ * decimal digits also give their value (TIME's seconds, microseconds).
+ * The value is summed only while every byte so far is a digit and there
+ * are at most 18 of them (< 10^18 fits a long long): a string of up to
+ * FAST_BULK_MAX (32) bytes, or 18 bytes far below '0', once overflowed
+ * it (issue 29, item 6; test-unit-reply). */
 static redlock__reply *fast_place_string(char *mem, const char *p,
                                          size_t len) {
   redlock__reply *o = (redlock__reply *)(void *)mem;
@@ -337,7 +341,8 @@ static redlock__reply *fast_place_string(char *mem, const char *p,
     char ch = p[i];
     copy[i] = ch;
     digits &= ch >= '0' && ch <= '9';
-    v = v * 10 + (ch - '0');
+    if (digits)
+      v = v * 10 + (ch - '0');
   }
   copy[len] = '\0';
   o->type = REDLOCK__R_STRING;

@@ -89,6 +89,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   r->clocked = 0;
   r->clock_waits = 0;
   r->needs_record = 0;
+  r->needs_isolation = 0;
   r->decided = 0;
   r->waiting_guard = 0;
   r->redeliver = 0;
@@ -241,6 +242,16 @@ static int has_record(redlock__round *r, unsigned node) {
          redlock__guard_has_record(&r->client->guard, node, r->ttl_ms);
 }
 
+/* A YES that grants or keeps a lock counts only where a sentinel group's
+ * primary refuses writes once cut off from its replicas (node.c; DESIGN,
+ * Sentinel): else an isolated old primary and the promoted replica could
+ * each complete a grant. 0 with the reason in why. */
+static int isolated(redlock__round *r, unsigned node, char *why,
+                    size_t len) {
+  return !r->needs_isolation ||
+         redlock__node_isolated(&r->client->nodes[node], why, len);
+}
+
 /* The guard's judgement of one node's YES (the vote's node, or each part
  * of a split vote): 1 counts, 0 decided otherwise (result set), -1 waits
  * (a clock reading, or the record's read). */
@@ -280,6 +291,12 @@ judge_node(redlock__round *r, unsigned i, unsigned node,
                    "connection lost before the vote counted", now, sent);
         return 0;
     }
+  }
+  if (!isolated(r, node, why, sizeof(why))) {
+    r->pend[i] = 0;
+    r->vnode[i] = (uint16_t)node;
+    set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, why, now, sent);
+    return 0;
   }
   if (!has_record(r, node)) {
     r->pend[i] = 0;
@@ -590,6 +607,10 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
     }
     r->pend[i] = 0;
     guard_vote(r, i, now, req->sent_ns);
+  } else if (v.vote == REDLOCK_VOTE_YES &&
+             !isolated(r, node->index, errbuf(r, i), REDLOCK__ERRSTR_LEN)) {
+    set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, errbuf(r, i), now,
+               req->sent_ns);
   } else if (v.vote == REDLOCK_VOTE_YES && !has_record(r, node->index)) {
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED,
                "restart guard: ttl record not confirmed on this master", now,

@@ -18,6 +18,12 @@
  * whose handshake says role:slave (the sentinels' answer was stale, or a
  * switch is under way) is not used: the sentinels are asked again.
  *
+ * A partition can leave the old primary taking writes beside the promoted
+ * replica: the group's votes count only while its primary runs
+ * min-replicas-to-write and min-replicas-max-lag >= 1 (node.c reads them,
+ * round.c and batch.c refuse the votes otherwise; ?isolation=unchecked
+ * overrides; DESIGN, Sentinel).
+ *
  *   IDLE -> (RESOLVING) -> CONNECTING: [AUTH], get-master-addr, SUBSCRIBE
  *        -> READY (messages) --failure/deadline--> BACKOFF -> next sentinel
  */

@@ -10,7 +10,9 @@
  *   by Redis Sentinel)
  * Options after '?', joined by '&': db=N (unix, sentinel), durable=<bool>
  * (the operator declares the master durable), seed=host:port (cluster),
- * sentinel=host:port, sentinel_user=, sentinel_password= (sentinel).
+ * sentinel=host:port, sentinel_user=, sentinel_password=,
+ * isolation=unchecked (sentinel: count the group although its primary may
+ * accept writes when cut off from its replicas; node.c).
  * Every error names what is wrong and quotes the input; on error nothing
  * stays allocated and *out is zeroed. Reads only within the string. */
 #include <stdio.h>
@@ -295,7 +297,7 @@ static int parse_options(const ctx *x, const char *q, int allow_db,
   static const char *const known[3] = {
       "db=N, durable=1", "durable=1, seed=host:port",
       ("db=N, durable=1, sentinel=host:port, sentinel_user=U, "
-       "sentinel_password=P")};
+       "sentinel_password=P, isolation=unchecked")};
   char msg[160];
   while (*q != '\0') {
     const char *amp = strchr(q, '&');
@@ -322,6 +324,12 @@ static int parse_options(const ctx *x, const char *q, int allow_db,
                 opt_is(q, nlen, "sentinel"))) {
       if ((rc = add_extra(x, val, vlen, u)) != 0)
         return rc;
+    } else if (u->kind == REDLOCK__URI_SENTINEL &&
+               opt_is(q, nlen, "isolation")) {
+      if (!(vlen == 9 && memcmp(val, "unchecked", 9) == 0) &&
+          !(vlen == 7 && memcmp(val, "checked", 7) == 0))
+        return bad(x, "isolation must be checked or unchecked");
+      u->isolation_unchecked = vlen == 9;
     } else if (u->kind == REDLOCK__URI_SENTINEL &&
                (opt_is(q, nlen, "sentinel_user") ||
                 opt_is(q, nlen, "sentinel_password"))) {

@@ -37,6 +37,10 @@ typedef struct redlock__uri {
   unsigned n_extra;
   char *sentinel_user;        /* sentinel: credentials for the sentinels */
   char *sentinel_password;    /* (the others are the data nodes') */
+  int isolation_unchecked;    /* sentinel: ?isolation=unchecked, the
+                                 operator counts the group although its
+                                 primary may accept writes when cut off
+                                 from its replicas (node.c) */
 } redlock__uri;
 
 /* Parses `s` (NUL-terminated). Accepted forms:

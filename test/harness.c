@@ -567,6 +567,14 @@ static int spawn_server(harness_server *s) {
       args[k++] = "127.0.0.1";
       args[k++] = rport;
     }
+    if (s->min_replicas_lag > 0) {
+      static char lag[16];
+      snprintf(lag, sizeof(lag), "%d", s->min_replicas_lag);
+      args[k++] = "--min-replicas-to-write";
+      args[k++] = "1";
+      args[k++] = "--min-replicas-max-lag";
+      args[k++] = lag;
+    }
     if (s->cluster) {
       static char nt[16], bus[16];
       snprintf(nt, sizeof(nt), "%d",
@@ -668,6 +676,7 @@ void harness_start(harness_server *srv, int n) {
     s->clock_shim = keep.clock_shim;
     s->cluster = keep.cluster;
     s->replicaof = keep.replicaof;
+    s->min_replicas_lag = keep.min_replicas_lag;
     s->node_timeout_ms = keep.node_timeout_ms;
     s->sentinel = keep.sentinel;
     s->sentinel_port = keep.sentinel_port;

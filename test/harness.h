@@ -82,6 +82,11 @@ typedef struct harness_server {
   int clock_shim;        /* started under the clock shim (clockshim.c):
                             set by harness_clock_prepare */
   int replicaof;         /* --replicaof 127.0.0.1 <this port> (0: none) */
+  int min_replicas_lag;  /* > 0: --min-replicas-to-write 1
+                            --min-replicas-max-lag <this, s>: a sentinel
+                            group's primary (and its replicas, for when
+                            they are promoted) refuse writes when cut off
+                            from every replica (README, Sentinel) */
   int cluster;           /* --cluster-enabled yes (harness_cluster_*) */
   int node_timeout_ms;   /* cluster-node-timeout (0: 1000 ms) */
   int bus_port;          /* the cluster bus (picked free, not port+10000) */

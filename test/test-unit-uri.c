@@ -215,6 +215,22 @@ int main(void) {
           "sentinel_password=secret", "twice");
   refused("redis+sentinel://h:1/m?sentinel_password=secret&bogus=1",
           "unknown option");
+  /* The isolation check's override (issue 29, item 11). */
+  {
+    redlock__uri u;
+    char err[200] = "";
+    ASSERT_EQ(redlock__uri_parse("redis+sentinel://h:1/m?isolation=unchecked",
+                                 &u, err, sizeof(err)), 0);
+    ASSERT_EQ(u.isolation_unchecked, 1);
+    redlock__uri_free(&u);
+    ASSERT_EQ(redlock__uri_parse("redis+sentinel://h:1/m?isolation=checked",
+                                 &u, err, sizeof(err)), 0);
+    ASSERT_EQ(u.isolation_unchecked, 0);
+    redlock__uri_free(&u);
+  }
+  refused("redis+sentinel://h:1/m?isolation=off", "checked or unchecked");
+  refused("redis://h:1?isolation=unchecked", "unknown option");
+  refused("redis+cluster://h:1?isolation=unchecked", "unknown option");
   refused("redis+cluster://h:1?seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1"
           "&seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1"
           "&seed=a:1&seed=a:1&seed=a:1&seed=a:1&seed=a:1", "at most 16");
