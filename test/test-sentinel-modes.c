@@ -3,7 +3,10 @@
  * holder refuses a writer and a reader; a writer and readers refuse a
  * plain lock (ours, and another library's SET NX on the primary);
  * readers share; the name is free once they are gone, and nothing is
- * left on the primary. */
+ * left on the primary. The group is one primary without replicas, so it
+ * cannot refuse writes when cut off: its URI carries the operator's
+ * override (?isolation=unchecked; the check itself is
+ * test-sentinel-isolation's). */
 #include "tutil.h"
 
 static harness_server data[1];
@@ -15,14 +18,16 @@ int main(void) {
   redlock_lock_t *p, *r1, *r2, *w;
   redlock_acquire_opts once = {.wait_ms = -1};
   const char *addr[1];
-  char buf[64];
+  char group[600], buf[64];
   tu_op op;
 
   memset(data, 0, sizeof(data));
   memset(sent, 0, sizeof(sent));
   harness_start(data, 1);
   harness_sentinel_start(sent, 3, "grp", &data[0], 0);
-  addr[0] = harness_sentinel_addr(sent, 3, "grp");
+  snprintf(group, sizeof(group), "%s&isolation=unchecked",
+           harness_sentinel_addr(sent, 3, "grp"));
+  addr[0] = group;
   ASSERT_EQ(uv_loop_init(&loop), 0);
   c = tu_client_at(&loop, addr, 1, NULL, 1);
   ASSERT_EQ(redlock_lock_new(c, "job", 3, &p), 0);
