@@ -56,7 +56,7 @@ int main(void) {
   ASSERT_EQ(tu_release(&loop, r2, &op), 0);
   ASSERT_EQ(tu_acquire(&loop, p, 10000, &once, &op), 0);
   ASSERT_EQ(tu_release(&loop, p, &op), 0);
-  tu_run_for(&loop, 20);
+  tu_drain(&loop, c);
   ASSERT_EQ(harness_dbsize(&data[0]), 0);
 
   tu_close(&loop, c);
