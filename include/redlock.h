@@ -208,7 +208,10 @@ typedef struct redlock_client_config {
   /* Configuration warnings, on the loop thread (may be NULL): two
    * configured masters that are one instance, a replica given as a master,
    * one master replicating from another, a declared master that is not
-   * durable, a clock that stepped. */
+   * durable, a clock that stepped, a master that refused the handshake
+   * ("master 3 refused authentication: WRONGPASS ...": once per master
+   * until it comes up, also while a quorum of others holds, and also
+   * while the client closes). */
   void (*on_warning)(redlock_client_t *client, const char *msg, void *arg);
   void *warning_arg;
 } redlock_client_config;

@@ -20,7 +20,9 @@
  *     include new acquisitions of the same key by this client.
  *  2. A failed handshake step takes the node DOWN with that step's own
  *     error text ("SELECT 99: ERR DB index is out of range"); nothing
- *     queued is written on that connection.
+ *     queued is written on that connection. The owner hears of the
+ *     refusal first (EV_REFUSED, also while closing: it warns even when
+ *     the other masters made a quorum).
  *  3. Only releases (REDLOCK__REQ_REDELIVER) are ever sent again, and the
  *     layer above marks only releases of tokens it no longer holds: a
  *     token a lock currently holds is never released from here.
@@ -751,6 +753,8 @@ static void node_up(redlock__node *n) {
     snprintf(n->ident, sizeof(n->ident), "%s/%s", n->run_id, n->replid);
   n->refused = 0;
   n->hung = 0;
+  n->hs_refused = 0;
+  n->refusal_said = 0;
   n->errstr[0] = '\0';
   uv_timer_stop(&n->conn_timer);
   /* Releases kept from failed attempts first ... */
@@ -901,6 +905,7 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
      * the connection is closed here). */
     redlock__conn_close(&n->conn);
     node_set_errstr(n, why);
+    n->hs_refused = 1;   /* the owner warns of it (a quorum may hold) */
     uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
     return;
   }
@@ -985,6 +990,8 @@ static void on_hs_failed(uv_timer_t *t) {
   char why[sizeof(n->errstr)];
   memcpy(why, n->errstr, sizeof(why));
   n->st.conn_failures++;
+  if (n->hs_refused && n->env->on_state != NULL)
+    n->env->on_state(n, REDLOCK__NODE_EV_REFUSED, n->env->arg);
   node_teardown(n, REDLOCK_EIO, why, 1);
 }
 
@@ -1020,6 +1027,7 @@ static int node_send_handshake(redlock__node *n) {
   size_t lens[3];
   char db[24];
   n->hs_left = 0;
+  n->hs_refused = 0;
   n->run_id[0] = '\0';
   n->uptime_s = -1;
   n->maxttl_ms = 0;

@@ -69,8 +69,11 @@ typedef enum {
   REDLOCK__NODE_EV_CLOSED,   /* closed for good (client close) */
   REDLOCK__NODE_EV_CLOCK,    /* a clock reading came (node->clock), after
                                 the handshake's */
-  REDLOCK__NODE_EV_DURABLE   /* a re-check of a declared master's
+  REDLOCK__NODE_EV_DURABLE,  /* a re-check of a declared master's
                                 persistence answered (node->durable) */
+  REDLOCK__NODE_EV_REFUSED   /* a handshake step was refused (errstr);
+                                also while closing: EV_DOWN follows
+                                unless closing */
 } redlock__node_event;
 
 /* What a cluster node's topology (CLUSTER SHARDS or SLOTS at its
@@ -241,6 +244,12 @@ struct redlock__node {
   redlock__ns last_try_ns;     /* when the last connection attempt began */
   int refused;                 /* the last attempt was refused: retry
                                   soon, no backoff (cheap for both) */
+  int hs_refused;              /* the last handshake failed on a step's
+                                  error reply (AUTH, SELECT, ...): the
+                                  server refuses this configuration;
+                                  errstr says how (invariant 2) */
+  int refusal_said;            /* the owner warned of it (once until the
+                                  node is UP again) */
   int hung;                    /* the last attempt timed out while
                                   connecting or in the handshake: an
                                   operation may try it at once */

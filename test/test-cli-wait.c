@@ -16,7 +16,10 @@
  *  e) flock(1)'s options: -n (one attempt), -w SECS, -E CODE (cron: 0),
  *     -s/-x (read/write; both: a usage error), -o (accepted); ttls: 1m30s
  *     accepted; 1e3, 0x10, 1s1m refused; 2 ms refused as too short, the
- *     message naming the minimum (it was accepted, and run spun on it). */
+ *     message naming the minimum (it was accepted, and run spun on it).
+ *  f) One master of three refuses our password (issue 29, item 7): run
+ *     and acquire succeed, warning once that master 3 refused
+ *     authentication; unlock --force fails saying so, not "no quorum". */
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -142,6 +145,52 @@ int main(int argc, char **argv) {
     ASSERT_NOT_NULL(strstr(buf, "above the deployment's cap"));
     ASSERT_NULL(strstr(buf, "redlock_lock_acquire"));
   }
+
+  /* f) one master of three refuses our password (issue 29, item 7): run
+   * and acquire succeed on the other two, and stderr warns once that
+   * master 3 refused authentication, with the server's text; unlock
+   * --force (every master must delete) fails, saying which master and
+   * why, never "no quorum" with a quorum of yes. (It was silent, and
+   * unlock said "no quorum: 2 of 3 masters said yes, 2 needed".) */
+  ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf),
+                         "CONFIG SET requirepass pw3"), 0);
+  srv[2].admin_user = "default";   /* the harness's own commands */
+  srv[2].admin_pass = "pw3";
+  snprintf(bad, sizeof(bad), "%s,%s,redis://:wrong@%s",
+           harness_addr(&srv[0]), harness_addr(&srv[1]),
+           harness_addr(&srv[2]));
+  ASSERT_EQ(sh("%s --servers %s run onewrong -- touch %s 2> %s", cli, bad,
+               ran, err), 0);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "f) run, master 3's password wrong:\n%s", buf);
+  ASSERT_EQ(access(ran, F_OK), 0);
+  unlink(ran);
+  ASSERT_EQ(harness_count(buf, "warning: master 3 refused authentication: "
+                          "WRONGPASS"), 1);
+  ASSERT_EQ(harness_count(buf, "master 1"), 0);
+  ASSERT_EQ(harness_count(buf, "master 2"), 0);
+  ASSERT_EQ(sh("%s --servers %s acquire --ttl 1m onewrong > /dev/null "
+               "2> %s", cli, bad, err), 0);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "f) acquire:\n%s", buf);
+  ASSERT_EQ(harness_count(buf, "warning: master 3 refused authentication: "
+                          "WRONGPASS"), 1);
+  ASSERT_EQ(sh("%s --servers %s unlock --force onewrong 2> %s", cli, bad,
+               err), 1);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "f) unlock --force:\n%s", buf);
+  ASSERT_NULL(strstr(buf, "no quorum"));
+  ASSERT_NOT_NULL(strstr(buf, "2 of 3 masters said yes"));
+  ASSERT_NOT_NULL(strstr(buf, "every master"));
+  ASSERT_NOT_NULL(strstr(buf, "WRONGPASS"));
+  ASSERT_EQ(harness_count(buf, "warning: master 3 refused authentication: "
+                          "WRONGPASS"), 1);
+  ASSERT_EQ(harness_get(&srv[0], "onewrong", buf, sizeof(buf)), 0);
+  ASSERT_EQ(harness_get(&srv[1], "onewrong", buf, sizeof(buf)), 0);
+  ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf),
+                         "CONFIG SET requirepass %s", ""), 0);
+  srv[2].admin_user = NULL;
+  srv[2].admin_pass = NULL;
 
   /* a) (last: the masters keep their password) the wrong password: 77
    * at once, each master named once. */
