@@ -55,7 +55,11 @@ struct redlock__req {
                                until it went out */
   redlock__ns sent_ns;      /* submitted */
   redlock__ns reply_ns;     /* its reply came (0 for a failure) */
-  redlock__ns deadline_ns;  /* 0: bounded by the connect deadline */
+  redlock__ns deadline_ns;  /* written: its reply's; waiting for the
+                               handshake: the wait's (node.c, invariant
+                               6); 0: the handshake's own (bounded by
+                               the connect deadline) */
+  uint32_t wait_len;        /* waiting: its bytes in the node's wait_buf */
   /* REDELIVER, or a cluster node's (for a redirection): a copy of the
    * encoded command. */
   char *cmd;
