@@ -64,9 +64,11 @@
  *     and other failures back off exponentially (invariant 4). A node
  *     repointed before its handshake ended (its topology named another
  *     primary) counts that as a failure: the first repoint connects at
- *     once, the next ones in a row back off, so nodes that name each
- *     other cannot make a connection storm (149,604 connections in 24 s
- *     before: issue 29, item 4). */
+ *     once, and one again before any handshake ended leaves the node
+ *     DOWN for the backoff (what waited fails with why), so nodes that
+ *     name each other cannot make a connection storm (149,604
+ *     connections in 24 s before: issue 29, item 4), and the owner sees
+ *     a node that was tried (not one connecting forever). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1361,12 +1363,14 @@ static void adopt_address(redlock__node *n, char *h, char *d, int port) {
 
 int redlock__node_repoint(redlock__node *n, const char *host, int port,
                           const char *why) {
-  redlock__queue pending;
+  redlock__queue pending, waiting;
   char *h, *d;
+  char stuck_why[sizeof(n->errstr)];
   /* Sent on from a handshake that did not end (invariant 7). */
   int midway = n->state == REDLOCK__NODE_RESOLVING ||
                n->state == REDLOCK__NODE_CONNECTING ||
                n->state == REDLOCK__NODE_HANDSHAKE;
+  int stuck;
   int64_t delay = 0;
   if (address_strings(host, port, &h, &d) != 0)
     return REDLOCK_ENOMEM;
@@ -1383,12 +1387,34 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   } else {
     n->failures = 0;   /* a new address for a node that served, or idled */
   }
+  stuck = midway && n->failures > 1 && !n->closing;
   n->refused = 0;
   n->hung = 0;
   n->lazy = 0;
   n->myid[0] = '\0';
   adopt_address(n, h, d, port);
   node_set_errstr(n, why);
+  if (stuck) {
+    /* Sent on again before any handshake ended: DOWN for the backoff
+     * (invariant 7), as after a failed connection: what waits fails now,
+     * new requests fail at once, and the owner counts the node as tried
+     * (the restart guard's first-connection wait ends). */
+    snprintf(stuck_why, sizeof(stuck_why), "%.120s (sent on %u times in a "
+             "row, never serving: do the cluster's nodes disagree?)", why,
+             n->failures);
+    node_set_errstr(n, stuck_why);
+    redlock__queue_init(&waiting);
+    move_all(&n->waiting, &waiting);
+    redlock__buf_reset(&n->wait_buf);
+    n->state = REDLOCK__NODE_DOWN;
+    if (n->env->on_state != NULL)
+      n->env->on_state(n, REDLOCK__NODE_EV_DOWN, n->env->arg);
+    fail_list(n, &pending, REDLOCK_EIO, stuck_why);
+    fail_list(n, &waiting, REDLOCK_EIO, stuck_why);
+    if (n->state == REDLOCK__NODE_DOWN && !n->closing)
+      uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
+    return 0;
+  }
   if (n->state == REDLOCK__NODE_UP) {
     n->state = REDLOCK__NODE_DOWN;
     if (n->env->on_state != NULL && !n->closing)
@@ -1399,9 +1425,9 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   if (n->state == REDLOCK__NODE_DOWN && !n->closing) {
     /* Connect from a timer: this may run inside the old connection's
      * reply callback. Requests submitted meanwhile wait for it (bounded
-     * by their own deadlines, invariant 6), also during a backoff. */
+     * by their own deadlines, invariant 6). */
     n->state = REDLOCK__NODE_RESOLVING;
-    uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
+    uv_timer_start(&n->conn_timer, on_reconnect, 0, 0);
   }
   node_arm_deadline(n);   /* node_cut stopped it: what still waits */
   return 0;

@@ -17,7 +17,15 @@
  *     deadline, and every repoint restarted the connect timer.)
  *  b) Repointing backs off: the fake nodes take a few dozen connections
  *     at most while the acquisition runs, not thousands. (149,604 in 24 s:
- *     a repoint reset the failure count and connected at once.) */
+ *     a repoint reset the failure count and connected at once.)
+ *  c) The same with the restart guard on (the default): the acquisition
+ *     first waits until every node made its first connection, and a node
+ *     sent on from handshake to handshake never did (it hung past 6 s even
+ *     with a) and b) fixed: the node now goes DOWN for its backoff).
+ *  d) A request queued behind a handshake ends by its own deadline (the
+ *     connect plus the command timeout), also when the node moves on to
+ *     the next seed: six black-hole seeds held it for six connect
+ *     timeouts. */
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -31,6 +39,7 @@
 #include "tutil.h"
 
 #define MAX_CONNS 64
+#define SEEDS 6
 
 static const char *ids[2] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                              "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"};
@@ -206,7 +215,8 @@ int main(void) {
   redlock_client_t *c;
   redlock_lock_t *l;
   redlock_acquire_opts wait2s = {.wait_ms = 2000};
-  char uri[128], why[1024];
+  redlock_acquire_opts once = {.wait_ms = -1};
+  char uri[512], why[1024];
   const char *servers[1] = {uri};
   redlock_result r;
   uint64_t t0, took;
@@ -274,6 +284,78 @@ int main(void) {
 
   ASSERT_EQ(redlock_lock_free(l), 0);
   tu_close(&loop, c);
+
+  /* c) the same with the restart guard on (the default, the CLI's): an
+   * acquisition first waits until every node made its first connection;
+   * a node sent on from handshake to handshake must count as made (down)
+   * once it backs off, or that wait never ends. */
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  cfg.restart_guard_ms = 0;
+  ASSERT_EQ(redlock_client_new(&loop, &cfg, &c), 0);
+  ASSERT_EQ(redlock_lock_new(c, "k", 1, &l), 0);
+  memset(&op, 0, sizeof(op));
+  *accepted = 0;
+  t0 = harness_now_ms();
+  ASSERT_EQ(redlock_lock_acquire(l, 10000, &wait2s, on_acquired, &op), 0);
+  if (harness_run_until(&loop, &op.done, (uint64_t)harness_bound_ms(6000)) !=
+      0)
+    TEST_FAIL("guarded: acquire --wait 2s still running after %lld ms; the "
+              "fake nodes took %lu connections",
+              (long long)harness_bound_ms(6000), *accepted);
+  took = op.cb_ms - t0;
+  conns = *accepted;
+  memset(&r, 0, sizeof(r));
+  r.status = op.status;
+  r.attempts = op.attempts;
+  r.n_nodes = op.n_nodes;
+  r.nodes = op.nodes;
+  r.quorum = 1;
+  redlock_result_explain(&r, why, sizeof(why));
+  fprintf(stderr, "c) guarded: %s after %llu ms, %lu connections: %s\n",
+          redlock_err_name(op.status), (unsigned long long)took, conns, why);
+  ASSERT(op.status == REDLOCK_ETIMEDOUT || op.status == REDLOCK_ENOQUORUM);
+  ASSERT_LT(took, (uint64_t)harness_bound_ms(4000));
+  ASSERT_LT(conns, 100);
+  ASSERT_EQ(redlock_lock_free(l), 0);
+  tu_close(&loop, c);
+
+  /* d) a request queued behind a handshake ends by its own deadline
+   * (the connect plus the command timeout from its submission), also
+   * when the node moves on to the next seed, which starts a connect
+   * deadline of its own: six seeds that are black holes (listening, never
+   * accepting) took six connect timeouts, 6 s here. */
+  {
+    int bh[SEEDS], bport[SEEDS], k;
+    size_t at;
+    for (k = 0; k < SEEDS; k++)
+      bh[k] = listen_any(&bport[k]);
+    at = (size_t)snprintf(uri, sizeof(uri),
+                          "redis+cluster://127.0.0.1:%d", bport[0]);
+    for (k = 1; k < SEEDS; k++)
+      at += (size_t)snprintf(uri + at, sizeof(uri) - at, "%sseed=127.0.0.1:%d",
+                             k == 1 ? "?" : "&", bport[k]);
+    ASSERT_EQ(uv_loop_init(&loop), 0);
+    cfg.restart_guard_ms = -1;
+    cfg.connect_timeout_ms = 1000;
+    cfg.command_timeout_ms = 50;
+    ASSERT_EQ(redlock_client_new(&loop, &cfg, &c), 0);
+    ASSERT_EQ(redlock_lock_new(c, "k", 1, &l), 0);
+    t0 = harness_now_ms();
+    ASSERT_EQ(tu_acquire(&loop, l, 10000, &once, &op), REDLOCK_ENOQUORUM);
+    took = op.cb_ms - t0;
+    fprintf(stderr, "d) %d black-hole seeds: %s after %llu ms: %s\n", SEEDS,
+            redlock_err_name(op.status), (unsigned long long)took,
+            op.errstr[0]);
+    ASSERT_EQ(op.nodes[0].error, REDLOCK_ETIMEDOUT);
+    ASSERT_NOT_NULL(strstr(op.errstr[0], "not connected within 1050 ms"));
+    ASSERT_GE(took, 1000);
+    ASSERT_LT(took, (uint64_t)harness_bound_ms(3000));
+    ASSERT_EQ(redlock_lock_free(l), 0);
+    tu_close(&loop, c);
+    for (k = 0; k < SEEDS; k++)
+      close(bh[k]);
+  }
+
   kill(pid, SIGKILL);
   ASSERT_EQ(waitpid(pid, &st, 0), pid);
   munmap((void *)accepted, sizeof(*accepted));
