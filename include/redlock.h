@@ -507,8 +507,12 @@ typedef void (*redlock_lost_cb)(redlock_lock_t *lock, int reason, void *arg);
 typedef struct redlock_acquire_opts {
   /* Overall deadline, from the call: keep trying until then (the retry
    * count does not apply); the callback gets ETIMEDOUT when it passes
-   * (the result shows the last attempt's votes). 0 = no deadline: up to
-   * the retry count; negative = one attempt only. */
+   * (the result shows the last attempt's votes), at most a command
+   * timeout after it whatever the masters do (an attempt in flight is
+   * bounded by it too, also its requests queued behind a connection's
+   * handshake). 0 = no deadline: up to the retry count; negative = one
+   * attempt only. Every request, with or without a wait, ends by the
+   * connect plus the command timeout from when it was made. */
   int wait_ms;
   /* Override the client's retry policy for this call (same meanings). */
   int retry_count;

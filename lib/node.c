@@ -40,8 +40,9 @@
  *     event of a closed connection reaches this file.
  *  6. A request submitted while the node makes a connection waits behind
  *     the handshake, bounded by a deadline of its own: the connect and
- *     command timeouts from its submission (a redirected one keeps its
- *     first deadline). Not by the connection's: a node repointed from one
+ *     command timeouts from its submission, or its until_ns when sooner
+ *     (a redirected one keeps its first deadline; an acquisition's ends
+ *     with its wait). Not by the connection's: a node repointed from one
  *     handshake to the next (a cluster whose nodes name each other as the
  *     primary) or moved to the next seed starts a new connect deadline
  *     each time, and its requests would wait forever (issue 29, item 4).
@@ -508,11 +509,10 @@ static int node_wait(redlock__node *n, redlock__req *req, const cmd_src *c) {
   if (put_cmd(&n->wait_buf, c) != 0)
     return REDLOCK_ENOMEM;
   req->wait_len = (uint32_t)(redlock__buf_pending(&n->wait_buf) - before);
-  req->deadline_ns =
-      req->until_ns != 0
-          ? req->until_ns
-          : req->sent_ns + timeout_ns(n->env->connect_timeout_ms +
-                                      n->env->command_timeout_ms);
+  req->deadline_ns = req->sent_ns + timeout_ns(n->env->connect_timeout_ms +
+                                               n->env->command_timeout_ms);
+  if (req->until_ns != 0 && req->until_ns < req->deadline_ns)
+    req->deadline_ns = req->until_ns;   /* redirected; a wait's bound */
   redlock__queue_insert_tail(&n->waiting, &req->q);
   node_arm_at(n, req->deadline_ns);
   return 0;
@@ -638,9 +638,12 @@ static void on_deadline(uv_timer_t *t) {
     redlock__queue_init(&expired);
     next = node_expire_waiting(n, now, &expired);
     if (!redlock__queue_empty(&expired)) {
-      snprintf(why, sizeof(why), "not connected within %lld ms (%s)",
-               (long long)(n->env->connect_timeout_ms +
-                           n->env->command_timeout_ms),
+      /* How long the first of them waited (its connect and command
+       * timeouts, or its acquisition's wait). */
+      redlock__ns waited =
+          now - REDLOCK__CONTAINER_OF(expired.next, redlock__req, q)->sent_ns;
+      snprintf(why, sizeof(why), "not connected within %llu ms (%s)",
+               (unsigned long long)(waited / REDLOCK__NS_PER_MS),
                n->errstr[0] ? n->errstr : "connecting");
       n->st.timeouts++;
       fail_list(n, &expired, REDLOCK_ETIMEDOUT, why);

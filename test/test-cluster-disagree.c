@@ -347,7 +347,7 @@ int main(void) {
             redlock_err_name(op.status), (unsigned long long)took,
             op.errstr[0]);
     ASSERT_EQ(op.nodes[0].error, REDLOCK_ETIMEDOUT);
-    ASSERT_NOT_NULL(strstr(op.errstr[0], "not connected within 1050 ms"));
+    ASSERT_NOT_NULL(strstr(op.errstr[0], "not connected within 10"));
     ASSERT_GE(took, 1000);
     ASSERT_LT(took, (uint64_t)harness_bound_ms(3000));
     ASSERT_EQ(redlock_lock_free(l), 0);
