@@ -1402,9 +1402,10 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
      * (invariant 7), as after a failed connection: what waits fails now,
      * new requests fail at once, and the owner counts the node as tried
      * (the restart guard's first-connection wait ends). */
-    snprintf(stuck_why, sizeof(stuck_why), "%.120s (sent on %u times in a "
-             "row, never serving: do the cluster's nodes disagree?)", why,
-             n->failures);
+    snprintf(stuck_why, sizeof(stuck_why), "%.100s (sent on %u times in a "
+             "row, never serving: do %s disagree?)", why, n->failures,
+             n->cluster != NULL ? "the cluster's nodes"
+                                : "the sentinels and the primary");
     node_set_errstr(n, stuck_why);
     redlock__queue_init(&waiting);
     move_all(&n->waiting, &waiting);
