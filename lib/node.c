@@ -1469,7 +1469,11 @@ int redlock__node_resend(redlock__node *to, redlock__req *req, int asking) {
   redlock__req *nr;
   cmd_src c = {0, NULL, NULL, NULL, 0};
   int rc;
-  redlock__ns until = req->until_ns != 0 ? req->until_ns : req->deadline_ns;
+  /* The first deadline it had (its acquisition's wait may be later). */
+  redlock__ns until = req->until_ns != 0 && (req->deadline_ns == 0 ||
+                                             req->until_ns < req->deadline_ns)
+                          ? req->until_ns
+                          : req->deadline_ns;
   if (req->cmd == NULL)
     return REDLOCK_ENOMEM;   /* not kept: cannot be sent again */
   if (until != 0 && until <= redlock__now_ns())
