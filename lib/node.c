@@ -62,11 +62,13 @@
  *  7. Backoff: a refused connection (ECONNREFUSED, or no socket file)
  *     costs nothing to either side, so it is retried after
  *     reconnect_min_ms (jittered down to half) without growing; timeouts
- *     and other failures back off exponentially (invariant 4). A node
- *     repointed before its handshake ended (its topology named another
- *     primary) counts that as a failure: the first repoint connects at
- *     once, and one again before any handshake ended leaves the node
- *     DOWN for the backoff (what waited fails with why), so nodes that
+ *     and other failures back off exponentially (invariant 4). Repoints
+ *     before a handshake ended (its topology named another primary) are
+ *     counted until one ends: the first connects at once (a seed that is
+ *     a replica, a primary that moved), a second in a row leaves the node
+ *     DOWN for a backoff that grows with the count, as failures do (what
+ *     waited fails with why; not counted as failures: a failover's
+ *     repoint after a crash is not delayed by the crash), so nodes that
  *     name each other cannot make a connection storm (149,604
  *     connections in 24 s before: issue 29, item 4), and the owner sees
  *     a node that was tried (not one connecting forever). */
@@ -459,9 +461,11 @@ static void on_conn_flush(redlock__conn *c) {
 
 /* ---- requests ------------------------------------------------------------ */
 
-/* Arms the deadline timer for the oldest pending request. Lazily: while
- * it is armed for an earlier moment it stays (deadlines only grow along
- * the FIFO); on_deadline re-arms for the then oldest. */
+/* Arms the deadline timer for the oldest pending request, and for the
+ * oldest waiting one (invariant 6). Lazily: while it is armed for an
+ * earlier moment it stays (deadlines only grow along the FIFO; a waiting
+ * request with an earlier one arms it when queued); on_deadline re-arms
+ * for the then oldest. */
 static void node_arm_at(redlock__node *n, redlock__ns due) {
   redlock__ns now;
   uint64_t ms;
@@ -833,6 +837,7 @@ static void node_up(redlock__node *n) {
   n->hung = 0;
   n->hs_refused = 0;
   n->refusal_said = 0;
+  n->repoints = 0;
   n->errstr[0] = '\0';
   uv_timer_stop(&n->conn_timer);
   /* Releases kept from failed attempts first ... */
@@ -1381,16 +1386,16 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
    * handshake goes to the new address. */
   redlock__queue_init(&pending);
   node_cut(n, &pending, NULL);
-  if (midway) {
-    n->failures++;
-    if (n->failures > 1)
-      delay = redlock__backoff_ms(n->env->reconnect_min_ms,
-                                  n->env->reconnect_max_ms,
-                                  n->failures - 1, n->env->prng);
-  } else {
-    n->failures = 0;   /* a new address for a node that served, or idled */
-  }
-  stuck = midway && n->failures > 1 && !n->closing;
+  n->failures = 0;
+  if (midway)
+    n->repoints++;
+  else
+    n->repoints = 0;   /* a node that served, or idled */
+  stuck = midway && n->repoints > 1 && !n->closing;
+  if (stuck)
+    delay = redlock__backoff_ms(n->env->reconnect_min_ms,
+                                n->env->reconnect_max_ms, n->repoints - 1,
+                                n->env->prng);
   n->refused = 0;
   n->hung = 0;
   n->lazy = 0;
@@ -1403,7 +1408,7 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
      * new requests fail at once, and the owner counts the node as tried
      * (the restart guard's first-connection wait ends). */
     snprintf(stuck_why, sizeof(stuck_why), "%.100s (sent on %u times in a "
-             "row, never serving: do %s disagree?)", why, n->failures,
+             "row, never serving: do %s disagree?)", why, n->repoints,
              n->cluster != NULL ? "the cluster's nodes"
                                 : "the sentinels and the primary");
     node_set_errstr(n, stuck_why);

@@ -180,6 +180,8 @@ struct redlock__node {
   unsigned n_pending;
   unsigned hs_left;            /* handshake replies still expected */
   unsigned failures;           /* consecutive failed connections */
+  unsigned repoints;           /* repointed in a row before any handshake
+                                  ended (node.c, invariant 7) */
   int closing;
   int handles_open;
   struct sockaddr_storage addr;
