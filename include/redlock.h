@@ -208,7 +208,10 @@ typedef struct redlock_client_config {
   /* Configuration warnings, on the loop thread (may be NULL): two
    * configured masters that are one instance, a replica given as a master,
    * one master replicating from another, a declared master that is not
-   * durable, a clock that stepped. */
+   * durable, a clock that stepped, a master that refused the handshake
+   * ("master 3 refused authentication: WRONGPASS ...": once per master
+   * until it comes up, also while a quorum of others holds, and also
+   * while the client closes). */
   void (*on_warning)(redlock_client_t *client, const char *msg, void *arg);
   void *warning_arg;
 } redlock_client_config;
@@ -505,8 +508,12 @@ typedef void (*redlock_lost_cb)(redlock_lock_t *lock, int reason, void *arg);
 typedef struct redlock_acquire_opts {
   /* Overall deadline, from the call: keep trying until then (the retry
    * count does not apply); the callback gets ETIMEDOUT when it passes
-   * (the result shows the last attempt's votes). 0 = no deadline: up to
-   * the retry count; negative = one attempt only. */
+   * (the result shows the last attempt's votes), at most a command
+   * timeout after it whatever the masters do (an attempt in flight is
+   * bounded by it too, also its requests queued behind a connection's
+   * handshake). 0 = no deadline: up to the retry count; negative = one
+   * attempt only. Every request, with or without a wait, ends by the
+   * connect plus the command timeout from when it was made. */
   int wait_ms;
   /* Override the client's retry policy for this call (same meanings). */
   int retry_count;

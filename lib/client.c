@@ -224,6 +224,33 @@ static void on_guard_warning(void *arg, unsigned idx, const char *msg) {
     c->warn_cb(c, msg, c->warn_arg);
 }
 
+/* A master whose handshake was refused (a wrong password, a db it does
+ * not have): said once, until it comes up again, also while a quorum of
+ * the others holds (it was silent then: issue 29, item 7), and also
+ * while the client closes. By number, as users count masters; the
+ * server's own text. */
+static void warn_refusal(redlock_client_t *c, redlock__node *n) {
+  char msg[sizeof(c->warnings[0]) + 300], who[300];
+  const char *e = n->errstr;
+  if (!n->hs_refused || n->refusal_said)
+    return;
+  n->refusal_said = 1;
+  if (n->index == n->master)
+    snprintf(who, sizeof(who), "master %u", n->master + 1);
+  else   /* a cluster's other primary */
+    snprintf(who, sizeof(who), "master %u's node %.250s", n->master + 1,
+             n->uri.display != NULL ? n->uri.display : "?");
+  if (strncmp(e, "AUTH: ", 6) == 0)
+    snprintf(msg, sizeof(msg), "%s refused authentication: %s", who, e + 6);
+  else
+    snprintf(msg, sizeof(msg), "%s refused the handshake: %s", who, e);
+  redlock__strlcpy(c->warnings[n->index], msg, sizeof(c->warnings[0]));
+  /* Also while closing: the operation that just ended (a one-shot
+   * acquire that a quorum granted) did not say it. */
+  if (c->warn_cb != NULL)
+    c->warn_cb(c, msg, c->warn_arg);
+}
+
 /* Background checks, every second while the client is open:
  *  - every node's replication (role, replication id) when the restart
  *    guard is on, or the node is a cluster's: a failover or a resync
@@ -262,6 +289,9 @@ static void on_node_state(redlock__node *n, redlock__node_event ev,
   switch (ev) {
     case REDLOCK__NODE_EV_UP:
       redlock__guard_node_up(&c->guard, n->index);
+      return;
+    case REDLOCK__NODE_EV_REFUSED:
+      warn_refusal(c, n);
       return;
     case REDLOCK__NODE_EV_DOWN:
       redlock__guard_node_down(&c->guard, n->index);

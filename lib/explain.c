@@ -225,8 +225,14 @@ int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
           r->n_nodes, r->quorum);
       break;
     case REDLOCK_ENOQUORUM:
-      put(&o, "no quorum: %u of %u masters said yes, %u needed", r->yes,
-          r->n_nodes, r->quorum);
+      if (r->yes >= r->quorum && r->yes < r->n_nodes)
+        /* A quorum said yes, and still: an operation that every master
+         * must do (a forced release, the ttl record's setting). */
+        put(&o, "not done on every master: %u of %u masters said yes, "
+            "every master needed", r->yes, r->n_nodes);
+      else
+        put(&o, "no quorum: %u of %u masters said yes, %u needed", r->yes,
+            r->n_nodes, r->quorum);
       break;
     case REDLOCK_EEXPIRED:
       put(&o, "a quorum said yes but the ttl had run out (the round took "

@@ -22,7 +22,9 @@
  *     include new acquisitions of the same key by this client.
  *  2. A failed handshake step takes the node DOWN with that step's own
  *     error text ("SELECT 99: ERR DB index is out of range"); nothing
- *     queued is written on that connection.
+ *     queued is written on that connection. The owner hears of the
+ *     refusal first (EV_REFUSED, also while closing: it warns even when
+ *     the other masters made a quorum).
  *  3. Only releases (REDLOCK__REQ_REDELIVER) are ever sent again, and the
  *     layer above marks only releases of tokens it no longer holds: a
  *     token a lock currently holds is never released from here.
@@ -39,7 +41,14 @@
  *     detached before callbacks run. Closing is synchronous (conn.c): no
  *     event of a closed connection reaches this file.
  *  6. A request submitted while the node makes a connection waits behind
- *     the handshake, bounded by the connect deadline. A request submitted
+ *     the handshake, bounded by a deadline of its own: the connect and
+ *     command timeouts from its submission, or its until_ns when sooner
+ *     (a redirected one keeps its first deadline; an acquisition's ends
+ *     with its wait). Not by the connection's: a node repointed from one
+ *     handshake to the next (a cluster whose nodes name each other as the
+ *     primary) or moved to the next seed starts a new connect deadline
+ *     each time, and its requests would wait forever (issue 29, item 4).
+ *     The deadline timer serves both lists. A request submitted
  *     to a DOWN node fails at once (nothing queues behind a dead master),
  *     unless the node's last attempt began REDLOCK__TRY_NOW_MS ago or more
  *     and ended in a timeout of the connect or handshake (`hung`): then
@@ -55,7 +64,16 @@
  *  7. Backoff: a refused connection (ECONNREFUSED, or no socket file)
  *     costs nothing to either side, so it is retried after
  *     reconnect_min_ms (jittered down to half) without growing; timeouts
- *     and other failures back off exponentially (invariant 4). */
+ *     and other failures back off exponentially (invariant 4). Repoints
+ *     before a handshake ended (its topology named another primary) are
+ *     counted until one ends: the first connects at once (a seed that is
+ *     a replica, a primary that moved), a second in a row leaves the node
+ *     DOWN for a backoff that grows with the count, as failures do (what
+ *     waited fails with why; not counted as failures: a failover's
+ *     repoint after a crash is not delayed by the crash), so nodes that
+ *     name each other cannot make a connection storm (149,604
+ *     connections in 24 s before: issue 29, item 4), and the owner sees
+ *     a node that was tried (not one connecting forever). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,6 +350,7 @@ static void node_teardown(redlock__node *n, int error, const char *why,
     fail_list(n, &pending, error, why);
     if (n->state == REDLOCK__NODE_RESOLVING && !n->closing)
       uv_timer_start(&n->conn_timer, on_reconnect, 0, 0);
+    node_arm_deadline(n);   /* what waits keeps its deadline (inv. 6) */
     return;
   }
   n->state = REDLOCK__NODE_DOWN;
@@ -446,27 +465,31 @@ static void on_conn_flush(redlock__conn *c) {
 
 /* ---- requests ------------------------------------------------------------ */
 
-/* Arms the deadline timer for the oldest pending request. Lazily: while
- * it is armed for an earlier moment it stays (deadlines only grow along
- * the FIFO); on_deadline re-arms for the then oldest. */
-static void node_arm_deadline(redlock__node *n) {
-  redlock__req *head;
+/* Arms the deadline timer for the oldest pending request, and for the
+ * oldest waiting one (invariant 6). Lazily: while it is armed for an
+ * earlier moment it stays (deadlines only grow along the FIFO; a waiting
+ * request with an earlier one arms it when queued); on_deadline re-arms
+ * for the then oldest. */
+static void node_arm_at(redlock__node *n, redlock__ns due) {
   redlock__ns now;
   uint64_t ms;
-  if (redlock__queue_empty(&n->pending))
-    return;
-  head = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
-  if (head->deadline_ns == 0)
-    return;   /* the handshake: bounded by the connect deadline */
-  if (n->deadline_armed != 0 && n->deadline_armed <= head->deadline_ns)
+  if (due == 0 || (n->deadline_armed != 0 && n->deadline_armed <= due))
     return;
   now = redlock__now_ns();
-  ms = head->deadline_ns > now
-           ? (head->deadline_ns - now + REDLOCK__NS_PER_MS - 1) /
-                 REDLOCK__NS_PER_MS
-           : 0;
-  n->deadline_armed = head->deadline_ns;
+  ms = due > now ? (due - now + REDLOCK__NS_PER_MS - 1) / REDLOCK__NS_PER_MS
+                 : 0;
+  n->deadline_armed = due;
   uv_timer_start(&n->deadline_timer, on_deadline, ms, 0);
+}
+
+static void node_arm_deadline(redlock__node *n) {
+  if (!redlock__queue_empty(&n->pending))
+    /* 0 for the handshake: bounded by the connect deadline */
+    node_arm_at(n, REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q)
+                       ->deadline_ns);
+  if (!redlock__queue_empty(&n->waiting))
+    node_arm_at(n, REDLOCK__CONTAINER_OF(n->waiting.next, redlock__req, q)
+                       ->deadline_ns);
 }
 
 /* Writes a request on the open connection and appends it to the FIFO. */
@@ -487,12 +510,49 @@ static int node_write(redlock__node *n, redlock__req *req, const cmd_src *c,
   return 0;
 }
 
-/* Queues req behind the handshake (invariant 1): sent when it is done. */
+/* Queues req behind the handshake (invariant 1): sent when it is done,
+ * or failed at its deadline (invariant 6). */
 static int node_wait(redlock__node *n, redlock__req *req, const cmd_src *c) {
+  size_t before = redlock__buf_pending(&n->wait_buf);
   if (put_cmd(&n->wait_buf, c) != 0)
     return REDLOCK_ENOMEM;
+  req->wait_len = (uint32_t)(redlock__buf_pending(&n->wait_buf) - before);
+  req->deadline_ns = req->sent_ns + timeout_ns(n->env->connect_timeout_ms +
+                                               n->env->command_timeout_ms);
+  if (req->until_ns != 0 && req->until_ns < req->deadline_ns)
+    req->deadline_ns = req->until_ns;   /* redirected; a wait's bound */
   redlock__queue_insert_tail(&n->waiting, &req->q);
+  node_arm_at(n, req->deadline_ns);
   return 0;
+}
+
+/* Moves the requests that waited for the handshake past their deadline
+ * to `expired` (their bytes leave wait_buf, the others' keep their
+ * order). The earliest deadline left, or 0. */
+static redlock__ns node_expire_waiting(redlock__node *n, redlock__ns now,
+                                       redlock__queue *expired) {
+  char *base = n->wait_buf.data + n->wait_buf.off;
+  size_t rd = 0, wr = 0;
+  redlock__ns next = 0;
+  redlock__queue *q = n->waiting.next;
+  while (q != &n->waiting) {
+    redlock__queue *after = q->next;
+    redlock__req *req = REDLOCK__CONTAINER_OF(q, redlock__req, q);
+    if (req->deadline_ns != 0 && req->deadline_ns <= now) {
+      redlock__queue_remove(q);
+      redlock__queue_insert_tail(expired, q);
+    } else {
+      if (wr != rd)
+        memmove(base + wr, base + rd, req->wait_len);
+      wr += req->wait_len;
+      if (req->deadline_ns != 0 && (next == 0 || req->deadline_ns < next))
+        next = req->deadline_ns;
+    }
+    rd += req->wait_len;
+    q = after;
+  }
+  n->wait_buf.len = n->wait_buf.off + wr;
+  return next;
 }
 
 static int node_submit(redlock__node *n, redlock__req *req,
@@ -575,8 +635,32 @@ static void on_deadline(uv_timer_t *t) {
   redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, deadline_timer);
   redlock__ns now = redlock__now_ns();
   redlock__req *head;
-  char why[96];
+  char why[sizeof(n->errstr) + 64];
   n->deadline_armed = 0;
+  if (!redlock__queue_empty(&n->waiting) && n->state != REDLOCK__NODE_UP) {
+    /* Invariant 6: what waited for a handshake past its deadline fails;
+     * the connection goes on (it may serve the next requests). */
+    redlock__queue expired;
+    redlock__ns next;
+    uint64_t td = n->teardowns;
+    redlock__queue_init(&expired);
+    next = node_expire_waiting(n, now, &expired);
+    if (!redlock__queue_empty(&expired)) {
+      /* How long the first of them waited (its connect and command
+       * timeouts, or its acquisition's wait). */
+      redlock__ns waited =
+          now - REDLOCK__CONTAINER_OF(expired.next, redlock__req, q)->sent_ns;
+      snprintf(why, sizeof(why), "not connected within %llu ms (%s)",
+               (unsigned long long)(waited / REDLOCK__NS_PER_MS),
+               n->errstr[0] ? n->errstr : "connecting");
+      n->st.timeouts++;
+      fail_list(n, &expired, REDLOCK_ETIMEDOUT, why);
+      if (n->teardowns != td || n->state == REDLOCK__NODE_UP ||
+          n->state == REDLOCK__NODE_CLOSED)
+        return;   /* a callback changed the node: it armed what it needs */
+    }
+    node_arm_at(n, next);
+  }
   if (redlock__queue_empty(&n->pending))
     return;
   head = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
@@ -796,6 +880,9 @@ static void node_up(redlock__node *n) {
     snprintf(n->ident, sizeof(n->ident), "%s/%s", n->run_id, n->replid);
   n->refused = 0;
   n->hung = 0;
+  n->hs_refused = 0;
+  n->refusal_said = 0;
+  n->repoints = 0;
   n->errstr[0] = '\0';
   uv_timer_stop(&n->conn_timer);
   /* Releases kept from failed attempts first ... */
@@ -831,8 +918,9 @@ static void node_up(redlock__node *n) {
     redlock__queue *q = n->waiting.next;
     redlock__req *req = REDLOCK__CONTAINER_OF(q, redlock__req, q);
     redlock__queue_remove(q);
-    req->deadline_ns = req->until_ns != 0 && req->until_ns < deadline
-                           ? req->until_ns : deadline;
+    /* The wait's deadline (invariant 6) stays a bound. */
+    if (req->deadline_ns == 0 || req->deadline_ns > deadline)
+      req->deadline_ns = deadline;
     req->flush_gen = n->flushes;   /* goes out with the next flush */
     redlock__queue_insert_tail(&n->pending, q);
     n->n_pending++;
@@ -956,6 +1044,7 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
      * the connection is closed here). */
     redlock__conn_close(&n->conn);
     node_set_errstr(n, why);
+    n->hs_refused = 1;   /* the owner warns of it (a quorum may hold) */
     uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
     return;
   }
@@ -1046,6 +1135,8 @@ static void on_hs_failed(uv_timer_t *t) {
   char why[sizeof(n->errstr)];
   memcpy(why, n->errstr, sizeof(why));
   n->st.conn_failures++;
+  if (n->hs_refused && n->env->on_state != NULL)
+    n->env->on_state(n, REDLOCK__NODE_EV_REFUSED, n->env->arg);
   node_teardown(n, REDLOCK_EIO, why, 1);
 }
 
@@ -1081,6 +1172,7 @@ static int node_send_handshake(redlock__node *n) {
   size_t lens[3];
   char db[24];
   n->hs_left = 0;
+  n->hs_refused = 0;
   n->run_id[0] = '\0';
   n->uptime_s = -1;
   n->maxttl_ms = 0;
@@ -1379,8 +1471,15 @@ static void adopt_address(redlock__node *n, char *h, char *d, int port) {
 
 int redlock__node_repoint(redlock__node *n, const char *host, int port,
                           const char *why) {
-  redlock__queue pending;
+  redlock__queue pending, waiting;
   char *h, *d;
+  char stuck_why[sizeof(n->errstr)];
+  /* Sent on from a handshake that did not end (invariant 7). */
+  int midway = n->state == REDLOCK__NODE_RESOLVING ||
+               n->state == REDLOCK__NODE_CONNECTING ||
+               n->state == REDLOCK__NODE_HANDSHAKE;
+  int stuck;
+  int64_t delay = 0;
   if (address_strings(host, port, &h, &d) != 0)
     return REDLOCK_ENOMEM;
   /* What was written is lost with this connection; what waits for the
@@ -1388,12 +1487,43 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   redlock__queue_init(&pending);
   node_cut(n, &pending, NULL);
   n->failures = 0;
+  if (midway)
+    n->repoints++;
+  else
+    n->repoints = 0;   /* a node that served, or idled */
+  stuck = midway && n->repoints > 1 && !n->closing;
+  if (stuck)
+    delay = redlock__backoff_ms(n->env->reconnect_min_ms,
+                                n->env->reconnect_max_ms, n->repoints - 1,
+                                n->env->prng);
   n->refused = 0;
   n->hung = 0;
   n->lazy = 0;
   n->myid[0] = '\0';
   adopt_address(n, h, d, port);
   node_set_errstr(n, why);
+  if (stuck) {
+    /* Sent on again before any handshake ended: DOWN for the backoff
+     * (invariant 7), as after a failed connection: what waits fails now,
+     * new requests fail at once, and the owner counts the node as tried
+     * (the restart guard's first-connection wait ends). */
+    snprintf(stuck_why, sizeof(stuck_why), "%.100s (sent on %u times in a "
+             "row, never serving: do %s disagree?)", why, n->repoints,
+             n->cluster != NULL ? "the cluster's nodes"
+                                : "the sentinels and the primary");
+    node_set_errstr(n, stuck_why);
+    redlock__queue_init(&waiting);
+    move_all(&n->waiting, &waiting);
+    redlock__buf_reset(&n->wait_buf);
+    n->state = REDLOCK__NODE_DOWN;
+    if (n->env->on_state != NULL)
+      n->env->on_state(n, REDLOCK__NODE_EV_DOWN, n->env->arg);
+    fail_list(n, &pending, REDLOCK_EIO, stuck_why);
+    fail_list(n, &waiting, REDLOCK_EIO, stuck_why);
+    if (n->state == REDLOCK__NODE_DOWN && !n->closing)
+      uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
+    return 0;
+  }
   if (n->state == REDLOCK__NODE_UP) {
     n->state = REDLOCK__NODE_DOWN;
     if (n->env->on_state != NULL && !n->closing)
@@ -1403,10 +1533,12 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   fail_list(n, &pending, REDLOCK_EIO, why);
   if (n->state == REDLOCK__NODE_DOWN && !n->closing) {
     /* Connect from a timer: this may run inside the old connection's
-     * reply callback. Requests submitted meanwhile wait for it. */
+     * reply callback. Requests submitted meanwhile wait for it (bounded
+     * by their own deadlines, invariant 6). */
     n->state = REDLOCK__NODE_RESOLVING;
     uv_timer_start(&n->conn_timer, on_reconnect, 0, 0);
   }
+  node_arm_deadline(n);   /* node_cut stopped it: what still waits */
   return 0;
 }
 
@@ -1442,7 +1574,11 @@ int redlock__node_resend(redlock__node *to, redlock__req *req, int asking) {
   redlock__req *nr;
   cmd_src c = {0, NULL, NULL, NULL, 0};
   int rc;
-  redlock__ns until = req->until_ns != 0 ? req->until_ns : req->deadline_ns;
+  /* The first deadline it had (its acquisition's wait may be later). */
+  redlock__ns until = req->until_ns != 0 && (req->deadline_ns == 0 ||
+                                             req->until_ns < req->deadline_ns)
+                          ? req->until_ns
+                          : req->deadline_ns;
   if (req->cmd == NULL)
     return REDLOCK_ENOMEM;   /* not kept: cannot be sent again */
   if (until != 0 && until <= redlock__now_ns())

@@ -55,7 +55,11 @@ struct redlock__req {
                                until it went out */
   redlock__ns sent_ns;      /* submitted */
   redlock__ns reply_ns;     /* its reply came (0 for a failure) */
-  redlock__ns deadline_ns;  /* 0: bounded by the connect deadline */
+  redlock__ns deadline_ns;  /* written: its reply's; waiting for the
+                               handshake: the wait's (node.c, invariant
+                               6); 0: the handshake's own (bounded by
+                               the connect deadline) */
+  uint32_t wait_len;        /* waiting: its bytes in the node's wait_buf */
   /* REDELIVER, or a cluster node's (for a redirection): a copy of the
    * encoded command. */
   char *cmd;
@@ -69,8 +73,11 @@ typedef enum {
   REDLOCK__NODE_EV_CLOSED,   /* closed for good (client close) */
   REDLOCK__NODE_EV_CLOCK,    /* a clock reading came (node->clock), after
                                 the handshake's */
-  REDLOCK__NODE_EV_DURABLE   /* a re-check of a declared master's
+  REDLOCK__NODE_EV_DURABLE,  /* a re-check of a declared master's
                                 persistence answered (node->durable) */
+  REDLOCK__NODE_EV_REFUSED   /* a handshake step was refused (errstr);
+                                also while closing: EV_DOWN follows
+                                unless closing */
 } redlock__node_event;
 
 /* What a cluster node's topology (CLUSTER SHARDS or SLOTS at its
@@ -173,6 +180,8 @@ struct redlock__node {
   unsigned n_pending;
   unsigned hs_left;            /* handshake replies still expected */
   unsigned failures;           /* consecutive failed connections */
+  unsigned repoints;           /* repointed in a row before any handshake
+                                  ended (node.c, invariant 7) */
   int closing;
   int handles_open;
   struct sockaddr_storage addr;
@@ -251,6 +260,12 @@ struct redlock__node {
   redlock__ns last_try_ns;     /* when the last connection attempt began */
   int refused;                 /* the last attempt was refused: retry
                                   soon, no backoff (cheap for both) */
+  int hs_refused;              /* the last handshake failed on a step's
+                                  error reply (AUTH, SELECT, ...): the
+                                  server refuses this configuration;
+                                  errstr says how (invariant 2) */
+  int refusal_said;            /* the owner warned of it (once until the
+                                  node is UP again) */
   int hung;                    /* the last attempt timed out while
                                   connecting or in the handshake: an
                                   operation may try it at once */

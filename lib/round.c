@@ -653,6 +653,21 @@ static int req_flags(const redlock__round *r) {
                       : 0;
 }
 
+/* An acquisition's request ends by its wait deadline, or a command
+ * timeout from now when that is later (the last attempt, at the deadline,
+ * still gets its answers): a request queued behind a handshake would
+ * otherwise outlive the wait by the connect timeout (issue 29, item 4).
+ * 0 (no such bound) for the rest. */
+static redlock__ns req_until(const redlock__round *r) {
+  const redlock_lock_t *l = r->lock;
+  redlock__ns floor;
+  if (l == NULL || l->op != REDLOCK__OP_ACQUIRE || l->wait_deadline == 0)
+    return 0;
+  floor = redlock__now_ns() +
+          (redlock__ns)r->client->command_timeout_ms * REDLOCK__NS_PER_MS;
+  return l->wait_deadline > floor ? l->wait_deadline : floor;
+}
+
 /* ---- cluster masters ----------------------------------------------------- */
 
 /* The keys of a multi-key command on a cluster, grouped by slot: part k
@@ -748,6 +763,7 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
     req->kind = (uint8_t)r->cmd;
     req->tag = (k << 1) | (eval ? 1u : 0u);
     req->flags = (uint8_t)req_flags(r);
+    req->until_ns = req_until(r);
     if (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
         r->cmd == REDLOCK__CMD_MAXTTL_SET)
       req->flags |= REDLOCK__REQ_HERE;
@@ -823,6 +839,7 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
     req->kind = (uint8_t)r->cmd;
     req->tag = eval ? 1 : 0;
     req->flags = (uint8_t)req_flags(r);
+    req->until_ns = req_until(r);
     if (eval || (c->clusters[i] != NULL && cluster_names(r->cmd))) {
       /* NOSCRIPT: this master alone gets the script's text; a cluster's
        * node gets its own names (slot.c). */

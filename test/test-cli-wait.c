@@ -16,8 +16,17 @@
  *  e) flock(1)'s options: -n (one attempt), -w SECS, -E CODE (cron: 0),
  *     -s/-x (read/write; both: a usage error), -o (accepted); ttls: 1m30s
  *     accepted; 1e3, 0x10, 1s1m refused; 2 ms refused as too short, the
- *     message naming the minimum (it was accepted, and run spun on it). */
+ *     message naming the minimum (it was accepted, and run spun on it).
+ *  f) One master of three refuses our password (issue 29, item 7): run
+ *     and acquire succeed, warning once that master 3 refused
+ *     authentication; unlock --force fails saying so, not "no quorum".
+ *  g) Two masters of three are black holes (accept, never answer: issue
+ *     29, item 4): run and a one-shot acquire exit 74, each named once
+ *     as unresponsive (run waited forever; acquire said 75). */
 #include <stdarg.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -29,6 +38,24 @@ static char tmpdir[200];
 static char err[300];
 
 #define sh harness_sh
+
+/* A black hole on a free loopback port: listening, never accepting (the
+ * kernel completes connections into the backlog; nothing is ever read
+ * or answered). Closed by the test (and with it). */
+static int blackhole(int *port) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof(a);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT(fd >= 0);
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 128), 0);
+  ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
 
 int main(int argc, char **argv) {
   harness_server srv[N];
@@ -141,6 +168,98 @@ int main(int argc, char **argv) {
     fprintf(stderr, "e) a ttl above the cap: %s", buf);
     ASSERT_NOT_NULL(strstr(buf, "above the deployment's cap"));
     ASSERT_NULL(strstr(buf, "redlock_lock_acquire"));
+  }
+
+  /* f) one master of three refuses our password (issue 29, item 7): run
+   * and acquire succeed on the other two, and stderr warns once that
+   * master 3 refused authentication, with the server's text; unlock
+   * --force (every master must delete) fails, saying which master and
+   * why, never "no quorum" with a quorum of yes. (It was silent, and
+   * unlock said "no quorum: 2 of 3 masters said yes, 2 needed".) */
+  ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf),
+                         "CONFIG SET requirepass pw3"), 0);
+  srv[2].admin_user = "default";   /* the harness's own commands */
+  srv[2].admin_pass = "pw3";
+  snprintf(bad, sizeof(bad), "%s,%s,redis://:wrong@%s",
+           harness_addr(&srv[0]), harness_addr(&srv[1]),
+           harness_addr(&srv[2]));
+  ASSERT_EQ(sh("%s --servers %s run onewrong -- touch %s 2> %s", cli, bad,
+               ran, err), 0);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "f) run, master 3's password wrong:\n%s", buf);
+  ASSERT_EQ(access(ran, F_OK), 0);
+  unlink(ran);
+  ASSERT_EQ(harness_count(buf, "warning: master 3 refused authentication: "
+                          "WRONGPASS"), 1);
+  ASSERT_EQ(harness_count(buf, "master 1"), 0);
+  ASSERT_EQ(harness_count(buf, "master 2"), 0);
+  ASSERT_EQ(sh("%s --servers %s acquire --ttl 1m onewrong > /dev/null "
+               "2> %s", cli, bad, err), 0);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "f) acquire:\n%s", buf);
+  ASSERT_EQ(harness_count(buf, "warning: master 3 refused authentication: "
+                          "WRONGPASS"), 1);
+  ASSERT_EQ(sh("%s --servers %s unlock --force onewrong 2> %s", cli, bad,
+               err), 1);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "f) unlock --force:\n%s", buf);
+  ASSERT_NULL(strstr(buf, "no quorum"));
+  ASSERT_NOT_NULL(strstr(buf, "2 of 3 masters said yes"));
+  ASSERT_NOT_NULL(strstr(buf, "every master"));
+  ASSERT_NOT_NULL(strstr(buf, "WRONGPASS"));
+  ASSERT_EQ(harness_count(buf, "warning: master 3 refused authentication: "
+                          "WRONGPASS"), 1);
+  ASSERT_EQ(harness_get(&srv[0], "onewrong", buf, sizeof(buf)), 0);
+  ASSERT_EQ(harness_get(&srv[1], "onewrong", buf, sizeof(buf)), 0);
+  ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf),
+                         "CONFIG SET requirepass %s", ""), 0);
+  srv[2].admin_user = NULL;
+  srv[2].admin_pass = NULL;
+
+  /* g) two masters of three are black holes (issue 29, item 4): they
+   * accept connections and never answer (a firewall, a hung proxy; here
+   * a listening socket nobody accepts from: the kernel completes the
+   * connection). `run` gives up with 74 once they have kept a quorum
+   * out for --connect-timeout, naming each once as unresponsive; a
+   * one-shot `acquire` exits 74 too, not 75 ("held by another owner",
+   * which is false). (run waited on past 30 s; acquire exited 75.) */
+  {
+    int bh[2], bport[2];
+    for (i = 0; i < 2; i++)
+      bh[i] = blackhole(&bport[i]);
+    snprintf(bad, sizeof(bad), "127.0.0.1:%d,127.0.0.1:%d,%s", bport[0],
+             bport[1], harness_addr(&srv[2]));
+    t0 = harness_now_ms();
+    ASSERT_EQ(harness_sh_within((uint64_t)harness_bound_ms(8000),
+                                "%s --servers %s --connect-timeout 500ms "
+                                "run blackhole -- touch %s 2> %s", cli, bad,
+                                ran, err), 74);
+    took = harness_now_ms() - t0;
+    harness_read_file(err, buf, sizeof(buf));
+    fprintf(stderr, "g) two black holes, run (%llu ms):\n%s",
+            (unsigned long long)took, buf);
+    ASSERT_NE(access(ran, F_OK), 0);
+    ASSERT_GE(took, 500);
+    ASSERT_LT(took, (uint64_t)harness_bound_ms(4000));
+    for (i = 0; i < 2; i++) {
+      char who[64];
+      snprintf(who, sizeof(who), "redlock: 127.0.0.1:%d: unresponsive (",
+               bport[i]);
+      ASSERT_EQ(harness_count(buf, who), 1);
+    }
+    ASSERT_EQ(harness_count(buf, "run blackhole: too few masters answer: "
+                            "giving up"), 1);
+    t0 = harness_now_ms();
+    ASSERT_EQ(harness_sh_within((uint64_t)harness_bound_ms(8000),
+                                "%s --servers %s --connect-timeout 500ms "
+                                "acquire blackhole > /dev/null 2> %s", cli,
+                                bad, err), 74);
+    harness_read_file(err, buf, sizeof(buf));
+    fprintf(stderr, "g) acquire (%llu ms):\n%s",
+            (unsigned long long)(harness_now_ms() - t0), buf);
+    ASSERT_EQ(harness_count(buf, "unresponsive ("), 2);
+    for (i = 0; i < 2; i++)
+      close(bh[i]);
   }
 
   /* a) (last: the masters keep their password) the wrong password: 77

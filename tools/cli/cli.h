@@ -43,6 +43,8 @@
 #define EXIT_LOST 76         /* run: the lock was lost, child terminated */
 #define EXIT_UNAVAILABLE 69  /* EX_UNAVAILABLE: masters refuse connections */
 #define EXIT_CANTCREAT 73    /* EX_CANTCREAT: --stats-file cannot be written */
+#define EXIT_UNRESPONSIVE 74 /* EX_IOERR: masters take connections but never
+                                answer (a black hole) */
 #define EXIT_NOPERM 77       /* EX_NOPERM: authentication refused */
 #define EXIT_CONFIG 78       /* EX_CONFIG: a bad value in the environment;
                                 TLS verification or SELECT refused */

@@ -25,7 +25,7 @@ static const char usage_text[] =
     "                            its vote count, why not, the ttl record\n"
     "\n";
 
-/* (Split in two: C99 promises string literals of 4095 bytes.) */
+/* (Split in three: C99 promises string literals of 4095 bytes.) */
 static const char usage_options[] =
     "Options for every command (before or after it):\n"
     "  --servers LIST     masters, comma-separated (default $REDLOCK_SERVERS):\n"
@@ -42,8 +42,9 @@ static const char usage_options[] =
     "  --quorum N         votes needed (default N/2+1; only raised)\n"
     "  --timeout D        per-master command timeout (default 50ms)\n"
     "  --connect-timeout D  connect timeout (default 250ms); also how long\n"
-    "                     refused connections may keep a quorum out before\n"
-    "                     run/acquire/elect give up (exit 69; default 5s)\n"
+    "                     masters that refuse connections or never answer\n"
+    "                     may keep a quorum out before run/acquire/elect\n"
+    "                     give up (exit 69 or 74; default 5s)\n"
     "  --restart-guard D|off  a master younger than D does not count for\n"
     "                     acquisitions (default: the longest ttl in use; also\n"
     "                     $REDLOCK_RESTART_GUARD)\n"
@@ -75,13 +76,17 @@ static const char usage_options[] =
     "Booleans in the environment: 1/0, true/false, yes/no (else exit 78).\n"
     "Passwords never need argv: a password given there is hidden from ps\n"
     "once read, but use --password-file or the environment.\n"
-    "\n"
+    "\n";
+
+static const char usage_exits[] =
     "Exit codes:\n"
     "  0    ok\n"
     "  1    extend/release/status failed (not held, no quorum, unreachable)\n"
     "  64   usage error\n"
     "  69   too few masters accept connections (refused)\n"
     "  73   --stats-file cannot be written\n"
+    "  74   too few masters answer (they take connections but never reply:\n"
+    "       a firewall that drops, a hung proxy); each is named once\n"
     "  75   not acquired (held by another owner, or no quorum within --wait)\n"
     "  76   run: the lock was lost; the command was terminated\n"
     "  77   no quorum of masters accepts the credentials\n"
@@ -443,8 +448,10 @@ static int scan_command(int argc, char **argv, int *at) {
 
 static void print_help(int cmd_index) {
   fputs(cmd_index >= 0 ? commands[cmd_index].help : usage_text, stdout);
-  if (cmd_index < 0)
+  if (cmd_index < 0) {
     fputs(usage_options, stdout);
+    fputs(usage_exits, stdout);
+  }
   exit(EXIT_OK);
 }
 

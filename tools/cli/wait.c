@@ -1,11 +1,12 @@
 /* wait.c: never silent. While an acquisition waits, say why; when the
- * configuration (credentials, TLS, SELECT) or refused connections leave
- * no quorum possible, end with an exit code of its own. */
+ * configuration (credentials, TLS, SELECT), refused connections or
+ * masters that never answer leave no quorum possible, end with an exit
+ * code of its own. */
 #include "cli.h"
 
 /* What a master's error says about the configuration (its text comes from
  * this library's connection layer and Redis's error codes). */
-enum { WHY_OTHER, WHY_AUTH, WHY_CONFIG, WHY_REFUSED };
+enum { WHY_OTHER, WHY_AUTH, WHY_CONFIG, WHY_REFUSED, WHY_SILENT };
 
 static int error_kind(const redlock_node_result *n) {
   const char *e = n->errstr;
@@ -20,16 +21,24 @@ static int error_kind(const redlock_node_result *n) {
     return WHY_CONFIG;
   if (strstr(e, "Connection refused") != NULL)
     return WHY_REFUSED;
+  /* Connected, or connecting, and no answer in time: a black hole (a
+   * firewall that drops, a hung proxy or server). Not a busy lock. */
+  if (strstr(e, "timed out") != NULL ||
+      strstr(e, "no reply within") != NULL ||
+      strstr(e, "not connected within") != NULL)
+    return WHY_SILENT;
   return WHY_OTHER;
 }
 
 uint64_t wait_start_ms;     /* when the acquisition started */
-static uint64_t refused_since_ms;  /* refusals keep a quorum out since */
+static uint64_t refused_since_ms;  /* refusals or silence keep a quorum
+                                      out since */
 static char said_reason[512];      /* the last "waiting" message, digits out */
 static unsigned char said_master[REDLOCK_MAX_SERVERS];
 
-/* How long masters that refuse connections may keep a quorum out before
- * the command gives up (69): --connect-timeout when given, else 5 s. */
+/* How long masters that refuse connections (69) or never answer (74) may
+ * keep a quorum out before the command gives up: --connect-timeout when
+ * given, else 5 s. */
 static uint64_t unavailable_ms(void) {
   return opt.connect_timeout_ms > 0 ? (uint64_t)opt.connect_timeout_ms
                                     : 5000;
@@ -37,11 +46,12 @@ static uint64_t unavailable_ms(void) {
 
 /* 0 while the masters may still grant the lock; else the exit code that
  * ends the wait: masters whose configuration refuses us (authentication:
- * 77; TLS verification, SELECT: 78) or that refuse connections (69, after
- * unavailable_ms, or at once when `final`) leave fewer than a quorum. Each
- * master's cause is printed once. */
+ * 77; TLS verification, SELECT: 78), that refuse connections (69) or that
+ * never answer (74; the larger group of the two decides, refusals on a
+ * tie) leave fewer than a quorum: after unavailable_ms, or at once when
+ * `final`. Each master's cause is printed once. */
 int config_verdict(const redlock_result *r, int final) {
-  unsigned i, auth = 0, conf = 0, refused = 0;
+  unsigned i, auth = 0, conf = 0, refused = 0, silent = 0;
   unsigned n = r->n_nodes, q = redlock_client_quorum(client);
   uint64_t now = uv_now(&loop);
   int code = 0;
@@ -50,16 +60,17 @@ int config_verdict(const redlock_result *r, int final) {
       case WHY_AUTH: auth++; break;
       case WHY_CONFIG: conf++; break;
       case WHY_REFUSED: refused++; break;
+      case WHY_SILENT: silent++; break;
       default: break;
     }
   }
   if (n - auth - conf < q) {
     code = auth > 0 ? EXIT_NOPERM : EXIT_CONFIG;
-  } else if (n - auth - conf - refused < q) {
+  } else if (n - auth - conf - refused - silent < q) {
     if (refused_since_ms == 0)
       refused_since_ms = now;
     if (final || now - refused_since_ms >= unavailable_ms())
-      code = EXIT_UNAVAILABLE;
+      code = silent > refused ? EXIT_UNRESPONSIVE : EXIT_UNAVAILABLE;
   } else {
     refused_since_ms = 0;
   }
@@ -78,6 +89,10 @@ int config_verdict(const redlock_result *r, int final) {
     else if (k == WHY_CONFIG)
       fprintf(stderr, "redlock: %s: refused by the configuration (%s)\n",
               m->server, m->errstr);
+    else if (k == WHY_SILENT)
+      fprintf(stderr, "redlock: %s: unresponsive (%s): it takes "
+              "connections but does not answer (a firewall, a hung proxy "
+              "or server?)\n", m->server, m->errstr);
     else
       fprintf(stderr, "redlock: %s: unavailable (%s)\n", m->server,
               m->errstr);
@@ -86,8 +101,9 @@ int config_verdict(const redlock_result *r, int final) {
           code == EXIT_NOPERM ? "no quorum can authenticate: giving up"
           : code == EXIT_CONFIG ? "no quorum accepts this configuration: "
                                   "giving up"
-                                : "too few masters accept connections: "
-                                  "giving up");
+          : code == EXIT_UNRESPONSIVE ? "too few masters answer: giving up"
+                                      : "too few masters accept connections: "
+                                        "giving up");
   return code;
 }
 
