@@ -53,7 +53,11 @@
  *    drift allowance of the lock's ttl (clock_tolerance_ms overrides): a
  *    skew within it is covered by the validity every holder computes. The
  *    measurement is exact to within the half round trips of the two
- *    readings compared, which are allowed on top.
+ *    readings compared, which are allowed on top. An instance first seen
+ *    less than `window` ago has no known past: its offset itself is
+ *    judged against the lock's tolerance (the base a first sight notes is
+ *    that offset, so comparing with the base would compare it with
+ *    itself), whoever noted it and with whatever allowance.
  *    (iii) Marks. A client that sees a step stamps it on that master (the
  *    clock record's "step", in the master's own time, in a hash field
  *    without expiry: a later step cannot expire it). Every client reads
@@ -934,6 +938,34 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
         break;
     }
     return REDLOCK__GUARD_REFUSE;
+  }
+  if (window > 0 &&
+      now < gn->start + (redlock__ns)window * REDLOCK__NS_PER_MS) {
+    /* A young instance (first seen less than `window` ago): nobody knows
+     * its clock's past. Off the others' by more than THIS lock's drift
+     * allowance, it may have stepped before it was first seen and lost
+     * keys then; settle() judged that first sight with the longest ttl's
+     * allowance only (it has no ttl), and its base is the stepped offset
+     * itself, so neither tracking nor the base can tell. The tolerance
+     * belongs to the decision at hand (3. ii). */
+    if (redlock__guard_skew(g, idx, &skew, &unc) != 0) {
+      *cause = REDLOCK_GUARD_CLOCK_UNKNOWN;
+      snprintf(why, whylen, "too few masters' clocks known to compare its "
+               "clock with");
+      return REDLOCK__GUARD_REFUSE;
+    }
+    if (abs64(skew) > tolerance_us(g, ttl_ms) + unc) {
+      int64_t ago = (int64_t)((now - gn->start) / REDLOCK__NS_PER_MS);
+      *cause = REDLOCK_GUARD_CLOCK_STEP;
+      *wait_ms = window - ago;
+      *window_ms = window;
+      snprintf(why, whylen, "clock %.3f s %s the others' (first seen "
+               "%.1f s ago; this ttl allows %.3f s): counts in %.1f s",
+               (double)abs64(skew) / 1e6, skew > 0 ? "ahead of" : "behind",
+               (double)ago / 1000.0, (double)tolerance_us(g, ttl_ms) / 1e6,
+               (double)*wait_ms / 1000.0);
+      return REDLOCK__GUARD_REFUSE;
+    }
   }
   if (gn->continuity && gn->slack_us <= tolerance_us(g, ttl_ms))
     return REDLOCK__GUARD_COUNT;   /* tracking is tighter than the skew */
