@@ -154,8 +154,12 @@
  *    is guarded like an undeclared master. Every master, not a quorum:
  *    the masters that broke lose the marks they were given meanwhile, so
  *    the mark may survive on one master only (M1 and M2 broke, M3 holds
- *    both marks). The cost: while another master is down, a declared
- *    master's new instance is guarded like an undeclared one. Limits:
+ *    both marks). A mark goes once a later, durable instance of that
+ *    master has been guarded for the window: the client that then counts
+ *    it drops the mark (if it still names the same broken instance) on
+ *    every other master, at once or at their next handshake. The cost:
+ *    while another master is down, a declared master's new instance is
+ *    guarded like an undeclared one. Limits:
  *    the field is the address as the clients spell it (give every client
  *    the same); a break that no client saw is the operator's (the
  *    declaration is a promise); a mark can only be stamped on a plain
@@ -235,6 +239,8 @@ static void guard_start_read(redlock__guard *g);
 static void finish_read(redlock__guard *g);
 static void mark_broken(redlock__guard *g, unsigned i, const char *ident);
 static void stamp_on(redlock__guard *g, unsigned i, unsigned j);
+static void forget_on(redlock__guard *g, unsigned i, unsigned j,
+                      const char *ident);
 
 static int is_cleared(const redlock__guard_node *gn) {
   return gn->cleared[0] != '\0' && strcmp(gn->cleared, gn->run_id) == 0;
@@ -781,11 +787,15 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
     }
   }
   {
-    /* The marks this client stamps, on a master that was not up then. */
+    /* The marks this client stamps or drops, on a master that was not up
+     * then. */
     unsigned m;
-    for (m = 0; m < g->n_masters; m++)
+    for (m = 0; m < g->n_masters; m++) {
       if (g->gn[m].mark[0] != '\0')
         stamp_on(g, m, idx);
+      if (g->gn[m].forget[0] != '\0')
+        forget_on(g, m, idx, g->gn[m].forget);
+    }
   }
   g->unsettled = 1;
   g->raise_ok = 0;
@@ -899,6 +909,63 @@ static void mark_broken(redlock__guard *g, unsigned i, const char *ident) {
   redlock__strlcpy(g->gn[i].mark, ident, sizeof(g->gn[i].mark));
   for (j = 0; j < g->n; j++)
     stamp_on(g, i, j);
+}
+
+/* Fire and forget: drop master i's mark on node j if it still names
+ * `ident` (a newer break stays). */
+static void forget_on(redlock__guard *g, unsigned i, unsigned j,
+                      const char *ident) {
+  const redlock__script *s = redlock__script_of(REDLOCK__CMD_MARK_FORGET);
+  redlock__node *node = &g->nodes[j];
+  const char *argv[6];
+  size_t lens[6];
+  char field[300];
+  redlock__req *req;
+  if (g->broke_key == NULL || node->cluster != NULL || node->lazy ||
+      node->master == i || node->state != REDLOCK__NODE_UP)
+    return;
+  req = redlock__node_req(node);
+  if (req == NULL)
+    return;
+  mark_field(&g->nodes[i], field, sizeof(field));
+  argv[0] = "EVAL";
+  lens[0] = 4;
+  argv[1] = s->text;
+  lens[1] = s->len;
+  argv[2] = "1";
+  lens[2] = 1;
+  argv[3] = g->broke_key;
+  lens[3] = g->broke_keylen;
+  argv[4] = field;
+  lens[4] = strlen(field);
+  argv[5] = ident;
+  lens[5] = strlen(ident);
+  req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
+  (void)redlock__node_submit(node, req, 6, argv, lens);
+}
+
+/* Master i's instance has been guarded for the window (cleared by age):
+ * a mark naming an EARLIER instance is obsolete once this one is durable
+ * (what it lost then has expired; what it writes now it keeps). Dropped
+ * on every other master up, and again at the next handshake of the
+ * others (a master down now keeps it: its mark would cost a new client
+ * one window more, not safety); this client no longer stamps it. A mark
+ * naming this very instance stays (its successor must be guarded). */
+static void forget_marks(redlock__guard *g, unsigned i) {
+  redlock__guard_node *gn = &g->gn[i];
+  const char *name;
+  unsigned j;
+  if (i >= g->n_masters || !g->nodes[i].durable || g->broke_key == NULL)
+    return;
+  name = gn->marked[0] != '\0' ? gn->marked : gn->mark;
+  if (name[0] == '\0' || strcmp(name, gn->run_id) == 0)
+    return;
+  memmove(gn->forget, name, sizeof(gn->forget));
+  if (strcmp(gn->mark, gn->forget) == 0)
+    gn->mark[0] = '\0';
+  gn->marked[0] = '\0';
+  for (j = 0; j < g->n; j++)
+    forget_on(g, i, j, gn->forget);
 }
 
 /* A read's answer from node j: the marks it holds (HGETALL, field and
@@ -1259,8 +1326,12 @@ static redlock__guard_verdict restart_verdict(redlock__guard *g,
     window = g->window_ms;
   }
   if (age >= window) {
-    if (start_reads)
+      if (start_reads) {
       clear(gn);
+      if (g->nodes[idx].declared)
+        forget_marks(g, idx);
+      gn->decl = GUARD_DECL_NONE;
+    }
     return REDLOCK__GUARD_COUNT;
   }
   if (gn->decl == GUARD_DECL_PENDING) {

@@ -66,6 +66,8 @@ typedef struct redlock__guard_node {
   char marked[REDLOCK__IDENT_LEN];   /* the mark a read found for this
                                         master ("" none) */
   char read_mark[REDLOCK__IDENT_LEN];   /* the read in flight's */
+  char forget[REDLOCK__IDENT_LEN];   /* an obsolete mark this client
+                                        drops ("" none) */
   int decl;                   /* GUARD_DECL_*: the declaration's part */
   int decl_failed;            /* the last marks read missed a master */
   int told_failover;          /* warned: a declared node of a cluster or a

@@ -28,8 +28,15 @@
  *     M3 while A holds the lock on M2 and (validly) a quorum when it
  *     decided.
  *
+ *  c) a mark is not forever: once M1's next instance (durable) has been
+ *     guarded for one window, a client that counts it again drops the
+ *     mark, and a later restart of M1 (the declaration kept) costs
+ *     nothing, for a new client too.
+ *
  * The marks a break leaves live on the OTHER masters (the broken ones
- * lose what they were told while their AOF was off). */
+ * lose what they were told while their AOF was off). The observer is
+ * closed before the restarts: what it saw must outlive it. Each case is
+ * a deployment of its own (a key prefix: its records and marks). */
 #include "tutil.h"
 
 #define N 3
@@ -38,6 +45,9 @@
 
 static harness_server srv[N + 1];   /* srv[N]: the unrelated server */
 static char warnings[8192];
+/* Each case is a deployment of its own (its records and marks): "a:",
+ * "b:" ... */
+static const char *prefix = "";
 
 static void on_warning(redlock_client_t *c, const char *msg, void *arg) {
   size_t n = strlen(warnings);
@@ -57,6 +67,7 @@ static redlock_client_t *client(uv_loop_t *loop, int declare, int guard,
                                .on_warning = declare ? on_warning : NULL,
                                .reconnect_min_ms = 10,
                                .reconnect_max_ms = 50};
+  cfg.key_prefix = prefix;
   harness_addrs(srv, N, addrs);
   return tu_client_guarded(loop, addrs, N, &cfg, up);
 }
@@ -148,7 +159,7 @@ static void case_a(uv_loop_t *loop) {
   a = client(loop, 0, -1, N);
   ASSERT_EQ(redlock_lock_new(a, "ka", 2, &held), 0);
   ASSERT_EQ(tu_acquire(loop, held, TTL, &one, &op), 0);
-  h.key = "ka";
+  h.key = "a:ka";
   h.token = redlock_lock_token(held);
   h.want = N;
   if (harness_wait_for(holds, &h, 5000) != 0)
@@ -161,10 +172,13 @@ static void case_a(uv_loop_t *loop) {
   if (harness_wait_for(warned, &sp, harness_bound_ms(10000)) != 0)
     TEST_FAIL("a) the observer did not see the declaration break: \"%s\"",
               warnings);
+  /* What it saw must outlive it: it is gone before the restarts. */
+  tu_close_client(loop, obs);
   restart(0);
   restart(1);
   /* Reloaded with the first expiry: gone once it passed. */
-  if (harness_wait_for(gone_12, (void *)"ka", harness_bound_ms(10000)) != 0)
+  if (harness_wait_for(gone_12, (void *)"a:ka", harness_bound_ms(10000)) !=
+      0)
     TEST_FAIL("a) A's key is still on M1 or M2");
   expect_refused(loop, held, "ka", "a) appendonly off at run time", t_ext,
                  N, 3);
@@ -176,7 +190,6 @@ static void case_a(uv_loop_t *loop) {
   harness_restart(&srv[2]);
   ASSERT_EQ(redlock_lock_free(held), 0);
   tu_close_client(loop, a);
-  tu_close_client(loop, obs);
 }
 
 /* M1's AOF rewrites done so far (none in progress), or -1 while one
@@ -209,12 +222,12 @@ static void case_b(uv_loop_t *loop) {
   ASSERT_EQ(redlock_lock_new(a, "kb", 2, &held), 0);
   ASSERT_EQ(tu_acquire(loop, held, LONG, &one, &op), 0);
   t_grant = harness_now_ms();
-  h.key = "kb";
+  h.key = "b:kb";
   h.token = redlock_lock_token(held);
   h.want = N;
   if (harness_wait_for(holds, &h, 5000) != 0)
     TEST_FAIL("b) A's key is not on every master");
-  ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf), "DEL kb"), 0);
+  ASSERT_EQ(harness_cmdf(&srv[2], buf, sizeof(buf), "DEL b:kb"), 0);
   rewrites = aof_rewrites();
   ASSERT_EQ(harness_cmdf(&srv[0], buf, sizeof(buf), "REPLICAOF 127.0.0.1 %d",
                          srv[N].port), 0);
@@ -238,18 +251,137 @@ static void case_b(uv_loop_t *loop) {
   ASSERT_EQ(harness_cmdf(&srv[0], buf, sizeof(buf), "REPLICAOF NO ONE"), 0);
   if (harness_wait_for(warned, &sp, harness_bound_ms(10000)) != 0)
     TEST_FAIL("b) the observer did not see M1 promoted: \"%s\"", warnings);
+  tu_close_client(loop, obs);
   restart(0);
   ASSERT_EQ(harness_cmdf(&srv[0], buf, sizeof(buf), "INFO replication"), 0);
   ASSERT_NOT_NULL(strstr(buf, "second_repl_offset:"));
   fprintf(stderr, "b) M1 after its restart: %.21s\n",
           strstr(buf, "second_repl_offset:"));
   ASSERT(strstr(buf, "second_repl_offset:-1") != NULL);
-  ASSERT_EQ(tu_count_holding(srv, N, "kb", redlock_lock_token(held)), 1);
+  ASSERT_EQ(tu_count_holding(srv, N, "b:kb", redlock_lock_token(held)), 1);
   expect_refused(loop, held, "kb", "b) promoted, restarted from its AOF",
                  t_grant, N, 1);
   ASSERT_EQ(redlock_lock_free(held), 0);
   tu_close_client(loop, a);
+}
+
+/* M1's mark on master i: 1 present, 0 absent. */
+static int marked_on(int i) {
+  char buf[256];
+  ASSERT_EQ(harness_cmdf(&srv[i], buf, sizeof(buf), "HGET %s__redlock__:broke "
+                         "%s", prefix, harness_addr(&srv[0])), 0);
+  return strcmp(buf, "(nil)") != 0;
+}
+
+/* (B's loop runs meanwhile.) */
+static int forgotten(void *arg) {
+  tu_run_for(arg, 20);
+  return !marked_on(1) && !marked_on(2);
+}
+
+#define SHORT 1500   /* c): the deployment's longest ttl */
+
+typedef struct {
+  uv_loop_t *loop;
+  redlock_client_t *c;
+} mark_read;
+
+/* The client's verdict on M1 names the mark. */
+/* The client counts M1 (it read the marks and found none). */
+static int counts(void *arg) {
+  mark_read *m = arg;
+  redlock_master_info mi;
+  tu_run_for(m->loop, 10);
+  ASSERT_EQ(redlock_client_master_info(m->c, 0, &mi), 0);
+  return mi.counts;
+}
+
+static int saw_mark(void *arg) {
+  mark_read *m = arg;
+  redlock_master_info mi;
+  tu_run_for(m->loop, 10);
+  ASSERT_EQ(redlock_client_master_info(m->c, 0, &mi), 0);
+  return strstr(mi.guard_reason, "durability broke (a mark)") != NULL;
+}
+
+static void case_c(uv_loop_t *loop) {
+  redlock_client_t *obs, *a, *b;
+  redlock_lock_t *held, *l;
+  redlock_acquire_opts one = {.wait_ms = -1};
+  spin sp = {loop, "now reports appendonly no"};
+  tu_op op;
+  char ok[64], first[160] = "";
+  uint64_t t0;
+  int st;
+  warnings[0] = '\0';
+  obs = client(loop, 1, 0, N);
+  a = client(loop, 0, -1, N);   /* records the deployment's ttl */
+  ASSERT_EQ(redlock_lock_new(a, "kc", 2, &held), 0);
+  ASSERT_EQ(tu_acquire(loop, held, SHORT, &one, &op), 0);
+  ASSERT_EQ(tu_release(loop, held, &op), 0);
+  ASSERT_EQ(redlock_lock_free(held), 0);
+  tu_close_client(loop, a);
+  ASSERT_EQ(harness_cmdf(&srv[0], ok, sizeof(ok), "CONFIG SET appendonly no"),
+            0);
+  if (harness_wait_for(warned, &sp, harness_bound_ms(10000)) != 0)
+    TEST_FAIL("c) the observer did not see the declaration break: \"%s\"",
+              warnings);
   tu_close_client(loop, obs);
+  ASSERT(marked_on(1) && marked_on(2));
+  restart(0);
+  /* A new client: M1 is guarded for one window (the mark), then counts,
+   * and the mark goes (M1's new instance is durable). */
+  b = client(loop, 1, 0, N);
+  ASSERT_EQ(redlock_lock_new(b, "x", 1, &l), 0);
+  {
+    /* B read the marks (then M2 may hang). */
+    mark_read mr = {loop, b};
+    if (harness_wait_for(saw_mark, &mr, harness_bound_ms(5000)) != 0)
+      TEST_FAIL("c) the new client did not find the mark");
+  }
+  harness_pause(&srv[1]);   /* B's quorum needs M1 */
+  t0 = harness_now_ms();
+  for (;;) {
+    st = tu_acquire(loop, l, SHORT, &one, &op);
+    if (first[0] == '\0')
+      snprintf(first, sizeof(first), "%s", op.errstr[0]);
+    if (st == 0)
+      break;
+    if (harness_now_ms() - t0 > (uint64_t)harness_bound_ms(4 * SHORT + 5000))
+      TEST_FAIL("c) M1 never counted again: %s", op.errstr[0]);
+    tu_run_for(loop, 50);
+  }
+  fprintf(stderr, "c) M1 counted %llu ms after the new client met it "
+          "(first refusal: %s)\n", (unsigned long long)(harness_now_ms() - t0),
+          first);
+  (void)tu_release(loop, l, &op);
+  harness_resume(&srv[1]);
+  ASSERT_GE(harness_now_ms() - t0, SHORT - 200);
+  ASSERT_EQ(redlock_lock_free(l), 0);
+  /* Dropped on every other master (on M2 once B is connected again). */
+  if (harness_wait_for(forgotten, loop, harness_bound_ms(5000)) != 0)
+    TEST_FAIL("c) the mark stayed once M1's new instance counted (on M2 "
+              "%d, on M3 %d)", marked_on(1), marked_on(2));
+  tu_close_client(loop, b);
+  /* A restart now (the declaration kept) costs nothing, for a new client
+   * too: with M2 hung, its quorum needs M1. */
+  restart(0);
+  b = client(loop, 1, 0, N);
+  {
+    mark_read mr = {loop, b};
+    if (harness_wait_for(counts, &mr, harness_bound_ms(5000)) != 0)
+      TEST_FAIL("c) M1 does not count after a durable restart");
+  }
+  harness_pause(&srv[1]);
+  ASSERT_EQ(redlock_lock_new(b, "y", 1, &l), 0);
+  st = tu_acquire(loop, l, SHORT, &one, &op);
+  harness_resume(&srv[1]);
+  fprintf(stderr, "c) after a durable restart: %s (M1: %s)\n",
+          redlock_err_name(st), op.errstr[0]);
+  ASSERT_EQ(st, 0);
+  ASSERT_EQ(tu_release(loop, l, &op), 0);
+  ASSERT_EQ(redlock_lock_free(l), 0);
+  tu_close_client(loop, b);
 }
 
 int main(int argc, char **argv) {
@@ -261,10 +393,18 @@ int main(int argc, char **argv) {
   harness_start(srv, N + 1);
   ASSERT_EQ(harness_set(&srv[N], "unrelated", "x", 600000), 0);
   ASSERT_EQ(uv_loop_init(&loop), 0);
-  if (*only == '\0' || strchr(only, 'a'))
+  if (*only == '\0' || strchr(only, 'a')) {
+    prefix = "a:";
     case_a(&loop);
-  if (*only == '\0' || strchr(only, 'b'))
+  }
+  if (*only == '\0' || strchr(only, 'b')) {
+    prefix = "b:";
     case_b(&loop);
+  }
+  if (*only == '\0' || strchr(only, 'c')) {
+    prefix = "c:";
+    case_c(&loop);
+  }
   harness_loop_close(&loop, 10000);
   harness_stop_all();
   return 0;
