@@ -1326,7 +1326,7 @@ static redlock__guard_verdict restart_verdict(redlock__guard *g,
     window = g->window_ms;
   }
   if (age >= window) {
-      if (start_reads) {
+    if (start_reads) {
       clear(gn);
       if (g->nodes[idx].declared)
         forget_marks(g, idx);
