@@ -124,7 +124,8 @@ typedef struct redlock__guard {
   size_t broke_keylen;
   int64_t window_ms;          /* auto: the longest ttl known */
   redlock__guard_node *gn;    /* n entries */
-  /* The read of the record on every master (auto mode): */
+  /* The read of the record on every master (auto mode), with the marks
+   * (6.: also in the fixed mode, while a declared master waits): */
   int reading;                /* a read is in flight */
   int again;                  /* another must start when it ends */
   redlock__ns read_start;
