@@ -165,7 +165,8 @@
  *    the same); a break that no client saw is the operator's (the
  *    declaration is a promise); a mark can only be stamped on a plain
  *    master or a sentinel group's primary (a cluster's keys live in
- *    slots).
+ *    slots); with N = 1 there is no other master to hold it, and only
+ *    the client that saw the break remembers it.
  *
  * 7. Masters made of several nodes (cluster.c, sentinel.c). A master of
  *    the quorum may be a Redis Cluster (its keys spread over primaries,
