@@ -33,6 +33,7 @@
 #define MAX_TIMEOUT_MS 3600000        /* one hour: anything above is a typo */
 #define MAXTTL_SUFFIX "__redlock__:maxttl"
 #define CLOCK_SUFFIX "__redlock__:clock"
+#define BROKE_SUFFIX "__redlock__:broke"
 #define DEF_MAX_TTL_MS 3600000        /* the cap on ttls: one hour */
 #define TICK_MS 1000                  /* the client's background checks */
 #define RECHECK_TICKS 3               /* declared masters' persistence */
@@ -109,6 +110,7 @@ static void client_free_memory(redlock_client_t *c) {
   redlock__free(c->key_prefix);
   redlock__free(c->maxttl_key);
   redlock__free(c->clock_key);
+  redlock__free(c->broke_key);
   redlock__free(c->warnings);
   redlock__free(c->username);
   redlock__free(c->password);
@@ -489,6 +491,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->warnings = redlock__calloc(c->n_nodes, sizeof(*c->warnings));
   if (make_key(c, MAXTTL_SUFFIX, &c->maxttl_key, &c->maxttl_keylen) != 0 ||
       make_key(c, CLOCK_SUFFIX, &c->clock_key, &c->clock_keylen) != 0 ||
+      make_key(c, BROKE_SUFFIX, &c->broke_key, &c->broke_keylen) != 0 ||
       c->nodes == NULL || c->idle == NULL || c->warnings == NULL)
     goto nomem;
   if (redlock__guard_init(&c->guard, c->nodes, c->n_nodes, c->n, c->quorum,
@@ -497,6 +500,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
     goto nomem;
   c->guard.clock_key = c->clock_key;
   c->guard.clock_keylen = c->clock_keylen;
+  c->guard.broke_key = c->broke_key;
+  c->guard.broke_keylen = c->broke_keylen;
   c->guard.clock_on = cfg->clock_tolerance_ms >= 0;
   c->guard.tolerance_us = cfg->clock_tolerance_ms > 0
                               ? (int64_t)cfg->clock_tolerance_ms * 1000 : 0;

@@ -64,6 +64,8 @@ struct redlock_client_s {
   size_t maxttl_keylen;
   char *clock_key;             /* prefix + "__redlock__:clock" */
   size_t clock_keylen;
+  char *broke_key;             /* prefix + "__redlock__:broke" (guard.c) */
+  size_t broke_keylen;
   int64_t max_ttl_ms;          /* the deployment's cap on ttls */
   int declared;                /* some master is declared durable */
   uv_timer_t recheck_timer;    /* background checks (client.c) */

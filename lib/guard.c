@@ -4,9 +4,10 @@
  * instance can have started, and whether its votes count; its clock
  * readings, the steps seen and its skew against the other masters; the
  * record of the deployment's longest ttl and its reads; the masters' clock
- * records; configuration warnings. Does not own: the votes themselves
- * (round.c asks for a verdict on each YES of an acquisition, once the
- * clock reading that followed it came).
+ * records; the marks of broken durability declarations (6.), stamped on,
+ * read from and dropped from the other masters; configuration warnings.
+ * Does not own: the votes themselves (round.c asks for a verdict on each
+ * YES of an acquisition, once the clock reading that followed it came).
  *
  * 1. What makes a master lose a lock. Redis deletes a key when its own
  *    wall clock passes the key's expiry. A master loses a lock it helped
@@ -53,7 +54,11 @@
  *    drift allowance of the lock's ttl (clock_tolerance_ms overrides): a
  *    skew within it is covered by the validity every holder computes. The
  *    measurement is exact to within the half round trips of the two
- *    readings compared, which are allowed on top.
+ *    readings compared, which are allowed on top. An instance first seen
+ *    less than `window` ago has no known past: its offset itself is
+ *    judged against the lock's tolerance (the base a first sight notes is
+ *    that offset, so comparing with the base would compare it with
+ *    itself), whoever noted it and with whatever allowance.
  *    (iii) Marks. A client that sees a step stamps it on that master (the
  *    clock record's "step", in the master's own time, in a hash field
  *    without expiry: a later step cannot expire it). Every client reads
@@ -135,6 +140,33 @@
  *    persistence, and its next instance (reloading the same data) is not
  *    trusted either. The nodes of a cluster or a sentinel group are never
  *    cleared by the declaration (7.).
+ *    What one client saw must guard every client, a CLI call that saw
+ *    nothing included. So a client that sees a declared plain master's
+ *    durability break (or a master that was a replica in this life)
+ *    marks it on every OTHER master: the hash "<prefix>__redlock__:
+ *    broke", field the master's address (host:port as configured), value
+ *    the instance that broke (run_id/replid). Not on the master itself:
+ *    it loses what it is told while its persistence is off. The client
+ *    stamps it again at every handshake of another master. A declared
+ *    master's instance that reports durable is cleared only once a read
+ *    answered by EVERY other master found no mark for its address (its
+ *    verdicts wait for that read, like the record's); with a mark (the
+ *    broken instance itself, or a later one that loaded what it left) it
+ *    is guarded like an undeclared master. Every master, not a quorum:
+ *    the masters that broke lose the marks they were given meanwhile, so
+ *    the mark may survive on one master only (M1 and M2 broke, M3 holds
+ *    both marks). A mark goes once a later, durable instance of that
+ *    master has been guarded for the window: the client that then counts
+ *    it drops the mark (if it still names the same broken instance) on
+ *    every other master, at once or at their next handshake. The cost:
+ *    while another master is down, a declared master's new instance is
+ *    guarded like an undeclared one. Limits:
+ *    the field is the address as the clients spell it (give every client
+ *    the same); a break that no client saw is the operator's (the
+ *    declaration is a promise); a mark can only be stamped on a plain
+ *    master or a sentinel group's primary (a cluster's keys live in
+ *    slots); with N = 1 there is no other master to hold it, and only
+ *    the client that saw the break remembers it.
  *
  * 7. Masters made of several nodes (cluster.c, sentinel.c). A master of
  *    the quorum may be a Redis Cluster (its keys spread over primaries,
@@ -206,6 +238,11 @@
 #include "scripts.h"
 
 static void guard_start_read(redlock__guard *g);
+static void finish_read(redlock__guard *g);
+static void mark_broken(redlock__guard *g, unsigned i, const char *ident);
+static void stamp_on(redlock__guard *g, unsigned i, unsigned j);
+static void forget_on(redlock__guard *g, unsigned i, unsigned j,
+                      const char *ident);
 
 static int is_cleared(const redlock__guard_node *gn) {
   return gn->cleared[0] != '\0' && strcmp(gn->cleared, gn->run_id) == 0;
@@ -248,7 +285,8 @@ int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
   redlock__queue_init(&g->settle_waiters);
   g->gn = redlock__calloc(n, sizeof(*g->gn));
   g->read_ok = redlock__calloc(n_masters, 1);
-  if (g->gn == NULL || g->read_ok == NULL)
+  g->marks_ok = redlock__calloc(n_masters, 1);
+  if (g->gn == NULL || g->read_ok == NULL || g->marks_ok == NULL)
     return REDLOCK_ENOMEM;
   for (i = 0; i < n; i++)
     redlock__queue_init(&g->gn[i].clock_waiters);
@@ -258,12 +296,17 @@ int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
 void redlock__guard_free(redlock__guard *g) {
   redlock__free(g->gn);
   redlock__free(g->read_ok);
+  redlock__free(g->marks_ok);
+  g->marks_ok = NULL;
   g->gn = NULL;
   g->read_ok = NULL;
 }
 
+static int decl_waiting(const redlock__guard *g);
+
 static void request_read(redlock__guard *g) {
-  if (g->mode_ms != 0 || g->closing)
+  if (g->mode_ms < 0 || g->closing ||
+      (g->mode_ms > 0 && !decl_waiting(g)))
     return;
   if (g->reading)
     g->again = 1;
@@ -692,6 +735,8 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
     gn->warned[0] = '\0';
     gn->have = 0;   /* tracking starts over */
     gn->base = 0;   /* unless the record knows this instance */
+    gn->decl = GUARD_DECL_NONE;
+    gn->decl_failed = 0;
     if (gn->broke[0] != '\0' && strcmp(gn->broke, node->ident) != 0) {
       /* Its predecessor broke the durability declaration: what this one
        * loaded may lack writes (6.). */
@@ -708,6 +753,9 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
      * its own persistence does not help (6.). Guarded, and its next
      * instance too (it reloads the same data). */
     memcpy(gn->broke, node->ident, sizeof(gn->broke));
+    gn->decl = GUARD_DECL_NONE;
+    if (strcmp(gn->mark, node->ident) != 0)
+      mark_broken(g, idx, node->ident);
     if (strcmp(gn->warned, node->ident) != 0) {
       memcpy(gn->warned, node->ident, sizeof(gn->warned));
       warn(g, idx, "%s is declared durable but was a replica promoted in "
@@ -730,14 +778,43 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
   } else if (node->declared && node->ident[0] != '\0') {
     if (node->durable && strcmp(gn->distrust, node->ident) != 0) {
       /* Declared, and it shows appendonly + appendfsync always: this
-       * instance loaded every key its predecessor acknowledged (6.). */
-      clear(gn);
-    } else if (!node->durable && strcmp(gn->warned, node->ident) != 0) {
-      memcpy(gn->warned, node->ident, sizeof(gn->warned));
-      warn(g, idx, "%s is declared durable but reports %s: guarded like "
-           "an undeclared master", node->uri.display,
-           node->aof_enabled != 1 ? "appendonly no"
-                                  : "appendfsync not always");
+       * instance loaded every key its predecessor acknowledged (6.),
+       * unless another client saw the declaration break: cleared once
+       * the other masters were read without a mark naming it. */
+      if (!is_cleared(gn) && gn->decl == GUARD_DECL_NONE &&
+          idx < g->n_masters && g->broke_key != NULL)
+        gn->decl = GUARD_DECL_PENDING;
+      else if (!is_cleared(gn) && gn->decl == GUARD_DECL_NONE)
+        clear(gn);
+    } else if (!node->durable) {
+      gn->decl = GUARD_DECL_NONE;
+      if (node->aof_enabled == 0 || node->fsync[0] != '\0') {
+        /* Not durable now (read, not merely unknown: ACL): what its next
+         * instance loads may lack writes. */
+        memcpy(gn->broke, node->ident, sizeof(gn->broke));
+        if (is_cleared(gn))
+          gn->cleared[0] = '\0';
+        if (strcmp(gn->mark, node->ident) != 0)
+          mark_broken(g, idx, node->ident);
+      }
+      if (strcmp(gn->warned, node->ident) != 0) {
+        memcpy(gn->warned, node->ident, sizeof(gn->warned));
+        warn(g, idx, "%s is declared durable but reports %s: guarded like "
+             "an undeclared master", node->uri.display,
+             node->aof_enabled != 1 ? "appendonly no"
+                                    : "appendfsync not always");
+      }
+    }
+  }
+  {
+    /* The marks this client stamps or drops, on a master that was not up
+     * then. */
+    unsigned m;
+    for (m = 0; m < g->n_masters; m++) {
+      if (g->gn[m].mark[0] != '\0')
+        stamp_on(g, m, idx);
+      if (g->gn[m].forget[0] != '\0')
+        forget_on(g, m, idx, g->gn[m].forget);
     }
   }
   g->unsettled = 1;
@@ -775,8 +852,12 @@ void redlock__guard_durable(redlock__guard *g, unsigned idx) {
    * instance keeps its keys in memory, but what a restart loads now lacks
    * writes. Guarded as undeclared, and its next instance too. */
   memcpy(gn->broke, node->ident, sizeof(gn->broke));
+  gn->decl = GUARD_DECL_NONE;
   if (is_cleared(gn))
     gn->cleared[0] = '\0';
+  /* Other clients, a CLI call among them, must know it too: marked on
+   * the other masters (this one loses what it is told from now on). */
+  mark_broken(g, idx, node->ident);
   warn(g, idx, "%s is declared durable but now reports %s (changed at run "
        "time?): guarded like an undeclared master, and after its next "
        "restart", node->uri.display,
@@ -784,6 +865,193 @@ void redlock__guard_durable(redlock__guard *g, unsigned idx) {
   if (g->mode_ms >= 0) {
     gn->read = GUARD_READ_NONE;
     request_read(g);
+  }
+}
+
+/* ---- marks of a broken declaration (6.) ---------------------------------- */
+
+/* A plain master: the subject of a mark (a cluster's or a sentinel
+ * group's node is never cleared by the declaration, 7.). */
+static int is_plain(const redlock__node *n) {
+  return n->cluster == NULL && !n->sentinel;
+}
+
+/* The mark's field: the master's address as the deployment names it. */
+static void mark_field(const redlock__node *n, char *buf, size_t len) {
+  if (n->uri.path != NULL)
+    snprintf(buf, len, "%s", n->uri.path);
+  else if (strchr(n->uri.host, ':') != NULL)
+    snprintf(buf, len, "[%s]:%d", n->uri.host, n->uri.port);
+  else
+    snprintf(buf, len, "%s:%d", n->uri.host, n->uri.port);
+}
+
+static int decl_waiting(const redlock__guard *g) {
+  unsigned i;
+  for (i = 0; i < g->n_masters; i++)
+    if (g->gn[i].decl == GUARD_DECL_PENDING)
+      return 1;
+  return 0;
+}
+
+/* Fire and forget: master i's mark on node j (a plain node that is up
+ * and not of master i). A mark that is lost only makes others see less;
+ * this client stamps it again at j's next handshake. */
+static void stamp_on(redlock__guard *g, unsigned i, unsigned j) {
+  redlock__node *node = &g->nodes[j];
+  const char *argv[4];
+  size_t lens[4];
+  char field[300];
+  redlock__req *req;
+  if (g->broke_key == NULL || node->cluster != NULL || node->lazy ||
+      node->master == i || node->state != REDLOCK__NODE_UP)
+    return;
+  req = redlock__node_req(node);
+  if (req == NULL)
+    return;
+  mark_field(&g->nodes[i], field, sizeof(field));
+  argv[0] = "HSET";
+  lens[0] = 4;
+  argv[1] = g->broke_key;
+  lens[1] = g->broke_keylen;
+  argv[2] = field;
+  lens[2] = strlen(field);
+  argv[3] = g->gn[i].mark;
+  lens[3] = strlen(g->gn[i].mark);
+  req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
+  (void)redlock__node_submit(node, req, 4, argv, lens);
+}
+
+/* Plain master i's instance `ident` broke its declaration (or was a
+ * replica in this life): stamped on every other master up. */
+static void mark_broken(redlock__guard *g, unsigned i, const char *ident) {
+  unsigned j;
+  if (i >= g->n_masters || !is_plain(&g->nodes[i]))
+    return;
+  redlock__strlcpy(g->gn[i].mark, ident, sizeof(g->gn[i].mark));
+  for (j = 0; j < g->n; j++)
+    stamp_on(g, i, j);
+}
+
+/* Fire and forget: drop master i's mark on node j if it still names
+ * `ident` (a newer break stays). */
+static void forget_on(redlock__guard *g, unsigned i, unsigned j,
+                      const char *ident) {
+  const redlock__script *s = redlock__script_of(REDLOCK__CMD_MARK_FORGET);
+  redlock__node *node = &g->nodes[j];
+  const char *argv[6];
+  size_t lens[6];
+  char field[300];
+  redlock__req *req;
+  if (g->broke_key == NULL || node->cluster != NULL || node->lazy ||
+      node->master == i || node->state != REDLOCK__NODE_UP)
+    return;
+  req = redlock__node_req(node);
+  if (req == NULL)
+    return;
+  mark_field(&g->nodes[i], field, sizeof(field));
+  argv[0] = "EVAL";
+  lens[0] = 4;
+  argv[1] = s->text;
+  lens[1] = s->len;
+  argv[2] = "1";
+  lens[2] = 1;
+  argv[3] = g->broke_key;
+  lens[3] = g->broke_keylen;
+  argv[4] = field;
+  lens[4] = strlen(field);
+  argv[5] = ident;
+  lens[5] = strlen(ident);
+  req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
+  (void)redlock__node_submit(node, req, 6, argv, lens);
+}
+
+/* Master i's instance has been guarded for the window (cleared by age):
+ * a mark naming an EARLIER instance is obsolete once this one is durable
+ * (what it lost then has expired; what it writes now it keeps). Dropped
+ * on every other master up, and again at the next handshake of the
+ * others (a master down now keeps it: its mark would cost a new client
+ * one window more, not safety); this client no longer stamps it. A mark
+ * naming this very instance stays (its successor must be guarded). */
+static void forget_marks(redlock__guard *g, unsigned i) {
+  redlock__guard_node *gn = &g->gn[i];
+  const char *name;
+  unsigned j;
+  if (i >= g->n_masters || !g->nodes[i].durable || g->broke_key == NULL)
+    return;
+  name = gn->marked[0] != '\0' ? gn->marked : gn->mark;
+  if (name[0] == '\0' || strcmp(name, gn->run_id) == 0)
+    return;
+  memmove(gn->forget, name, sizeof(gn->forget));
+  if (strcmp(gn->mark, gn->forget) == 0)
+    gn->mark[0] = '\0';
+  gn->marked[0] = '\0';
+  for (j = 0; j < g->n; j++)
+    forget_on(g, i, j, gn->forget);
+}
+
+/* A read's answer from node j: the marks it holds (HGETALL, field and
+ * value pairs), matched against our masters' addresses. */
+static void on_marks_reply(redlock__req *req, const redlock__reply *r,
+                           int error, const char *errstr) {
+  redlock__guard *g = req->owner;
+  size_t k;
+  unsigned m;
+  (void)error;
+  (void)errstr;
+  if (req->tag != g->read_gen || !g->reading)
+    return;
+  if (r != NULL && r->type == REDLOCK__R_ARRAY) {
+    g->marks_ok[req->idx] = 1;
+    for (k = 0; k + 1 < r->elements; k += 2) {
+      const redlock__reply *f = r->element[k], *v = r->element[k + 1];
+      char field[300];
+      if (f == NULL || v == NULL || f->type != REDLOCK__R_STRING ||
+          v->type != REDLOCK__R_STRING || v->len == 0)
+        continue;
+      for (m = 0; m < g->n_masters; m++) {
+        mark_field(&g->nodes[m], field, sizeof(field));
+        if (is_plain(&g->nodes[m]) && m != req->idx &&
+            strlen(field) == f->len && memcmp(field, f->str, f->len) == 0)
+          redlock__strlcpy(g->gn[m].read_mark, v->str,
+                           v->len < sizeof(g->gn[m].read_mark)
+                               ? v->len + 1 : sizeof(g->gn[m].read_mark));
+      }
+    }
+  }
+  if (--g->read_left == 0)
+    finish_read(g);
+}
+
+/* The read ended: a declared instance waiting for the marks is cleared
+ * when every other master answered and none holds a mark naming it. */
+static void settle_decl(redlock__guard *g) {
+  unsigned i, m;
+  for (i = 0; i < g->n_masters; i++) {
+    redlock__guard_node *gn = &g->gn[i];
+    int all = 1;
+    if (gn->decl != GUARD_DECL_PENDING || !gn->up ||
+        gn->up_ns > g->read_start)
+      continue;
+    for (m = 0; m < g->n_masters; m++)
+      if (m != i && !g->marks_ok[m])
+        all = 0;
+    if (!all) {
+      gn->decl_failed = 1;
+      continue;
+    }
+    gn->decl_failed = 0;
+    if (gn->read_mark[0] != '\0') {
+      gn->decl = GUARD_DECL_MARKED;
+      memcpy(gn->marked, gn->read_mark, sizeof(gn->marked));
+      warn(g, i, "%s is declared durable, but a client saw the durability "
+           "of %s instance break (a mark on the other masters): guarded "
+           "for the longest ttl", g->nodes[i].uri.display,
+           strcmp(gn->marked, gn->run_id) == 0 ? "this" : "a previous");
+    } else {
+      gn->decl = GUARD_DECL_NONE;
+      clear(gn);
+    }
   }
 }
 
@@ -798,6 +1066,7 @@ static void finish_read(redlock__guard *g) {
                                     g->read_answered);
   if (valid)
     record_seen(g, g->read_max);
+  settle_decl(g);
   for (i = 0; i < g->n; i++) {
     redlock__guard_node *gn = &g->gn[i];
     if (gn->up && !is_cleared(gn) && gn->up_ns <= g->read_start)
@@ -859,6 +1128,9 @@ static void guard_start_read(redlock__guard *g) {
   g->read_left = g->n;
   g->read_answered = 0;
   memset(g->read_ok, 0, g->n_masters);
+  memset(g->marks_ok, 0, g->n_masters);
+  for (i = 0; i < g->n_masters; i++)
+    g->gn[i].read_mark[0] = '\0';
   g->read_max = 0;
   g->read_gen++;
   argv[0] = "GET";
@@ -877,7 +1149,29 @@ static void guard_start_read(redlock__guard *g) {
       req->owner = g;
       req->tag = g->read_gen;
       req->flags = REDLOCK__REQ_HERE;
-      if (redlock__node_submit(&g->nodes[i], req, 2, argv, lens) == 0)
+      if (redlock__node_submit(&g->nodes[i], req, 2, argv, lens) != 0)
+        g->read_left--;
+    } else {
+      g->read_left--;
+    }
+    /* And the marks of broken declarations it holds (6.): a cluster
+     * cannot hold them (its keys are tagged to slots). */
+    if (g->broke_key == NULL || g->nodes[i].cluster != NULL)
+      continue;
+    g->read_left++;
+    req = redlock__node_req(&g->nodes[i]);
+    if (req != NULL) {
+      const char *mv[2];
+      size_t ml[2];
+      mv[0] = "HGETALL";
+      ml[0] = 7;
+      mv[1] = g->broke_key;
+      ml[1] = g->broke_keylen;
+      req->cb = on_marks_reply;
+      req->owner = g;
+      req->tag = g->read_gen;
+      req->flags = REDLOCK__REQ_HERE;
+      if (redlock__node_submit(&g->nodes[i], req, 2, mv, ml) == 0)
         continue;
     }
     g->read_left--;
@@ -955,6 +1249,34 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
     }
     return REDLOCK__GUARD_REFUSE;
   }
+  if (window > 0 &&
+      now < gn->start + (redlock__ns)window * REDLOCK__NS_PER_MS) {
+    /* A young instance (first seen less than `window` ago): nobody knows
+     * its clock's past. Off the others' by more than THIS lock's drift
+     * allowance, it may have stepped before it was first seen and lost
+     * keys then; settle() judged that first sight with the longest ttl's
+     * allowance only (it has no ttl), and its base is the stepped offset
+     * itself, so neither tracking nor the base can tell. The tolerance
+     * belongs to the decision at hand (3. ii). */
+    if (redlock__guard_skew(g, idx, &skew, &unc) != 0) {
+      *cause = REDLOCK_GUARD_CLOCK_UNKNOWN;
+      snprintf(why, whylen, "too few masters' clocks known to compare its "
+               "clock with");
+      return REDLOCK__GUARD_REFUSE;
+    }
+    if (abs64(skew) > tolerance_us(g, ttl_ms) + unc) {
+      int64_t ago = (int64_t)((now - gn->start) / REDLOCK__NS_PER_MS);
+      *cause = REDLOCK_GUARD_CLOCK_STEP;
+      *wait_ms = window - ago;
+      *window_ms = window;
+      snprintf(why, whylen, "clock %.3f s %s the others' (first seen "
+               "%.1f s ago; this ttl allows %.3f s): counts in %.1f s",
+               (double)abs64(skew) / 1e6, skew > 0 ? "ahead of" : "behind",
+               (double)ago / 1000.0, (double)tolerance_us(g, ttl_ms) / 1e6,
+               (double)*wait_ms / 1000.0);
+      return REDLOCK__GUARD_REFUSE;
+    }
+  }
   if (gn->continuity && gn->slack_us <= tolerance_us(g, ttl_ms))
     return REDLOCK__GUARD_COUNT;   /* tracking is tighter than the skew */
   if (redlock__guard_skew(g, idx, &skew, &unc) != 0 || !gn->base) {
@@ -1026,16 +1348,39 @@ static redlock__guard_verdict restart_verdict(redlock__guard *g,
     window = g->window_ms;
   }
   if (age >= window) {
-    if (start_reads)
+    if (start_reads) {
       clear(gn);
+      if (g->nodes[idx].declared)
+        forget_marks(g, idx);
+      gn->decl = GUARD_DECL_NONE;
+    }
     return REDLOCK__GUARD_COUNT;
+  }
+  if (gn->decl == GUARD_DECL_PENDING) {
+    /* Declared and durable: cleared once the marks were read (6.). */
+    if (gn->decl_failed || !start_reads) {
+      *cause = REDLOCK_GUARD_RECORD;
+      snprintf(why, whylen, "restart guard: marks of broken durability "
+               "declarations %s", gn->decl_failed
+                   ? "unreadable (a master did not answer)" : "not read yet");
+      if (start_reads) {
+        gn->decl_failed = 0;   /* the next attempt reads again */
+        request_read(g);
+      }
+      return REDLOCK__GUARD_REFUSE;
+    }
+    if (!g->reading)
+      request_read(g);
+    return REDLOCK__GUARD_PENDING;
   }
   *cause = REDLOCK_GUARD_RESTART;
   *wait_ms = window - age;
   *window_ms = window;
   snprintf(why, whylen,
-           "restart guard: instance %s %.1f s ago, counts in %.1f s "
+           "restart guard: %sinstance %s %.1f s ago, counts in %.1f s "
            "(window %.1f s)",
+           gn->decl == GUARD_DECL_MARKED ? "durability broke (a mark), "
+                                         : "",
            gn->run_id[0] != '\0' ? "first seen" : "of unknown age, seen",
            (double)age / 1000.0, (double)(window - age) / 1000.0,
            (double)window / 1000.0);

@@ -32,6 +32,14 @@ typedef enum {
   GUARD_READ_FAILED      /* the last such read had too few answers */
 } redlock__guard_read;
 
+/* A declared master's new instance (guard.c, 6.). */
+enum {
+  GUARD_DECL_NONE = 0,        /* not declared, or cleared, or broken */
+  GUARD_DECL_PENDING,         /* it reports durable: cleared once every
+                                 other master was read without a mark */
+  GUARD_DECL_MARKED           /* a mark names it: not cleared */
+};
+
 /* How a step was seen (guard.c, 3.). */
 enum {
   GUARD_STEP_TRACKED = 1,     /* between two readings of this client */
@@ -52,6 +60,16 @@ typedef struct redlock__guard_node {
   char distrust[REDLOCK__IDENT_LEN]; /* its successor: not cleared by the
                                         declaration */
   char warned[REDLOCK__IDENT_LEN];   /* instance warned about (declaration) */
+  /* Marks on the other masters (guard.c, 6.): */
+  char mark[REDLOCK__IDENT_LEN];     /* the broken instance this client
+                                        stamps there ("" none) */
+  char marked[REDLOCK__IDENT_LEN];   /* the mark a read found for this
+                                        master ("" none) */
+  char read_mark[REDLOCK__IDENT_LEN];   /* the read in flight's */
+  char forget[REDLOCK__IDENT_LEN];   /* an obsolete mark this client
+                                        drops ("" none) */
+  int decl;                   /* GUARD_DECL_*: the declaration's part */
+  int decl_failed;            /* the last marks read missed a master */
   int told_failover;          /* warned: a declared node of a cluster or a
                                  sentinel group is guarded all the same */
   int told_isolation;         /* warned: a sentinel group's primary accepts
@@ -104,15 +122,20 @@ typedef struct redlock__guard {
   size_t keylen;
   const char *clock_key;      /* the clock record's key */
   size_t clock_keylen;
+  const char *broke_key;      /* the marks' key (6.): a hash, one field per
+                                 master whose declaration broke */
+  size_t broke_keylen;
   int64_t window_ms;          /* auto: the longest ttl known */
   redlock__guard_node *gn;    /* n entries */
-  /* The read of the record on every master (auto mode): */
+  /* The read of the record on every master (auto mode), with the marks
+   * (6.: also in the fixed mode, while a declared master waits): */
   int reading;                /* a read is in flight */
   int again;                  /* another must start when it ends */
   redlock__ns read_start;
   unsigned read_left;         /* nodes yet to answer or fail */
   unsigned read_answered;     /* masters with an answer */
   uint8_t *read_ok;           /* n_masters: that master answered */
+  uint8_t *marks_ok;          /* n_masters: its marks were read */
   int64_t read_max;
   unsigned read_gen;
   redlock__queue waiters;     /* rounds with votes waiting for a read */

@@ -1131,6 +1131,7 @@ int redlock__lock_argv_sub(const redlock_lock_t *l, redlock__cmd cmd,
     case REDLOCK__CMD_BATCH_EXTEND:   /* batch.c encodes its own */
     case REDLOCK__CMD_TAKEOVER:
     case REDLOCK__CMD_CLOCK_NOTE:   /* guard.c encodes its own */
+    case REDLOCK__CMD_MARK_FORGET:  /* guard.c encodes its own */
     case REDLOCK__N_CMDS:
       break;
   }

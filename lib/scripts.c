@@ -305,6 +305,14 @@ static const char force_release_script[] =
     "redis.call('publish','__redlock__:'..KEYS[i],'1') end "
     "return n";
 
+/* A mark of a broken durability declaration (guard.c, 6.) goes once a
+ * later instance of that master has been guarded for the window: only if
+ * it still names the same broken instance (a newer break stays). KEYS[1]
+ * the marks' hash; ARGV[1] the master's field, ARGV[2] the instance. */
+static const char mark_forget_script[] =
+    "if redis.call('hget',KEYS[1],ARGV[1]) == ARGV[2] then "
+    "return redis.call('hdel',KEYS[1],ARGV[1]) end return 0";
+
 /* An operator sets the ttl record (lowering it: redlock.h). */
 static const char maxttl_set_script[] =
     "redis.call('set',KEYS[1],ARGV[1]) return tonumber(ARGV[1])";
@@ -339,6 +347,7 @@ static redlock__script table[REDLOCK__N_CMDS] = {
     [REDLOCK__CMD_CLOCK_NOTE] = S(clock_note_script),
     [REDLOCK__CMD_MAXTTL_SET] = S(maxttl_set_script),
     [REDLOCK__CMD_FORCE_RELEASE] = S(force_release_script),
+    [REDLOCK__CMD_MARK_FORGET] = S(mark_forget_script),
 };
 
 static const char *texts[REDLOCK__N_CMDS];
@@ -439,6 +448,7 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
     case REDLOCK__CMD_MAXTTL_RAISE:
     case REDLOCK__CMD_MAXTTL_SET:
     case REDLOCK__CMD_CLOCK_NOTE:
+    case REDLOCK__CMD_MARK_FORGET:
     case REDLOCK__CMD_RW_GIVEUP:
     case REDLOCK__CMD_FORCE_RELEASE:
       if (r->type == REDLOCK__R_INTEGER)

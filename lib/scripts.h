@@ -34,6 +34,8 @@ typedef enum {
   REDLOCK__CMD_CLOCK_NOTE,     /* the clock record of a master (guard.c) */
   REDLOCK__CMD_MAXTTL_SET,     /* an operator sets the ttl record */
   REDLOCK__CMD_FORCE_RELEASE,  /* an operator deletes keys, any token */
+  REDLOCK__CMD_MARK_FORGET,    /* drops a mark of a broken durability
+                                  declaration (guard.c) */
   REDLOCK__N_CMDS
 } redlock__cmd;
 

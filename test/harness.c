@@ -955,8 +955,9 @@ int64_t harness_dbsize(const harness_server *s) {
     return -1;
   n = strtoll(buf, NULL, 10);
   /* The library's records stay by design: the deployment's longest ttl
-   * and each master's clock record (restart guard, clock check). They are
-   * not locks left behind. */
+   * and each master's clock record (restart guard, clock check), and the
+   * marks of broken durability declarations. They are not locks left
+   * behind. */
   c = connect_to(s);
   if (c == NULL)
     return -1;
@@ -966,6 +967,11 @@ int64_t harness_dbsize(const harness_server *s) {
   if (r != NULL)
     freeReplyObject(r);
   r = redisCommand(c, "KEYS *__redlock__:clock");
+  if (r != NULL && r->type == REDIS_REPLY_ARRAY)
+    n -= (int64_t)r->elements;
+  if (r != NULL)
+    freeReplyObject(r);
+  r = redisCommand(c, "KEYS *__redlock__:broke");
   if (r != NULL && r->type == REDIS_REPLY_ARRAY)
     n -= (int64_t)r->elements;
   if (r != NULL)

@@ -221,7 +221,8 @@ int64_t harness_pttl(const harness_server *s, const char *key);
 int harness_set(const harness_server *s, const char *key, const char *val,
                 int64_t ttl_ms);
 /* Number of keys in db 0 (DBSIZE), not counting the library's records
- * ("*__redlock__:maxttl", "*__redlock__:clock"). -1 on error. */
+ * ("*__redlock__:maxttl", "*__redlock__:clock", "*__redlock__:broke").
+ * -1 on error. */
 int64_t harness_dbsize(const harness_server *s);
 
 /* ---- time and waiting -------------------------------------------------- */
