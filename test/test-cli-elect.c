@@ -18,7 +18,10 @@
  *     elect exits 76;
  *  e) CMD exits by itself: elect exits with its status;
  *  f) `redlock leader` without a leader: exit 1; --json;
- *  g) `redlock stats` and `status --stats` print the exposition.
+ *  g) `redlock stats` and `status --stats` print the exposition;
+ *  h) a leader that steps down and is elected again while its command
+ *     still stops (300 ms after SIGTERM) starts the new term's command
+ *     once the old one has exited, and does not abort (issue 29, item 8).
  * "slow" (suite slow): two elect processes for 30 s (REDLOCK_ELECT_SECONDS)
  * under random minority faults (one master at a time: stopped, slow,
  * replies lost, reset, refused) and SIGKILLs of the leader; no overlap. */
@@ -61,10 +64,16 @@ static void log_line(int fd, const char *id, const char *what) {
   }
 }
 
-static int cmd_child(const char *path, const char *id, const char *exit_after) {
+/* stop_ms: after SIGTERM, it goes on ticking this long (a command that
+ * needs time to stop) and logs "term" when the signal came. */
+static int cmd_child(const char *path, const char *id, const char *exit_after,
+                     const char *stop_ms) {
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   int i;
   long n_ticks = exit_after != NULL ? strtol(exit_after, NULL, 10) : 24000;
+  uint64_t stop_ns = stop_ms != NULL
+                         ? (uint64_t)strtol(stop_ms, NULL, 10) * 1000000ull
+                         : 0;
   if (fd < 0)
     return 2;
   signal(SIGTERM, on_term);
@@ -73,6 +82,15 @@ static int cmd_child(const char *path, const char *id, const char *exit_after) {
     struct timespec ts = {0, 5000000};
     nanosleep(&ts, NULL);
     log_line(fd, id, "tick");
+  }
+  if (termed && stop_ns > 0) {
+    uint64_t until = mono_ns() + stop_ns;
+    log_line(fd, id, "term");
+    while (mono_ns() < until) {
+      struct timespec ts = {0, 5000000};
+      nanosleep(&ts, NULL);
+      log_line(fd, id, "tick");
+    }
   }
   log_line(fd, id, "end");
   return termed ? 0 : 3;   /* 3: ended by itself */
@@ -187,8 +205,8 @@ static void wait_campaigners(int want, const char *what) {
   }
 }
 
-static int spawn_elect(const char *id, const char *ttl, int once,
-                       const char *exit_after) {
+static int spawn_elect_stop(const char *id, const char *ttl, int once,
+                            const char *exit_after, const char *stop_ms) {
   char out[300], err[300];
   char *argv[20];
   int k = 0;
@@ -211,8 +229,14 @@ static int spawn_elect(const char *id, const char *ttl, int once,
   argv[k++] = logpath;
   argv[k++] = (char *)id;
   argv[k++] = (char *)exit_after;   /* NULL ends argv when not given */
+  argv[k++] = (char *)stop_ms;
   argv[k] = NULL;
   return harness_spawn(cli, argv, out, err);
+}
+
+static int spawn_elect(const char *id, const char *ttl, int once,
+                       const char *exit_after) {
+  return spawn_elect_stop(id, ttl, once, exit_after, NULL);
 }
 
 static void leader_is(const char *want) {
@@ -250,6 +274,8 @@ static uint64_t quorum_expiry_ns(void) {
     }
   return exp[1];
 }
+
+static void reelected_while_stopping(void);
 
 static void quick(void) {
   int a, b, rc;
@@ -353,6 +379,74 @@ static void quick(void) {
   ASSERT_NOT_NULL(strstr(buf, "redlock_master_replies_total{master="));
   fprintf(stderr, "g) stats and status --stats: ok\n");
   fprintf(stderr, "terms: %d, never two at once\n", check_exclusive("end"));
+  reelected_while_stopping();
+}
+
+/* Has pid exited (a zombie, not reaped here)? */
+static int exited(int pid) {
+  char path[64], buf[512];
+  const char *rp;
+  FILE *f;
+  size_t n;
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  f = fopen(path, "r");
+  if (f == NULL)
+    return 1;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  rp = strrchr(buf, ')');
+  return rp != NULL && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* h) Issue 29, item 8: a leader steps down and is elected again before
+ * its old command has exited. One candidate, ttl 1 s, a command that
+ * needs 300 ms to stop after SIGTERM; elect is stopped (SIGSTOP) until
+ * its key has expired on every master, then continued: it steps down
+ * (the command gets SIGTERM) and, alone, wins again at once. The old
+ * term's command exits while the new term waits for it: elect used to
+ * uv_spawn the new command on the process handle whose uv_close had not
+ * completed, and libuv's assertion aborted it (SIGABRT). Now: a second
+ * term starts after the first ended, elect still runs. */
+static void reelected_while_stopping(void) {
+  int s, i, rc = -1;
+  uint64_t end;
+  s = spawn_elect_stop("S", "1s", 0, "24000", "300");
+  wait_starts("S", 1, 10000, "h) S");
+  ASSERT_EQ(kill(s, SIGSTOP), 0);
+  end = harness_now_ms() + (uint64_t)harness_bound_ms(5000);
+  for (i = 0; i < N; i++)
+    while (harness_pttl(&srv[i], KEY) != -2) {
+      if (harness_now_ms() > end)
+        TEST_FAIL("h) the stopped leader's key never expired");
+      uv_sleep(5);
+    }
+  ASSERT_EQ(kill(s, SIGCONT), 0);
+  end = harness_now_ms() + (uint64_t)harness_bound_ms(10000);
+  while (starts_of("S") < 2) {
+    if (exited(s)) {
+      rc = harness_wait_exit(s, 5000);
+      break;
+    }
+    if (harness_now_ms() > end)
+      TEST_FAIL("h) S did not start a second term");
+    uv_sleep(2);
+  }
+  if (rc >= 0) {
+    char buf[8192], path[400];
+    snprintf(path, sizeof(path), "%s/S.err", tmpdir);
+    harness_read_file(path, buf, sizeof(buf));
+    TEST_FAIL("h) elect exited (status %d) after stepping down and being "
+              "elected again, before a second term; stderr:\n%s", rc, buf);
+  }
+  ASSERT_EQ(exited(s), 0);
+  check_exclusive("h");
+  ASSERT_EQ(kill(s, SIGTERM), 0);
+  rc = harness_wait_exit(s, 10000);
+  fprintf(stderr, "h) stepped down and elected again while the command "
+          "was stopping: a second term after the first, elect exit %d\n",
+          rc);
+  ASSERT(rc == 0 || rc == 143);
 }
 
 /* ---- slow: 30 s of minority faults --------------------------------------- */
@@ -449,7 +543,8 @@ static void slow(void) {
 
 int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "cmd") == 0)
-    return cmd_child(argv[2], argv[3], argc >= 5 ? argv[4] : NULL);
+    return cmd_child(argv[2], argv[3], argc >= 5 ? argv[4] : NULL,
+                     argc >= 6 ? argv[5] : NULL);
   if (argc < 2)
     TEST_FAIL("usage: test-cli-elect PATH-TO-redlock [slow]");
   cli = argv[1];

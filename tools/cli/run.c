@@ -75,6 +75,9 @@ static int term_escalated;     /* SIGKILL after SIGTERM to run */
 static int stopping;           /* elect: a signal asked us to stop */
 static int deposed_kill;       /* elect: the child goes, we campaign on */
 static int start_when_exited;  /* elect: elected again while it went */
+static int child_closing;      /* the exited child's handle is closing:
+                                  uv_spawn on it must wait (libuv asserts) */
+static int start_when_closed;  /* elect: the next term's command, then */
 static int wait_signal;        /* a signal ended the wait for the lock */
 char **child_argv;
 
@@ -204,10 +207,23 @@ int open_signals(void) {
 
 static void start_child(void);
 
+/* The handle is reusable only now: a new term's command elected while the
+ * old one was stopping starts here, not from the exit callback. */
+static void on_child_closed(uv_handle_t *h) {
+  (void)h;
+  child_closing = 0;
+  if (start_when_closed) {
+    start_when_closed = 0;
+    if (!finishing)
+      start_child();
+  }
+}
+
 static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   int code;
   child_running = 0;
-  uv_close((uv_handle_t *)p, NULL);
+  child_closing = 1;
+  uv_close((uv_handle_t *)p, on_child_closed);
   uv_timer_stop(&grace_timer);
   code = sig != 0 ? 128 + sig : (int)status;
   if (cmd_bit == C_ELECT && deposed_kill && !stopping && !finishing) {
@@ -363,12 +379,17 @@ static char **child_env(void) {
 static void start_child(void) {
   uv_process_options_t po;
   static uv_stdio_container_t stdio[3];
-  char **envp = child_env();
+  char **envp;
   char **args = child_argv;
   char **helper = NULL;
   char ppid[24], grace[24];
   size_t i, n = 0;
   int rc;
+  if (child_closing) {
+    start_when_closed = 1;   /* on_child_closed starts it */
+    return;
+  }
+  envp = child_env();
   if (envp == NULL) {
     finish(EXIT_FAIL);
     return;
