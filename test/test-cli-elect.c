@@ -21,7 +21,9 @@
  *  g) `redlock stats` and `status --stats` print the exposition;
  *  h) a leader that steps down and is elected again while its command
  *     still stops (300 ms after SIGTERM) starts the new term's command
- *     once the old one has exited, and does not abort (issue 29, item 8).
+ *     once the old one has exited, and does not abort (issue 29, item 8);
+ *  i) a leader that steps down keeps its lock until its command (500 ms
+ *     to stop) has exited: no release before (item 9).
  * "slow" (suite slow): two elect processes for 30 s (REDLOCK_ELECT_SECONDS)
  * under random minority faults (one master at a time: stopped, slow,
  * replies lost, reset, refused) and SIGKILLs of the leader; no overlap. */
@@ -207,6 +209,7 @@ static void wait_campaigners(int want, const char *what) {
 
 static int spawn_elect_stop(const char *id, const char *ttl, int once,
                             const char *exit_after, const char *stop_ms) {
+  /* once: after losing, exit instead of campaigning again */
   char out[300], err[300];
   char *argv[20];
   int k = 0;
@@ -276,6 +279,7 @@ static uint64_t quorum_expiry_ns(void) {
 }
 
 static void reelected_while_stopping(void);
+static void stepped_down_keeps_lock(void);
 
 static void quick(void) {
   int a, b, rc;
@@ -380,6 +384,7 @@ static void quick(void) {
   fprintf(stderr, "g) stats and status --stats: ok\n");
   fprintf(stderr, "terms: %d, never two at once\n", check_exclusive("end"));
   reelected_while_stopping();
+  stepped_down_keeps_lock();
 }
 
 /* Has pid exited (a zombie, not reaped here)? */
@@ -574,4 +579,109 @@ int main(int argc, char **argv) {
   }
   harness_stop_all();
   return 0;
+}
+
+/* The time (monotonic ns) of id's latest "term" line (its SIGTERM). */
+static uint64_t termed_at(const char *id) {
+  FILE *f = fopen(logpath, "r");
+  char i2[32], what[16];
+  unsigned long long ns;
+  uint64_t t = 0;
+  if (f == NULL)
+    return 0;
+  while (fscanf(f, "%31s %15s %llu", i2, what, &ns) == 3)
+    if (strcmp(i2, id) == 0 && strcmp(what, "term") == 0)
+      t = ns;
+  fclose(f);
+  return t;
+}
+
+/* The time (monotonic ns) of id's "end" line after `after`, 0 if none. */
+static uint64_t ended_at(const char *id, uint64_t after) {
+  FILE *f = fopen(logpath, "r");
+  char i2[32], what[16];
+  unsigned long long ns;
+  uint64_t t = 0;
+  if (f == NULL)
+    return 0;
+  while (fscanf(f, "%31s %15s %llu", i2, what, &ns) == 3)
+    if (strcmp(i2, id) == 0 && strcmp(what, "end") == 0 && ns > after)
+      t = ns;
+  fclose(f);
+  return t;
+}
+
+/* i) Issue 29, item 9: a leader that steps down keeps its lock until its
+ * command has stopped. Two candidates, ttl 6 s (the step-down margin
+ * 600 ms), a command that needs 500 ms to stop after SIGTERM. The leader
+ * I1 reaches its masters through the fault proxy, the standby I2
+ * directly. The proxy delays masters 1 and 2 by 200 ms each way (more
+ * than the 50 ms command timeout): I1 cannot extend and steps down (its
+ * command logs the SIGTERM). Master 3 answers at once: its key, I1's,
+ * must stay there until I1's command has ended. The old code released at
+ * the step-down, while the command had only just got SIGTERM: the key was
+ * gone from master 3 within milliseconds (and with the other masters'
+ * release landing, a standby could take over while the command was still
+ * stopping). Now I1 releases once its command has exited; I1 and I2's
+ * commands never overlap. */
+static void stepped_down_keeps_lock(void) {
+  harness_proxy proxy;
+  const char *fp = getenv("REDLOCK_FAULTPROXY");
+  const char *addrs[N];
+  char servers[256], direct[256], val[256];
+  int a, b, i, rc;
+  uint64_t end, t_term, t_slow, t_end, t_gone = 0;
+  if (fp == NULL)
+    TEST_FAIL("i) REDLOCK_FAULTPROXY is not set");
+  harness_proxy_start(&proxy, fp, srv, N);
+  harness_proxy_addrs(&proxy, addrs);
+  snprintf(servers, sizeof(servers), "%s,%s,%s", addrs[0], addrs[1],
+           addrs[2]);
+  snprintf(direct, sizeof(direct), "%s", getenv("REDLOCK_SERVERS"));
+  setenv("REDLOCK_SERVERS", servers, 1);
+  a = spawn_elect_stop("I1", "6s", 0, "24000", "500");
+  setenv("REDLOCK_SERVERS", direct, 1);
+  wait_starts("I1", 1, 10000, "i) I1");
+  b = spawn_elect_stop("I2", "6s", 0, "24000", "500");
+  wait_campaigners(2, "i) I2");
+  t_slow = harness_now_ms();
+  for (i = 0; i < 2; i++)
+    harness_proxy_cmd(&proxy, i, "latency 200");
+  end = harness_now_ms() + (uint64_t)harness_bound_ms(20000);
+  while ((t_term = termed_at("I1")) == 0) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("i) the leader did not step down with 2 of 3 masters "
+                "delayed");
+    uv_sleep(1);
+  }
+  fprintf(stderr, "i) 2 of 3 masters delayed for I1: it stepped down %llu "
+          "ms later\n", (unsigned long long)(harness_now_ms() - t_slow));
+  /* Until I1's command has ended: is I1's key still on master 3? */
+  end = harness_now_ms() + (uint64_t)harness_bound_ms(10000);
+  while ((t_end = ended_at("I1", t_term)) == 0) {
+    if (t_gone == 0 && (harness_get(&srv[2], KEY, val, sizeof(val)) != 1 ||
+                        strstr(val, ".I1") == NULL))
+      t_gone = mono_ns();
+    if (harness_now_ms() > end)
+      TEST_FAIL("i) I1's command did not end within 10 s of its SIGTERM");
+    uv_sleep(1);
+  }
+  fprintf(stderr, "i) I1's command stopped %lld ms after its SIGTERM; its "
+          "key on master 3 %s\n", ((long long)t_end - (long long)t_term) /
+          1000000, t_gone == 0 ? "stayed until then" : "was gone before");
+  if (t_gone != 0 && t_gone < t_end)
+    TEST_FAIL("i) I1's key left master 3 %lld ms after the step-down, %lld "
+              "ms before its command had stopped: released while the "
+              "command still ran",
+              ((long long)t_gone - (long long)t_term) / 1000000,
+              ((long long)t_end - (long long)t_gone) / 1000000);
+  for (i = 0; i < 2; i++)
+    harness_proxy_cmd(&proxy, i, "normal");
+  check_exclusive("i");
+  for (i = 0; i < 2; i++) {
+    int p = i == 0 ? b : a;
+    ASSERT_EQ(kill(p, SIGTERM), 0);
+    rc = harness_wait_exit(p, 10000);
+    ASSERT(rc == 0 || rc == 143);
+  }
 }

@@ -49,7 +49,9 @@ const char help_elect[] =
     "resigns (release message). When leadership is lost (a majority says\n"
     "the lock is someone else's, or it could not be extended: the leader\n"
     "steps down before its validity ends), CMD gets SIGTERM, then SIGKILL\n"
-    "after --grace, and the process campaigns again (--once: exits 76).\n"
+    "after --grace or when the validity ends, whichever is first; the lock\n"
+    "is kept until CMD's group has exited, then the process campaigns\n"
+    "again (--once: exits 76).\n"
     "When CMD exits by itself, elect resigns and exits with its status.\n"
     "SIGTERM: CMD gets it (SIGKILL after --grace), then elect resigns and\n"
     "exits. CMD sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_LEADER_ID.\n"
@@ -256,6 +258,14 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   }
   if (cmd_bit == C_RUN && expired_kill)
     lost = 1;
+  if (cmd_bit == C_ELECT && deposed_kill && election != NULL) {
+    /* The lost term's command has stopped: the lock it kept (hold) goes;
+     * campaign again unless we stop. */
+    if (stopping || finishing || opt.once)
+      redlock_election_resign(election);
+    else
+      redlock_election_stepped_down(election);
+  }
   if (cmd_bit == C_ELECT && deposed_kill && !stopping && !finishing) {
     /* Leadership was lost: the command is gone; campaign on. */
     deposed_kill = 0;
@@ -315,6 +325,10 @@ void on_election_change(redlock_election_t *e,
   start_when_exited = 0;
   expired_wait = 0;
   if (child_running) {
+    /* The lock stays (no release, no campaign) until the command has
+     * exited: it is protected while it stops; the exec helper SIGKILLs
+     * its group when the validity ends. */
+    redlock_election_hold(election);
     deposed_kill = 1;
     term_child();
   } else if (opt.once) {
