@@ -682,6 +682,9 @@ static void stepped_down_keeps_lock(void) {
     int p = i == 0 ? b : a;
     ASSERT_EQ(kill(p, SIGTERM), 0);
     rc = harness_wait_exit(p, 10000);
-    ASSERT(rc == 0 || rc == 143);
+    /* I1: 76 when the SIGTERM came before it saw its command's exit
+     * (lost, then asked to stop) */
+    if (rc != 0 && rc != 143 && !(i == 1 && rc == 76))
+      TEST_FAIL("i) %s exited %d on SIGTERM", i == 0 ? "I2" : "I1", rc);
   }
 }
