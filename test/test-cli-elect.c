@@ -26,7 +26,12 @@
  *     to stop) has exited: no release before (item 9).
  * "slow" (suite slow): two elect processes for 30 s (REDLOCK_ELECT_SECONDS)
  * under random minority faults (one master at a time: stopped, slow,
- * replies lost, reset, refused) and SIGKILLs of the leader; no overlap. */
+ * replies lost, reset, refused) and SIGKILLs of the leader; no overlap.
+ * "slow-stop" (suite slow, issue 29): four elect processes for 30 s whose
+ * commands need 50-300 ms to stop after SIGTERM, under minority master
+ * faults (one master stopped, or crashed and restarted empty) and the
+ * leader's elect SIGKILLed or SIGSTOPped (0.2-1.5 s, past its ttl of
+ * 1 s); the commands' monotonic start..end never overlap. */
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -546,6 +551,108 @@ static void slow(void) {
   ASSERT_GE(n_terms, 2);
 }
 
+/* ---- slow-stop: four candidates, slow commands (issue 29) ---------------- */
+
+/* The latest term's id (who leads, or led last), "" if none. */
+static void latest_id(char *out, size_t len) {
+  static term t[4096];
+  int n = read_terms(t, 4096);
+  snprintf(out, len, "%s", n > 0 ? t[n - 1].id : "");
+}
+
+static void slow_stop(void) {
+  enum { K = 4 };
+  int seconds = getenv("REDLOCK_ELECT_SECONDS")
+                    ? atoi(getenv("REDLOCK_ELECT_SECONDS")) : 30;
+  uint64_t seed = mono_ns() | 1, end;
+  int pid[K], gen[K], i, n_terms;
+  int pauses = 0, crashes = 0, kills = 0, stops = 0;
+  char idbuf[K][16], stop_ms[K][16];
+
+  if (seconds < 1 || seconds > 120)
+    TEST_FAIL("slow-stop: REDLOCK_ELECT_SECONDS must be 1..120");
+  if (getenv("REDLOCK_ELECT_SEED") != NULL)
+    seed = strtoull(getenv("REDLOCK_ELECT_SEED"), NULL, 10) | 1;
+  /* A master that restarts empty must not count again at once: with the
+   * restart guard off, a leader that held exactly a quorum loses its
+   * majority to the crash and another is elected (as the README's table
+   * says: the guard is what protects against this fault). */
+  unsetenv("REDLOCK_RESTART_GUARD");
+  fprintf(stderr, "slow-stop: %d s, %d candidates, seed %llu\n", seconds, K,
+          (unsigned long long)seed);
+  for (i = 0; i < K; i++) {
+    gen[i] = 0;
+    snprintf(idbuf[i], sizeof(idbuf[i]), "W%d.%d", i, gen[i]);
+    snprintf(stop_ms[i], sizeof(stop_ms[i]), "%d",
+             50 + (int)(rnd(&seed) % 251));   /* 50..300 ms to stop */
+    pid[i] = spawn_elect_stop(idbuf[i], "1s", 0, "24000", stop_ms[i]);
+  }
+  end = harness_now_ms() + (uint64_t)seconds * 1000;
+  while (harness_now_ms() < end) {
+    int m = (int)(rnd(&seed) % N);
+    int kind = (int)(rnd(&seed) % 5);
+    int hold = 200 + (int)(rnd(&seed) % 1300);
+    int w = (int)(rnd(&seed) % K);
+    fprintf(stderr, "slow-stop: %llu ns: fault %d, master %d, %d ms\n",
+            (unsigned long long)mono_ns(), kind, m + 1, hold);
+    switch (kind) {
+      case 0:   /* a minority master hangs */
+        harness_pause(&srv[m]);
+        uv_sleep((unsigned)hold);
+        harness_resume(&srv[m]);
+        pauses++;
+        break;
+      case 1:   /* a master crashes and restarts empty (the restart guard
+                   keeps its votes out for a ttl); no other fault until
+                   then: one faulty master at a time */
+        harness_kill(&srv[m]);
+        uv_sleep((unsigned)(hold / 4));
+        harness_restart(&srv[m]);
+        uv_sleep(1300);
+        crashes++;
+        break;
+      case 2:
+      case 3: {   /* the leader's elect (or another's) killed or stopped */
+        char lead[32];
+        int k;
+        latest_id(lead, sizeof(lead));
+        for (k = 0; k < K; k++)
+          if (strcmp(idbuf[k], lead) == 0)
+            w = k;
+        fprintf(stderr, "slow-stop: %s's elect\n", idbuf[w]);
+        if (kind == 2) {
+          kill(pid[w], SIGKILL);
+          harness_wait_exit(pid[w], 5000);
+          gen[w]++;
+          snprintf(idbuf[w], sizeof(idbuf[w]), "W%d.%d", w, gen[w]);
+          pid[w] = spawn_elect_stop(idbuf[w], "1s", 0, "24000", stop_ms[w]);
+          kills++;
+        } else {
+          kill(pid[w], SIGSTOP);
+          uv_sleep((unsigned)hold);
+          kill(pid[w], SIGCONT);
+          stops++;
+        }
+        uv_sleep((unsigned)hold / 2);
+        break;
+      }
+      default:
+        uv_sleep((unsigned)hold);   /* quiet */
+        break;
+    }
+    check_exclusive("slow-stop");
+  }
+  for (i = 0; i < K; i++)
+    kill(pid[i], SIGTERM);
+  for (i = 0; i < K; i++)
+    harness_wait_exit(pid[i], 10000);
+  n_terms = check_exclusive("slow-stop, at the end");
+  fprintf(stderr, "slow-stop: %d master pauses, %d crashes, %d elect "
+          "kills, %d elect stops, %d terms of leadership, never two at "
+          "once\n", pauses, crashes, kills, stops, n_terms);
+  ASSERT_GE(n_terms, 2);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "cmd") == 0)
     return cmd_child(argv[2], argv[3], argc >= 5 ? argv[4] : NULL,
@@ -570,6 +677,8 @@ int main(int argc, char **argv) {
   }
   if (argc >= 3 && strcmp(argv[2], "slow") == 0)
     slow();
+  else if (argc >= 3 && strcmp(argv[2], "slow-stop") == 0)
+    slow_stop();
   else
     quick();
   {
