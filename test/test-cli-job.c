@@ -13,7 +13,8 @@
  *     margin: ttl/10, at least two command timeouts), and by default
  *     SIGKILL at the end of the validity, not 10 s later; run exits 76.
  *  d) The job's status comes through the helper: exit 7 gives 7, a job
- *     killed by SIGINT gives 130; a missing command gives 127.
+ *     killed by SIGINT gives 130; a missing command gives 127; a
+ *     descriptor run inherited (fd 3) reaches the command.
  * Issue 29, item 3: the lock is held until no process of the job's group
  * is left (the exec helper is a child subreaper and reaps the group), and
  * the SIGKILL at the validity's end reaches the whole group, also when
@@ -327,6 +328,13 @@ int main(int argc, char **argv) {
   ASSERT_EQ(sh("%s run job-d -- sh -c 'exit 7'", cli), 7);
   ASSERT_EQ(sh("%s run job-d -- sh -c 'kill -INT $$'", cli), 130);
   ASSERT_EQ(sh("%s run job-d -- /nonexistent/cmd 2> /dev/null", cli), 127);
+  /* A descriptor run inherited (fd 3 here) reaches CMD: the helper's
+   * socket takes a number of its own. */
+  path_of(termed, sizeof(termed), "fd3");
+  ASSERT_EQ(sh("%s run job-d -- sh -c 'echo through >&3' 3> %s", cli,
+               termed), 0);
+  harness_read_file(termed, buf, sizeof(buf));
+  ASSERT_STR_EQ(buf, "through\n");
 
   harness_stop_all();
   snprintf(buf, sizeof(buf), "rm -rf %s", tmpdir);

@@ -455,11 +455,11 @@ static char **child_env(void) {
 
 static void start_child(void) {
   uv_process_options_t po;
-  static uv_stdio_container_t stdio[4];
+  uv_stdio_container_t *stdio;
   char **envp;
   char **args = child_argv;
   char **helper = NULL;
-  char ppid[24], grace[24], until[24];
+  char ppid[24], grace[24], until[24], fdnum[24];
   int sp[2] = {-1, -1};
   size_t i, n = 0;
   int rc;
@@ -477,54 +477,70 @@ static void start_child(void) {
   po.stdio_count = 3;
 #ifdef __linux__
   /* Through the exec helper, so that the job dies with the lock: it gets
-   * the validity's end now and after every extension (fd 3). */
+   * the validity's end now and after every extension (a socket). */
   if (access("/proc/self/exe", X_OK) == 0 &&
       socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0) {
     redlock_lock_t *l = lock != NULL ? lock : redlock_election_lock(election);
     int64_t left = redlock_lock_validity_ms(l);
     while (child_argv[n] != NULL)
       n++;
-    helper = calloc(n + 6, sizeof(*helper));
+    helper = calloc(n + 7, sizeof(*helper));
     if (helper != NULL) {
       snprintf(ppid, sizeof(ppid), "%ld", (long)getpid());
       snprintf(grace, sizeof(grace), "%lld", (long long)opt.grace_ms);
       snprintf(until, sizeof(until), "%lld",
                (long long)(boot_ns() + (left > 0 ? left : 0) * 1000000));
+      snprintf(fdnum, sizeof(fdnum), "%d", sp[1]);
       helper[0] = "redlock";
       helper[1] = EXEC_HELPER;
       helper[2] = ppid;
       helper[3] = grace;
       helper[4] = until;
+      helper[5] = fdnum;
       for (i = 0; i < n; i++)
-        helper[5 + i] = child_argv[i];
+        helper[6 + i] = child_argv[i];
       args = helper;
       po.file = "/proc/self/exe";
-      po.stdio_count = 4;
+      /* The socket keeps its number in the helper: descriptors we
+       * inherited (3 and up) reach CMD as they are. */
+      po.stdio_count = sp[1] + 1;
     }
   }
 #else
   (void)ppid;
   (void)grace;
   (void)until;
+  (void)fdnum;
   (void)n;
 #endif
   po.args = args;
   po.env = envp;
   po.exit_cb = on_child_exit;
-  for (i = 0; i < 3; i++) {
-    stdio[i].flags = UV_INHERIT_FD;
+  stdio = calloc((size_t)po.stdio_count, sizeof(*stdio));
+  if (stdio == NULL) {
+    free(envp);
+    free(helper);
+    if (sp[0] >= 0) {
+      close(sp[0]);
+      close(sp[1]);
+    }
+    finish(EXIT_FAIL);
+    return;
+  }
+  for (i = 0; i < (size_t)po.stdio_count; i++) {
+    /* 0-2 ours; 3 and up left as inherited (UV_IGNORE); the socket */
+    stdio[i].flags = i < 3 || (int)i == sp[1] ? UV_INHERIT_FD : UV_IGNORE;
     stdio[i].data.fd = (int)i;
   }
-  stdio[3].flags = UV_INHERIT_FD;
-  stdio[3].data.fd = sp[1];
   po.stdio = stdio;
   rc = uv_spawn(&loop, &child, &po);
+  free(stdio);
   free(envp);
   free(helper);
   if (sp[1] >= 0)
     close(sp[1]);
   if (sp[0] >= 0) {
-    if (rc == 0 && po.stdio_count == 4) {
+    if (rc == 0 && po.stdio_count > 3) {
       fcntl(sp[0], F_SETFL, fcntl(sp[0], F_GETFL) | O_NONBLOCK);
       job_fd = sp[0];
     } else {
@@ -541,8 +557,9 @@ static void start_child(void) {
   expired_kill = 0;
 }
 
-/* The exec helper: "redlock __exec PPID GRACE_MS VALID_UNTIL CMD ARGS...",
- * between run (or elect) and the command, fd 3 a socket to run. It makes
+/* The exec helper: "redlock __exec PPID GRACE_MS VALID_UNTIL FD CMD
+ * ARGS...", between run (or elect) and the command, FD a socket to run (a
+ * number of its own: what run inherited reaches CMD unchanged). It makes
  * the job's process group (and gives it the terminal when run had it in
  * front), starts CMD in it, and stays as a small supervisor:
  *  - signals for the job reach the whole group (run sends them there);
@@ -555,7 +572,7 @@ static void start_child(void) {
  *    group (setsid, setpgid) is out of reach, of this and of the kills;
  *  - VALID_UNTIL is the lock's validity's end (CLOCK_BOOTTIME ns, the
  *    library's clock), and run writes the new end after every extension
- *    to fd 3 (8 bytes): at that end the helper writes 'X' to fd 3 and
+ *    to FD (8 bytes): at that end the helper writes 'X' to FD and
  *    SIGKILLs the group, itself with it, whether run is alive, stopped or
  *    gone: no process of the job outlives the lock's validity;
  *  - if run dies (SIGKILL, out of memory), the kernel tells the helper
@@ -569,7 +586,6 @@ static void start_child(void) {
 static const int helper_ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM,
                                      SIGUSR1, SIGUSR2, SIGTTOU};
 #define N_HELPER_IGNORED (sizeof(helper_ignored) / sizeof(helper_ignored[0]))
-#define HELPER_FD 3
 
 static void on_parent_gone(int sig) {
   (void)sig;
@@ -585,20 +601,23 @@ int exec_helper(int argc, char **argv) {
   int64_t valid_until, kill_at = INT64_MAX;
   pid_t front = -1;
   pid_t pid, self;
-  int st = 0, child_done = 0, run_gone = 0, fd_open = 1;
+  int st = 0, child_done = 0, run_gone = 0, fd_open = 1, fd;
   sigset_t block, wait_mask;
   size_t i;
-  if (argc < 6)
+  if (argc < 7)
     return EXIT_USAGE;
   parent = strtol(argv[2], NULL, 10);
   grace_ms = strtol(argv[3], NULL, 10);
   valid_until = (int64_t)strtoll(argv[4], NULL, 10);
+  fd = (int)strtol(argv[5], NULL, 10);
   for (i = 0; i < N_HELPER_IGNORED; i++)
     signal(helper_ignored[i], SIG_IGN);
   setpgid(0, 0);
   self = getpid();
-  fcntl(HELPER_FD, F_SETFD, FD_CLOEXEC);   /* never the command's */
-  fcntl(HELPER_FD, F_SETFL, fcntl(HELPER_FD, F_GETFL) | O_NONBLOCK);
+  if (fd < 3 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)   /* never CMD's */
+    fd_open = 0;   /* no socket: the deadline given stands */
+  else
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   /* run was in front on its terminal: the job takes its place, so that
    * Ctrl-C and a reading command work as without us. */
   if (isatty(STDIN_FILENO) &&
@@ -640,8 +659,8 @@ int exec_helper(int argc, char **argv) {
     for (i = 0; i < N_HELPER_IGNORED; i++)
       signal(helper_ignored[i], SIG_DFL);
     sigprocmask(SIG_SETMASK, &wait_mask, NULL);
-    execvp(argv[5], argv + 5);
-    fprintf(stderr, "redlock: cannot run %s: %s\n", argv[5],
+    execvp(argv[6], argv + 6);
+    fprintf(stderr, "redlock: cannot run %s: %s\n", argv[6],
             strerror(errno));
     _exit(errno == ENOENT ? EXIT_NOEXEC : 126);
   }
@@ -668,7 +687,7 @@ int exec_helper(int argc, char **argv) {
     }
     while (fd_open) {
       int64_t v;
-      ssize_t r = read(HELPER_FD, &v, sizeof(v));
+      ssize_t r = read(fd, &v, sizeof(v));
       if (r == (ssize_t)sizeof(v)) {
         valid_until = v;
         continue;
@@ -680,7 +699,7 @@ int exec_helper(int argc, char **argv) {
     deadline = valid_until < kill_at ? valid_until : kill_at;
     now = boot_ns();
     if (now >= deadline) {
-      if (send(HELPER_FD, "X", 1, MSG_NOSIGNAL) < 0) {
+      if (fd_open && send(fd, "X", 1, MSG_NOSIGNAL) < 0) {
         /* run is gone: nobody to tell */
       }
       kill(0, SIGKILL);   /* the group, the helper with it */
@@ -689,7 +708,7 @@ int exec_helper(int argc, char **argv) {
     ts.tv_sec = (time_t)((deadline - now) / 1000000000);
     ts.tv_nsec = (long)((deadline - now) % 1000000000);
     tsp = &ts;
-    pfd.fd = HELPER_FD;
+    pfd.fd = fd;
     pfd.events = POLLIN;
     pfd.revents = 0;
     ppoll(&pfd, fd_open ? 1 : 0, tsp, &wait_mask);
