@@ -3,6 +3,10 @@
  * it before the validity ends. */
 #include "cli.h"
 
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0   /* run ignores SIGPIPE (main.c) */
+#endif
+
 const char help_run[] =
     "usage: redlock run [OPTIONS] KEY [--] CMD [ARGS...]\n"
     "\n"
