@@ -807,6 +807,16 @@ REDLOCK_EXTERN int redlock_election_campaign(redlock_election_t *e);
 /* Stops campaigning; a leader releases its lock (standbys hear it at once)
  * and gets on_change(DEPOSED, 0). Nothing to do is not an error. */
 REDLOCK_EXTERN int redlock_election_resign(redlock_election_t *e);
+/* Only from on_change(DEPOSED) with a reason (a loss): keep what is left
+ * of the lost lock, no release and no new campaign, until
+ * redlock_election_stepped_down (or resign/free, which release it): the
+ * keys still protect the leader's work while it stops (a standby takes
+ * over when they expire or the release comes). Without it the lock is
+ * released at once. Errors: EINVAL (not inside such a callback). */
+REDLOCK_EXTERN int redlock_election_hold(redlock_election_t *e);
+/* After hold: the work has stopped; release what is left and campaign
+ * again (unless once). Not holding is not an error. Errors: EINVAL. */
+REDLOCK_EXTERN int redlock_election_stepped_down(redlock_election_t *e);
 /* 1 while this instance leads (its validity has not run out). */
 REDLOCK_EXTERN int redlock_election_is_leader(const redlock_election_t *e);
 /* The lock of the current leadership (its token, fence, validity). */

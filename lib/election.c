@@ -12,6 +12,13 @@
  *     |    resign/free: cancel the acquisition,      campaign again
  *     +--- or release (DEPOSED(0))                   (unless once)
  *
+ * A DEPOSED callback that calls redlock_election_hold keeps what is left
+ * of the lost lock: HOLDING, no release and no campaign until
+ * redlock_election_stepped_down (the application's work has stopped:
+ * release, campaign again) or resign/free (release). The keys protect the
+ * work while it stops: a standby takes over only when they expire or the
+ * release comes.
+ *
  * A campaign is an acquisition with no retry limit, wake-up on, and the
  * takeover at expiry of acquire.c. The leadership heals: an extension
  * re-creates the key on a master that lost it (restarted empty), so empty
@@ -28,7 +35,8 @@
 #define IDENTITY_MAX 80
 #define DEF_TTL_MS 10000
 
-typedef enum { E_IDLE = 0, E_CAMPAIGNING, E_LEADER, E_RELEASING } e_state;
+typedef enum { E_IDLE = 0, E_CAMPAIGNING, E_LEADER, E_RELEASING,
+               E_HOLDING } e_state;
 
 struct redlock_election_s {
   redlock__member member;       /* client close frees the handle */
@@ -41,6 +49,8 @@ struct redlock_election_s {
   int campaign_after_release;   /* lost: campaign again once released */
   int resigned;                 /* DEPOSED(0) once the release is done */
   int freeing;                  /* free after the release completes */
+  int in_deposed;               /* inside on_lost's DEPOSED callback */
+  int hold;                     /* ... which asked to keep the lock */
   char suffix[IDENTITY_MAX + 2];   /* ".<identity>" */
 };
 
@@ -108,10 +118,27 @@ static void on_lost(redlock_lock_t *l, int reason, void *arg) {
     return;
   e->state = E_RELEASING;
   e->campaign_after_release = !e->opts.once;
+  e->hold = 0;
+  e->in_deposed = 1;
   notify(e, REDLOCK_DEPOSED, reason);
+  e->in_deposed = 0;
   if (e->state != E_RELEASING)
     return;   /* the callback resigned or freed */
+  if (e->hold && !e->freeing) {
+    /* The work is still stopping: the lock protects it until it has
+     * (redlock_election_stepped_down), or until the keys expire. */
+    e->state = E_HOLDING;
+    return;
+  }
   /* What may be left on some masters goes (and standbys hear it). */
+  if (redlock_lock_release(e->lock, on_released, e) != 0)
+    on_released(e->lock, REDLOCK_ENOTHELD, NULL, e);
+}
+
+/* Release what is left of a held lost lock, then campaign again (unless
+ * once or resigned). */
+static void release_held(redlock_election_t *e) {
+  e->state = E_RELEASING;
   if (redlock_lock_release(e->lock, on_released, e) != 0)
     on_released(e->lock, REDLOCK_ENOTHELD, NULL, e);
 }
@@ -246,6 +273,9 @@ int redlock_election_resign(redlock_election_t *e) {
     case E_IDLE:
     case E_RELEASING:
       return 0;
+    case E_HOLDING:
+      release_held(e);   /* deposed already: no DEPOSED(0) */
+      return 0;
     case E_CAMPAIGNING:
       e->state = E_IDLE;
       redlock_lock_cancel(e->lock);   /* its callback finds E_IDLE */
@@ -259,6 +289,28 @@ int redlock_election_resign(redlock_election_t *e) {
       }
       return 0;
   }
+  return 0;
+}
+
+int redlock_election_hold(redlock_election_t *e) {
+  if (e == NULL || e->freeing || !e->in_deposed)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_election_hold: only from on_change("
+                         "DEPOSED) after a loss");
+  e->hold = 1;
+  return 0;
+}
+
+int redlock_election_stepped_down(redlock_election_t *e) {
+  if (e == NULL || e->freeing)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_election_stepped_down: election NULL or "
+                         "freed");
+  if (e->state != E_HOLDING)
+    return 0;
+  e->client->in_api++;
+  release_held(e);
+  e->client->in_api--;
   return 0;
 }
 

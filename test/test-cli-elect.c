@@ -19,10 +19,20 @@
  *     elect exits 76;
  *  e) CMD exits by itself: elect exits with its status;
  *  f) `redlock leader` without a leader: exit 1; --json;
- *  g) `redlock stats` and `status --stats` print the exposition.
+ *  g) `redlock stats` and `status --stats` print the exposition;
+ *  h) a leader that steps down and is elected again while its command
+ *     still stops (300 ms after SIGTERM) starts the new term's command
+ *     once the old one has exited, and does not abort (issue 29, item 8);
+ *  i) a leader that steps down keeps its lock until its command (500 ms
+ *     to stop) has exited: no release before (item 9).
  * "slow" (suite slow): two elect processes for 30 s (REDLOCK_ELECT_SECONDS)
  * under random minority faults (one master at a time: stopped, slow,
- * replies lost, reset, refused) and SIGKILLs of the leader; no overlap. */
+ * replies lost, reset, refused) and SIGKILLs of the leader; no overlap.
+ * "slow-stop" (suite slow, issue 29): four elect processes for 30 s whose
+ * commands need 50-300 ms to stop after SIGTERM, under minority master
+ * faults (one master stopped, or crashed and restarted empty) and the
+ * leader's elect SIGKILLed or SIGSTOPped (0.2-1.5 s, past its ttl of
+ * 1 s); the commands' monotonic start..end never overlap. */
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -62,10 +72,16 @@ static void log_line(int fd, const char *id, const char *what) {
   }
 }
 
-static int cmd_child(const char *path, const char *id, const char *exit_after) {
+/* stop_ms: after SIGTERM, it goes on ticking this long (a command that
+ * needs time to stop) and logs "term" when the signal came. */
+static int cmd_child(const char *path, const char *id, const char *exit_after,
+                     const char *stop_ms) {
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   int i;
   long n_ticks = exit_after != NULL ? strtol(exit_after, NULL, 10) : 24000;
+  uint64_t stop_ns = stop_ms != NULL
+                         ? (uint64_t)strtol(stop_ms, NULL, 10) * 1000000ull
+                         : 0;
   if (fd < 0)
     return 2;
   signal(SIGTERM, on_term);
@@ -74,6 +90,15 @@ static int cmd_child(const char *path, const char *id, const char *exit_after) {
     struct timespec ts = {0, 5000000};
     nanosleep(&ts, NULL);
     log_line(fd, id, "tick");
+  }
+  if (termed && stop_ns > 0) {
+    uint64_t until = mono_ns() + stop_ns;
+    log_line(fd, id, "term");
+    while (mono_ns() < until) {
+      struct timespec ts = {0, 5000000};
+      nanosleep(&ts, NULL);
+      log_line(fd, id, "tick");
+    }
   }
   log_line(fd, id, "end");
   return termed ? 0 : 3;   /* 3: ended by itself */
@@ -188,8 +213,9 @@ static void wait_campaigners(int want, const char *what) {
   }
 }
 
-static int spawn_elect(const char *id, const char *ttl, int once,
-                       const char *exit_after) {
+static int spawn_elect_stop(const char *id, const char *ttl, int once,
+                            const char *exit_after, const char *stop_ms) {
+  /* once: after losing, exit instead of campaigning again */
   char out[300], err[300];
   char *argv[20];
   int k = 0;
@@ -212,8 +238,14 @@ static int spawn_elect(const char *id, const char *ttl, int once,
   argv[k++] = logpath;
   argv[k++] = (char *)id;
   argv[k++] = (char *)exit_after;   /* NULL ends argv when not given */
+  argv[k++] = (char *)stop_ms;
   argv[k] = NULL;
   return harness_spawn(cli, argv, out, err);
+}
+
+static int spawn_elect(const char *id, const char *ttl, int once,
+                       const char *exit_after) {
+  return spawn_elect_stop(id, ttl, once, exit_after, NULL);
 }
 
 static void leader_is(const char *want) {
@@ -251,6 +283,9 @@ static uint64_t quorum_expiry_ns(void) {
     }
   return exp[1];
 }
+
+static void reelected_while_stopping(void);
+static void stepped_down_keeps_lock(void);
 
 static void quick(void) {
   int a, b, rc;
@@ -361,6 +396,75 @@ static void quick(void) {
   ASSERT_NOT_NULL(strstr(buf, "redlock_master_replies_total{master="));
   fprintf(stderr, "g) stats and status --stats: ok\n");
   fprintf(stderr, "terms: %d, never two at once\n", check_exclusive("end"));
+  reelected_while_stopping();
+  stepped_down_keeps_lock();
+}
+
+/* Has pid exited (a zombie, not reaped here)? */
+static int exited(int pid) {
+  char path[64], buf[512];
+  const char *rp;
+  FILE *f;
+  size_t n;
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  f = fopen(path, "r");
+  if (f == NULL)
+    return 1;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  rp = strrchr(buf, ')');
+  return rp != NULL && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+/* h) Issue 29, item 8: a leader steps down and is elected again before
+ * its old command has exited. One candidate, ttl 1 s, a command that
+ * needs 300 ms to stop after SIGTERM; elect is stopped (SIGSTOP) until
+ * its key has expired on every master, then continued: it steps down
+ * (the command gets SIGTERM) and, alone, wins again at once. The old
+ * term's command exits while the new term waits for it: elect used to
+ * uv_spawn the new command on the process handle whose uv_close had not
+ * completed, and libuv's assertion aborted it (SIGABRT). Now: a second
+ * term starts after the first ended, elect still runs. */
+static void reelected_while_stopping(void) {
+  int s, i, rc = -1;
+  uint64_t end;
+  s = spawn_elect_stop("S", "1s", 0, "24000", "300");
+  wait_starts("S", 1, 10000, "h) S");
+  ASSERT_EQ(kill(s, SIGSTOP), 0);
+  end = harness_now_ms() + (uint64_t)harness_bound_ms(5000);
+  for (i = 0; i < N; i++)
+    while (harness_pttl(&srv[i], KEY) != -2) {
+      if (harness_now_ms() > end)
+        TEST_FAIL("h) the stopped leader's key never expired");
+      uv_sleep(5);
+    }
+  ASSERT_EQ(kill(s, SIGCONT), 0);
+  end = harness_now_ms() + (uint64_t)harness_bound_ms(10000);
+  while (starts_of("S") < 2) {
+    if (exited(s)) {
+      rc = harness_wait_exit(s, 5000);
+      break;
+    }
+    if (harness_now_ms() > end)
+      TEST_FAIL("h) S did not start a second term");
+    uv_sleep(2);
+  }
+  if (rc >= 0) {
+    char buf[8192], path[400];
+    snprintf(path, sizeof(path), "%s/S.err", tmpdir);
+    harness_read_file(path, buf, sizeof(buf));
+    TEST_FAIL("h) elect exited (status %d) after stepping down and being "
+              "elected again, before a second term; stderr:\n%s", rc, buf);
+  }
+  ASSERT_EQ(exited(s), 0);
+  check_exclusive("h");
+  ASSERT_EQ(kill(s, SIGTERM), 0);
+  rc = harness_wait_exit(s, 10000);
+  fprintf(stderr, "h) stepped down and elected again while the command "
+          "was stopping: a second term after the first, elect exit %d\n",
+          rc);
+  ASSERT(rc == 0 || rc == 143);
 }
 
 /* ---- slow: 30 s of minority faults --------------------------------------- */
@@ -455,9 +559,112 @@ static void slow(void) {
   ASSERT_GE(n_terms, 2);
 }
 
+/* ---- slow-stop: four candidates, slow commands (issue 29) ---------------- */
+
+/* The latest term's id (who leads, or led last), "" if none. */
+static void latest_id(char *out, size_t len) {
+  static term t[4096];
+  int n = read_terms(t, 4096);
+  snprintf(out, len, "%s", n > 0 ? t[n - 1].id : "");
+}
+
+static void slow_stop(void) {
+  enum { K = 4 };
+  int seconds = getenv("REDLOCK_ELECT_SECONDS")
+                    ? atoi(getenv("REDLOCK_ELECT_SECONDS")) : 30;
+  uint64_t seed = mono_ns() | 1, end;
+  int pid[K], gen[K], i, n_terms;
+  int pauses = 0, crashes = 0, kills = 0, stops = 0;
+  char idbuf[K][16], stop_ms[K][16];
+
+  if (seconds < 1 || seconds > 120)
+    TEST_FAIL("slow-stop: REDLOCK_ELECT_SECONDS must be 1..120");
+  if (getenv("REDLOCK_ELECT_SEED") != NULL)
+    seed = strtoull(getenv("REDLOCK_ELECT_SEED"), NULL, 10) | 1;
+  /* A master that restarts empty must not count again at once: with the
+   * restart guard off, a leader that held exactly a quorum loses its
+   * majority to the crash and another is elected (as the README's table
+   * says: the guard is what protects against this fault). */
+  unsetenv("REDLOCK_RESTART_GUARD");
+  fprintf(stderr, "slow-stop: %d s, %d candidates, seed %llu\n", seconds, K,
+          (unsigned long long)seed);
+  for (i = 0; i < K; i++) {
+    gen[i] = 0;
+    snprintf(idbuf[i], sizeof(idbuf[i]), "W%d.%d", i, gen[i]);
+    snprintf(stop_ms[i], sizeof(stop_ms[i]), "%d",
+             50 + (int)(rnd(&seed) % 251));   /* 50..300 ms to stop */
+    pid[i] = spawn_elect_stop(idbuf[i], "1s", 0, "24000", stop_ms[i]);
+  }
+  end = harness_now_ms() + (uint64_t)seconds * 1000;
+  while (harness_now_ms() < end) {
+    int m = (int)(rnd(&seed) % N);
+    int kind = (int)(rnd(&seed) % 5);
+    int hold = 200 + (int)(rnd(&seed) % 1300);
+    int w = (int)(rnd(&seed) % K);
+    fprintf(stderr, "slow-stop: %llu ns: fault %d, master %d, %d ms\n",
+            (unsigned long long)mono_ns(), kind, m + 1, hold);
+    switch (kind) {
+      case 0:   /* a minority master hangs */
+        harness_pause(&srv[m]);
+        uv_sleep((unsigned)hold);
+        harness_resume(&srv[m]);
+        pauses++;
+        break;
+      case 1:   /* a master crashes and restarts empty (the restart guard
+                   keeps its votes out for a ttl); no other fault until
+                   then: one faulty master at a time */
+        harness_kill(&srv[m]);
+        uv_sleep((unsigned)(hold / 4));
+        harness_restart(&srv[m]);
+        uv_sleep(1300);
+        crashes++;
+        break;
+      case 2:
+      case 3: {   /* the leader's elect (or another's) killed or stopped */
+        char lead[32];
+        int k;
+        latest_id(lead, sizeof(lead));
+        for (k = 0; k < K; k++)
+          if (strcmp(idbuf[k], lead) == 0)
+            w = k;
+        fprintf(stderr, "slow-stop: %s's elect\n", idbuf[w]);
+        if (kind == 2) {
+          kill(pid[w], SIGKILL);
+          harness_wait_exit(pid[w], 5000);
+          gen[w]++;
+          snprintf(idbuf[w], sizeof(idbuf[w]), "W%d.%d", w, gen[w]);
+          pid[w] = spawn_elect_stop(idbuf[w], "1s", 0, "24000", stop_ms[w]);
+          kills++;
+        } else {
+          kill(pid[w], SIGSTOP);
+          uv_sleep((unsigned)hold);
+          kill(pid[w], SIGCONT);
+          stops++;
+        }
+        uv_sleep((unsigned)hold / 2);
+        break;
+      }
+      default:
+        uv_sleep((unsigned)hold);   /* quiet */
+        break;
+    }
+    check_exclusive("slow-stop");
+  }
+  for (i = 0; i < K; i++)
+    kill(pid[i], SIGTERM);
+  for (i = 0; i < K; i++)
+    harness_wait_exit(pid[i], 10000);
+  n_terms = check_exclusive("slow-stop, at the end");
+  fprintf(stderr, "slow-stop: %d master pauses, %d crashes, %d elect "
+          "kills, %d elect stops, %d terms of leadership, never two at "
+          "once\n", pauses, crashes, kills, stops, n_terms);
+  ASSERT_GE(n_terms, 2);
+}
+
 int main(int argc, char **argv) {
   if (argc >= 4 && strcmp(argv[1], "cmd") == 0)
-    return cmd_child(argv[2], argv[3], argc >= 5 ? argv[4] : NULL);
+    return cmd_child(argv[2], argv[3], argc >= 5 ? argv[4] : NULL,
+                     argc >= 6 ? argv[5] : NULL);
   if (argc < 2)
     TEST_FAIL("usage: test-cli-elect PATH-TO-redlock [slow]");
   cli = argv[1];
@@ -478,6 +685,8 @@ int main(int argc, char **argv) {
   }
   if (argc >= 3 && strcmp(argv[2], "slow") == 0)
     slow();
+  else if (argc >= 3 && strcmp(argv[2], "slow-stop") == 0)
+    slow_stop();
   else
     quick();
   {
@@ -487,4 +696,112 @@ int main(int argc, char **argv) {
   }
   harness_stop_all();
   return 0;
+}
+
+/* The time (monotonic ns) of id's latest "term" line (its SIGTERM). */
+static uint64_t termed_at(const char *id) {
+  FILE *f = fopen(logpath, "r");
+  char i2[32], what[16];
+  unsigned long long ns;
+  uint64_t t = 0;
+  if (f == NULL)
+    return 0;
+  while (fscanf(f, "%31s %15s %llu", i2, what, &ns) == 3)
+    if (strcmp(i2, id) == 0 && strcmp(what, "term") == 0)
+      t = ns;
+  fclose(f);
+  return t;
+}
+
+/* The time (monotonic ns) of id's "end" line after `after`, 0 if none. */
+static uint64_t ended_at(const char *id, uint64_t after) {
+  FILE *f = fopen(logpath, "r");
+  char i2[32], what[16];
+  unsigned long long ns;
+  uint64_t t = 0;
+  if (f == NULL)
+    return 0;
+  while (fscanf(f, "%31s %15s %llu", i2, what, &ns) == 3)
+    if (strcmp(i2, id) == 0 && strcmp(what, "end") == 0 && ns > after)
+      t = ns;
+  fclose(f);
+  return t;
+}
+
+/* i) Issue 29, item 9: a leader that steps down keeps its lock until its
+ * command has stopped. Two candidates, ttl 6 s (the step-down margin
+ * 600 ms), a command that needs 500 ms to stop after SIGTERM. The leader
+ * I1 reaches its masters through the fault proxy, the standby I2
+ * directly. The proxy delays masters 1 and 2 by 200 ms each way (more
+ * than the 50 ms command timeout): I1 cannot extend and steps down (its
+ * command logs the SIGTERM). Master 3 answers at once: its key, I1's,
+ * must stay there until I1's command has ended. The old code released at
+ * the step-down, while the command had only just got SIGTERM: the key was
+ * gone from master 3 within milliseconds (and with the other masters'
+ * release landing, a standby could take over while the command was still
+ * stopping). Now I1 releases once its command has exited; I1 and I2's
+ * commands never overlap. */
+static void stepped_down_keeps_lock(void) {
+  harness_proxy proxy;
+  const char *fp = getenv("REDLOCK_FAULTPROXY");
+  const char *addrs[N];
+  char servers[256], direct[256], val[256];
+  int a, b, i, rc;
+  uint64_t end, t_term, t_slow, t_end, t_gone = 0;
+  if (fp == NULL)
+    TEST_FAIL("i) REDLOCK_FAULTPROXY is not set");
+  harness_proxy_start(&proxy, fp, srv, N);
+  harness_proxy_addrs(&proxy, addrs);
+  snprintf(servers, sizeof(servers), "%s,%s,%s", addrs[0], addrs[1],
+           addrs[2]);
+  snprintf(direct, sizeof(direct), "%s", getenv("REDLOCK_SERVERS"));
+  setenv("REDLOCK_SERVERS", servers, 1);
+  a = spawn_elect_stop("I1", "6s", 0, "24000", "500");
+  setenv("REDLOCK_SERVERS", direct, 1);
+  wait_starts("I1", 1, 10000, "i) I1");
+  b = spawn_elect_stop("I2", "6s", 0, "24000", "500");
+  wait_campaigners(2, "i) I2");
+  t_slow = harness_now_ms();
+  for (i = 0; i < 2; i++)
+    harness_proxy_cmd(&proxy, i, "latency 200");
+  end = harness_now_ms() + (uint64_t)harness_bound_ms(20000);
+  while ((t_term = termed_at("I1")) == 0) {
+    if (harness_now_ms() > end)
+      TEST_FAIL("i) the leader did not step down with 2 of 3 masters "
+                "delayed");
+    uv_sleep(1);
+  }
+  fprintf(stderr, "i) 2 of 3 masters delayed for I1: it stepped down %llu "
+          "ms later\n", (unsigned long long)(harness_now_ms() - t_slow));
+  /* Until I1's command has ended: is I1's key still on master 3? */
+  end = harness_now_ms() + (uint64_t)harness_bound_ms(10000);
+  while ((t_end = ended_at("I1", t_term)) == 0) {
+    if (t_gone == 0 && (harness_get(&srv[2], KEY, val, sizeof(val)) != 1 ||
+                        strstr(val, ".I1") == NULL))
+      t_gone = mono_ns();
+    if (harness_now_ms() > end)
+      TEST_FAIL("i) I1's command did not end within 10 s of its SIGTERM");
+    uv_sleep(1);
+  }
+  fprintf(stderr, "i) I1's command stopped %lld ms after its SIGTERM; its "
+          "key on master 3 %s\n", ((long long)t_end - (long long)t_term) /
+          1000000, t_gone == 0 ? "stayed until then" : "was gone before");
+  if (t_gone != 0 && t_gone < t_end)
+    TEST_FAIL("i) I1's key left master 3 %lld ms after the step-down, %lld "
+              "ms before its command had stopped: released while the "
+              "command still ran",
+              ((long long)t_gone - (long long)t_term) / 1000000,
+              ((long long)t_end - (long long)t_gone) / 1000000);
+  for (i = 0; i < 2; i++)
+    harness_proxy_cmd(&proxy, i, "normal");
+  check_exclusive("i");
+  for (i = 0; i < 2; i++) {
+    int p = i == 0 ? b : a;
+    ASSERT_EQ(kill(p, SIGTERM), 0);
+    rc = harness_wait_exit(p, 10000);
+    /* I1: 76 when the SIGTERM came before it saw its command's exit
+     * (lost, then asked to stop) */
+    if (rc != 0 && rc != 143 && !(i == 1 && rc == 76))
+      TEST_FAIL("i) %s exited %d on SIGTERM", i == 0 ? "I2" : "I1", rc);
+  }
 }

@@ -13,7 +13,20 @@
  *     margin: ttl/10, at least two command timeouts), and by default
  *     SIGKILL at the end of the validity, not 10 s later; run exits 76.
  *  d) The job's status comes through the helper: exit 7 gives 7, a job
- *     killed by SIGINT gives 130; a missing command gives 127. */
+ *     killed by SIGINT gives 130; a missing command gives 127; a
+ *     descriptor run inherited (fd 3) reaches the command.
+ * Issue 29, item 3: the lock is held until no process of the job's group
+ * is left (the exec helper is a child subreaper and reaps the group), and
+ * the SIGKILL at the validity's end reaches the whole group, also when
+ * run itself is gone (the exec helper knows the validity's end):
+ *  e) the command exits at once, a process it left in the background
+ *     sleeps 1.5 s: run holds the lock and exits only when it is gone;
+ *  f) lost (a majority stopped): a process of the group that ignores
+ *     SIGTERM, while the shell exits on it, is SIGKILLed when the validity
+ *     ends; run exits 76 once it is gone;
+ *  g) run SIGKILLed: the job's shell exits on the SIGTERM, a process of the
+ *     group that ignores it gets SIGKILL after --grace 1s (g1), and at the
+ *     validity's end when --grace is longer (g2: 30 s, ttl 2 s). */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -197,10 +210,131 @@ int main(int argc, char **argv) {
   ASSERT_LT(took, (uint64_t)harness_bound_ms(3500));
   ASSERT_EQ(wait_gone(sleeper, 2000), 0);
 
+  /* e) a background process of the job: held until it is gone. */
+  unlink(spid);
+  snprintf(script, sizeof(script),
+           "sleep 1.5 & echo $! > %s; exit 0", spid);
+  {
+    char *av[] = {"redlock", "run", "job-e", "--", "sh", "-c", script,
+                  NULL};
+    run = harness_spawn(cli, av, out, err);
+  }
+  sleeper = read_pid(spid);
+  t0 = harness_now_ms();
+  while (!gone(sleeper) && gone(run) == 0 && held_on(srv, "job-e") == N) {
+    if (harness_now_ms() > t0 + 10000)
+      TEST_FAIL("e) neither run nor the background sleep ended in 10 s");
+    uv_sleep(2);
+  }
+  took = harness_now_ms() - t0;
+  if (!gone(sleeper))
+    TEST_FAIL("e) run exited or released %llu ms after the command's shell "
+              "ended while its background sleep still ran (held on %d of "
+              "%d): the lock was released with a process of the job left",
+              (unsigned long long)took, held_on(srv, "job-e"), N);
+  st = harness_wait_exit(run, (uint64_t)harness_bound_ms(5000));
+  fprintf(stderr, "e) background process: held %llu ms, until it ended; "
+          "run exit %d\n", (unsigned long long)took, st);
+  ASSERT_EQ(st, 0);
+  ASSERT_EQ(held_on(srv, "job-e"), 0);
+  unlink(spid);
+
+  /* f) lost: a process that ignores SIGTERM is SIGKILLed when the
+   * validity ends, though the shell exited on the SIGTERM. */
+  snprintf(script, sizeof(script),
+           "(trap '' TERM; sleep 7.77; :) & echo $! > %s; wait", spid);
+  {
+    char *av[] = {"redlock", "run", "--ttl", "2s", "--timeout", "100ms",
+                  "job-f", "--", "sh", "-c", script, NULL};
+    run = harness_spawn(cli, av, out, err);
+  }
+  sleeper = read_pid(spid);
+  ASSERT_EQ(held_on(srv, "job-f"), N);
+  t0 = harness_now_ms();
+  expiry = t0 + (uint64_t)harness_pttl(&srv[0], "job-f");
+  for (i = 0; i < 2; i++)
+    harness_pause(&srv[i]);
+  while (!gone(sleeper)) {
+    if (harness_now_ms() > t0 + 10000)
+      break;
+    uv_sleep(1);
+  }
+  took = harness_now_ms();
+  st = harness_wait_exit(run, 20000);
+  for (i = 0; i < 2; i++)
+    harness_resume(&srv[i]);
+  fprintf(stderr, "f) lost, a process ignoring SIGTERM: gone %lld ms after "
+          "the key's expiry on master 1; run exit %d\n",
+          (long long)took - (long long)expiry, st);
+  if (took > expiry + (uint64_t)harness_bound_ms(1000))
+    TEST_FAIL("f) the process that ignores SIGTERM ran %lld ms past the "
+              "key's expiry: no SIGKILL at the validity's end",
+              (long long)took - (long long)expiry);
+  ASSERT_EQ(st, 76);
+  unlink(spid);
+
+  /* g1) run SIGKILLed, --grace 1s: SIGKILL reaches the group after it. */
+  snprintf(script, sizeof(script),
+           "(trap '' TERM; sleep 7.77; :) & echo $! > %s; wait", spid);
+  {
+    char *av[] = {"redlock", "run", "--grace", "1s", "job-g1", "--", "sh",
+                  "-c", script, NULL};
+    run = harness_spawn(cli, av, out, err);
+  }
+  sleeper = read_pid(spid);
+  t0 = harness_now_ms();
+  ASSERT_EQ(kill(run, SIGKILL), 0);
+  ASSERT_EQ(harness_wait_exit(run, 5000), 128 + SIGKILL);
+  if (wait_gone(sleeper, (uint64_t)harness_bound_ms(3000)) != 0)
+    TEST_FAIL("g1) run killed, --grace 1s: a process of the group that "
+              "ignores SIGTERM still runs %llu ms later",
+              (unsigned long long)(harness_now_ms() - t0));
+  took = harness_now_ms() - t0;
+  fprintf(stderr, "g1) run killed, --grace 1s: the group's last process "
+          "gone %llu ms later\n", (unsigned long long)took);
+  ASSERT_GE(took, 900);
+  unlink(spid);
+
+  /* g2) run SIGKILLed, --grace 30s, ttl 2 s: SIGKILL at the validity's
+   * end, from the exec helper. */
+  snprintf(script, sizeof(script),
+           "(trap '' TERM; sleep 7.77; :) & echo $! > %s; wait", spid);
+  {
+    char *av[] = {"redlock", "run", "--grace", "30s", "--ttl", "2s",
+                  "job-g2", "--", "sh", "-c", script, NULL};
+    run = harness_spawn(cli, av, out, err);
+  }
+  sleeper = read_pid(spid);
+  t0 = harness_now_ms();
+  expiry = t0 + (uint64_t)harness_pttl(&srv[0], "job-g2");
+  ASSERT_EQ(kill(run, SIGKILL), 0);
+  ASSERT_EQ(harness_wait_exit(run, 5000), 128 + SIGKILL);
+  while (!gone(sleeper)) {
+    if (harness_now_ms() > t0 + 10000)
+      break;
+    uv_sleep(1);
+  }
+  took = harness_now_ms();
+  fprintf(stderr, "g2) run killed, --grace 30s: the group's last process "
+          "gone %lld ms after the key's expiry on master 1\n",
+          (long long)took - (long long)expiry);
+  if (took > expiry + (uint64_t)harness_bound_ms(1000))
+    TEST_FAIL("g2) run killed: a process of the group ran %lld ms past the "
+              "key's expiry (the lock's validity had ended)",
+              (long long)took - (long long)expiry);
+  unlink(spid);
+
   /* d) statuses through the helper. */
   ASSERT_EQ(sh("%s run job-d -- sh -c 'exit 7'", cli), 7);
   ASSERT_EQ(sh("%s run job-d -- sh -c 'kill -INT $$'", cli), 130);
   ASSERT_EQ(sh("%s run job-d -- /nonexistent/cmd 2> /dev/null", cli), 127);
+  /* A descriptor run inherited (fd 3 here) reaches CMD: the helper's
+   * socket takes a number of its own. */
+  path_of(termed, sizeof(termed), "fd3");
+  ASSERT_EQ(sh("%s run job-d -- sh -c 'echo through >&3' 3> %s", cli,
+               termed), 0);
+  harness_read_file(termed, buf, sizeof(buf));
+  ASSERT_STR_EQ(buf, "through\n");
 
   harness_stop_all();
   snprintf(buf, sizeof(buf), "rm -rf %s", tmpdir);

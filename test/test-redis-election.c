@@ -12,7 +12,12 @@
  *     campaigns again: elected again once the masters are back;
  *  e) bad identities are refused; client close frees what is left;
  *  f) the blocking API: campaign with a wait that passes (ETIMEDOUT),
- *     campaign, leader, resign hands over. */
+ *     campaign, leader, resign hands over;
+ *  g) (issue 29, item 9) a DEPOSED callback that calls
+ *     redlock_election_hold keeps the lost lock: its key stays on the
+ *     master that still answers, no new campaign, until
+ *     redlock_election_stepped_down releases it and campaigns again; hold
+ *     outside that callback is EINVAL. */
 #include "tutil.h"
 
 #define N 3
@@ -23,6 +28,7 @@ static int64_t margin_ms;
 typedef struct inst {
   const char *id;
   int elected, deposed, last_reason;
+  int hold;                  /* DEPOSED after a loss: redlock_election_hold */
   uint64_t elected_ms, deposed_ms;
   uint64_t valid_until_ms;   /* the leadership's validity end, as known */
   redlock_election_t *e;
@@ -53,6 +59,8 @@ static void on_change(redlock_election_t *e, redlock_election_event ev,
     in->deposed_ms = harness_now_ms();
     in->last_reason = reason;
     in->valid_until_ms = last_valid_until;
+    if (in->hold && reason != 0)
+      ASSERT_EQ(redlock_election_hold(e), 0);
   }
 }
 
@@ -239,6 +247,38 @@ int main(void) {
     wait_cond(&loop, &l.elected, 2, "d) election after the masters came "
               "back");
     ASSERT_EQ(redlock_election_free(l.e), 0);
+  }
+
+  /* g) hold: the lost lock stays until stepped_down. */
+  {
+    inst h = {.id = "holder", .hold = 1};
+    char val[128];
+    int64_t pttl;
+    make(ca, &h, 1000);
+    wait_cond(&loop, &h.elected, 1, "g) election");
+    ASSERT_EQ(redlock_election_hold(h.e), REDLOCK_EINVAL);   /* leading */
+    ASSERT_EQ(redlock_election_stepped_down(h.e), 0);   /* nothing held */
+    ASSERT_EQ(redlock_election_hold(NULL), REDLOCK_EINVAL);
+    ASSERT_EQ(redlock_election_stepped_down(NULL), REDLOCK_EINVAL);
+    harness_pause(&srv[1]);
+    harness_pause(&srv[2]);
+    wait_cond(&loop, &h.deposed, 1, "g) step-down");
+    ASSERT_EQ(h.last_reason, REDLOCK_EEXPIRED);
+    tu_run_for(&loop, 50);   /* a release would have reached master 1 */
+    pttl = harness_pttl(&srv[0], "leader");
+    ASSERT_EQ(harness_get(&srv[0], "leader", val, sizeof(val)), 1);
+    fprintf(stderr, "g) held after the step-down: master 1 still has %s "
+            "(%lld ms left), no new campaign\n", val, (long long)pttl);
+    ASSERT_NOT_NULL(strstr(val, ".holder"));
+    ASSERT_EQ(redlock_election_is_leader(h.e), 0);
+    ASSERT_EQ(redlock_election_campaign(h.e), REDLOCK_EBUSY);
+    harness_resume(&srv[1]);
+    harness_resume(&srv[2]);
+    ASSERT_EQ(redlock_election_stepped_down(h.e), 0);
+    wait_cond(&loop, &h.elected, 2, "g) election after stepped_down");
+    ASSERT_EQ(h.deposed, 1);
+    ASSERT_EQ(redlock_election_free(h.e), 0);
+    tu_run_for(&loop, 50);
   }
 
   /* e) bad identities; close with elections alive */

@@ -24,7 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #ifdef __linux__
@@ -226,6 +229,7 @@ void on_election_change(redlock_election_t *e,
 void on_lost(redlock_lock_t *l, int reason, void *arg);
 int64_t lost_margin_ms(void);
 int exec_helper(int argc, char **argv);
+void on_job_extended(int64_t validity_ms);
 void on_run_acquired(redlock_lock_t *l, int status,
                      const redlock_result *r, void *arg);
 

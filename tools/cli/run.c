@@ -3,6 +3,10 @@
  * it before the validity ends. */
 #include "cli.h"
 
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0   /* run ignores SIGPIPE (main.c) */
+#endif
+
 const char help_run[] =
     "usage: redlock run [OPTIONS] KEY [--] CMD [ARGS...]\n"
     "\n"
@@ -15,7 +19,7 @@ const char help_run[] =
     "               attempt); flock's -w SECS and -n (= --wait 0)\n"
     "  -E CODE      exit code when not acquired (default 75; flock's -E)\n"
     "  --grace D    after SIGTERM to CMD, SIGKILL it this much later\n"
-    "               (default 10s; for a lost lock: when the validity ends)\n"
+    "               (default 10s; never after the validity ends)\n"
     "  --heal       extensions re-create the key on masters that lost it\n"
     "  --fence      REDLOCK_FENCE: a number that strictly increases across\n"
     "               holders (masters need appendonly)\n"
@@ -38,7 +42,10 @@ const char help_run[] =
     "If the lock cannot be extended, the group gets SIGTERM before the\n"
     "validity ends (ttl/10, at least two --timeout) and SIGKILL when it\n"
     "ends; exit 76. If run itself is killed, the group gets SIGTERM (then\n"
-    "SIGKILL after --grace; Linux, PR_SET_PDEATHSIG).\n";
+    "SIGKILL after --grace, at the validity's end at the latest; Linux,\n"
+    "PR_SET_PDEATHSIG). The lock is held until no process of the group is\n"
+    "left (what CMD left in the background too); a process that leaves\n"
+    "the group (setsid) is out of reach.\n";
 
 const char help_elect[] =
     "usage: redlock elect [--id NAME] [OPTIONS] KEY [--] CMD [ARGS...]\n"
@@ -48,7 +55,9 @@ const char help_elect[] =
     "resigns (release message). When leadership is lost (a majority says\n"
     "the lock is someone else's, or it could not be extended: the leader\n"
     "steps down before its validity ends), CMD gets SIGTERM, then SIGKILL\n"
-    "after --grace, and the process campaigns again (--once: exits 76).\n"
+    "after --grace or when the validity ends, whichever is first; the lock\n"
+    "is kept until CMD's group has exited, then the process campaigns\n"
+    "again (--once: exits 76).\n"
     "When CMD exits by itself, elect resigns and exits with its status.\n"
     "SIGTERM: CMD gets it (SIGKILL after --grace), then elect resigns and\n"
     "exits. CMD sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_LEADER_ID.\n"
@@ -77,7 +86,17 @@ static int term_escalated;     /* SIGKILL after SIGTERM to run */
 static int stopping;           /* elect: a signal asked us to stop */
 static int deposed_kill;       /* elect: the child goes, we campaign on */
 static int start_when_exited;  /* elect: elected again while it went */
+static int child_closing;      /* the exited child's handle is closing:
+                                  uv_spawn on it must wait (libuv asserts) */
+static int start_when_closed;  /* elect: the next term's command, then */
 static int wait_signal;        /* a signal ended the wait for the lock */
+static int job_fd = -1;        /* our end of the socket to the exec helper:
+                                  the validity's end goes down, 'X' comes
+                                  up when the helper killed the job then */
+static int expired_kill;       /* the helper SIGKILLed the job's group at
+                                  the validity's end */
+static int expired_wait;       /* elect: so killed before the library said
+                                  the leadership is lost: wait for it */
 char **child_argv;
 
 static void on_signal_raw(int signum, siginfo_t *si, void *ctx) {
@@ -206,12 +225,53 @@ int open_signals(void) {
 
 static void start_child(void);
 
+/* The handle is reusable only now: a new term's command elected while the
+ * old one was stopping starts here, not from the exit callback. */
+static void on_child_closed(uv_handle_t *h) {
+  (void)h;
+  child_closing = 0;
+  if (start_when_closed) {
+    start_when_closed = 0;
+    if (!finishing)
+      start_child();
+  }
+}
+
 static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   int code;
   child_running = 0;
-  uv_close((uv_handle_t *)p, NULL);
+  child_closing = 1;
+  uv_close((uv_handle_t *)p, on_child_closed);
   uv_timer_stop(&grace_timer);
   code = sig != 0 ? 128 + sig : (int)status;
+  if (job_fd >= 0) {
+    /* The helper writes 'X' before the SIGKILL that ends it too: it is
+     * there by the time its exit is. */
+    char c;
+    expired_kill = sig == SIGKILL && read(job_fd, &c, 1) == 1 && c == 'X';
+    close(job_fd);
+    job_fd = -1;
+  }
+  if (expired_kill)
+    fprintf(stderr, "redlock: the validity of the lock on %s ended: the "
+            "command's group was killed\n", key);
+  if (cmd_bit == C_ELECT && expired_kill && !deposed_kill && !stopping &&
+      !finishing) {
+    /* The library says so at its next timer (or, an extension that was
+     * in flight came back in time, leads on: on_job_extended). */
+    expired_wait = 1;
+    return;
+  }
+  if (cmd_bit == C_RUN && expired_kill)
+    lost = 1;
+  if (cmd_bit == C_ELECT && deposed_kill && election != NULL) {
+    /* The lost term's command has stopped: the lock it kept (hold) goes;
+     * campaign again unless we stop. */
+    if (stopping || finishing || opt.once)
+      redlock_election_resign(election);
+    else
+      redlock_election_stepped_down(election);
+  }
   if (cmd_bit == C_ELECT && deposed_kill && !stopping && !finishing) {
     /* Leadership was lost: the command is gone; campaign on. */
     deposed_kill = 0;
@@ -269,11 +329,48 @@ void on_election_change(redlock_election_t *e,
                                      : "could not extend: stepped down",
           child_running ? ": sending SIGTERM" : "");
   start_when_exited = 0;
+  expired_wait = 0;
   if (child_running) {
+    /* The lock stays (no release, no campaign) until the command has
+     * exited: it is protected while it stops; the exec helper SIGKILLs
+     * its group when the validity ends. */
+    redlock_election_hold(election);
     deposed_kill = 1;
     term_child();
   } else if (opt.once) {
     finish(EXIT_LOST);
+  }
+}
+
+/* The boot-time clock (CLOCK_BOOTTIME, the library's: it counts a
+ * suspension too), in ns: the exec helper and we read the same one. */
+static int64_t boot_ns(void) {
+  struct timespec ts;
+#ifdef CLOCK_BOOTTIME
+  if (clock_gettime(CLOCK_BOOTTIME, &ts) == 0)
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#endif
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* An auto-extension succeeded with validity_ms left: the helper's
+ * deadline moves (whole ms, rounded down: never after the library's). */
+void on_job_extended(int64_t validity_ms) {
+  int64_t until;
+  if (cmd_bit == C_ELECT && expired_wait && !child_running && !finishing &&
+      !stopping) {
+    expired_wait = 0;
+    start_child();   /* still the leader: its command again */
+    return;
+  }
+  if (job_fd < 0 || validity_ms <= 0)
+    return;
+  until = boot_ns() + validity_ms * 1000000;
+  if (send(job_fd, &until, sizeof(until), MSG_NOSIGNAL) !=
+      (ssize_t)sizeof(until)) {
+    /* the helper is gone, or its buffer full: it kills at the last
+     * deadline it read, never later */
   }
 }
 
@@ -364,55 +461,98 @@ static char **child_env(void) {
 
 static void start_child(void) {
   uv_process_options_t po;
-  static uv_stdio_container_t stdio[3];
-  char **envp = child_env();
+  uv_stdio_container_t *stdio;
+  char **envp;
   char **args = child_argv;
   char **helper = NULL;
-  char ppid[24], grace[24];
+  char ppid[24], grace[24], until[24], fdnum[24];
+  int sp[2] = {-1, -1};
   size_t i, n = 0;
   int rc;
+  if (child_closing) {
+    start_when_closed = 1;   /* on_child_closed starts it */
+    return;
+  }
+  envp = child_env();
   if (envp == NULL) {
     finish(EXIT_FAIL);
     return;
   }
   memset(&po, 0, sizeof(po));
   po.file = child_argv[0];
+  po.stdio_count = 3;
 #ifdef __linux__
-  /* Through the exec helper, so that the child dies with us. */
-  if (access("/proc/self/exe", X_OK) == 0) {
+  /* Through the exec helper, so that the job dies with the lock: it gets
+   * the validity's end now and after every extension (a socket). */
+  if (access("/proc/self/exe", X_OK) == 0 &&
+      socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0) {
+    redlock_lock_t *l = lock != NULL ? lock : redlock_election_lock(election);
+    int64_t left = redlock_lock_validity_ms(l);
     while (child_argv[n] != NULL)
       n++;
-    helper = calloc(n + 5, sizeof(*helper));
+    helper = calloc(n + 7, sizeof(*helper));
     if (helper != NULL) {
       snprintf(ppid, sizeof(ppid), "%ld", (long)getpid());
       snprintf(grace, sizeof(grace), "%lld", (long long)opt.grace_ms);
+      snprintf(until, sizeof(until), "%lld",
+               (long long)(boot_ns() + (left > 0 ? left : 0) * 1000000));
+      snprintf(fdnum, sizeof(fdnum), "%d", sp[1]);
       helper[0] = "redlock";
       helper[1] = EXEC_HELPER;
       helper[2] = ppid;
       helper[3] = grace;
+      helper[4] = until;
+      helper[5] = fdnum;
       for (i = 0; i < n; i++)
-        helper[4 + i] = child_argv[i];
+        helper[6 + i] = child_argv[i];
       args = helper;
       po.file = "/proc/self/exe";
+      /* The socket keeps its number in the helper: descriptors we
+       * inherited (3 and up) reach CMD as they are. */
+      po.stdio_count = sp[1] + 1;
     }
   }
 #else
   (void)ppid;
   (void)grace;
+  (void)until;
+  (void)fdnum;
   (void)n;
 #endif
   po.args = args;
   po.env = envp;
   po.exit_cb = on_child_exit;
-  po.stdio_count = 3;
-  for (i = 0; i < 3; i++) {
-    stdio[i].flags = UV_INHERIT_FD;
+  stdio = calloc((size_t)po.stdio_count, sizeof(*stdio));
+  if (stdio == NULL) {
+    free(envp);
+    free(helper);
+    if (sp[0] >= 0) {
+      close(sp[0]);
+      close(sp[1]);
+    }
+    finish(EXIT_FAIL);
+    return;
+  }
+  for (i = 0; i < (size_t)po.stdio_count; i++) {
+    /* 0-2 ours; 3 and up left as inherited (UV_IGNORE); the socket */
+    stdio[i].flags = i < 3 || (int)i == sp[1] ? UV_INHERIT_FD : UV_IGNORE;
     stdio[i].data.fd = (int)i;
   }
   po.stdio = stdio;
   rc = uv_spawn(&loop, &child, &po);
+  free(stdio);
   free(envp);
   free(helper);
+  if (sp[1] >= 0)
+    close(sp[1]);
+  if (sp[0] >= 0) {
+    if (rc == 0 && po.stdio_count > 3) {
+      fcntl(sp[0], F_SETFL, fcntl(sp[0], F_GETFL) | O_NONBLOCK);
+      job_fd = sp[0];
+    } else {
+      close(sp[0]);
+    }
+  }
   if (rc != 0) {
     fprintf(stderr, "redlock: cannot run %s: %s\n", child_argv[0],
             uv_strerror(rc));
@@ -420,20 +560,35 @@ static void start_child(void) {
     return;
   }
   child_running = 1;
+  expired_kill = 0;
 }
 
-/* The exec helper: "redlock __exec PPID GRACE_MS CMD ARGS...", between
- * run (or elect) and the command. It makes the job's process group (and
- * gives it the terminal when run had it in front), starts CMD in it, and
- * stays as a small supervisor:
+/* The exec helper: "redlock __exec PPID GRACE_MS VALID_UNTIL FD CMD
+ * ARGS...", between run (or elect) and the command, FD a socket to run (a
+ * number of its own: what run inherited reaches CMD unchanged). It makes
+ * the job's process group (and gives it the terminal when run had it in
+ * front), starts CMD in it, and stays as a small supervisor:
  *  - signals for the job reach the whole group (run sends them there);
  *    the helper ignores them itself;
+ *  - it is a child subreaper: what the job leaves behind (a shell's
+ *    background processes) becomes its child when its parent exits, and
+ *    it exits only when no process of the group is left (waitpid on the
+ *    group until ECHILD): run holds the lock until then, like flock(1)
+ *    while any process holds the descriptor. A process that leaves the
+ *    group (setsid, setpgid) is out of reach, of this and of the kills;
+ *  - VALID_UNTIL is the lock's validity's end (CLOCK_BOOTTIME ns, the
+ *    library's clock), and run writes the new end after every extension
+ *    to FD (8 bytes): at that end the helper writes 'X' to FD and
+ *    SIGKILLs the group, itself with it, whether run is alive, stopped or
+ *    gone: no process of the job outlives the lock's validity;
  *  - if run dies (SIGKILL, out of memory), the kernel tells the helper
  *    (PR_SET_PDEATHSIG), which sends SIGTERM to the whole group, then
- *    SIGKILL after GRACE_MS: no process of the job goes on without the
- *    lock, not only the direct child;
+ *    SIGKILL after GRACE_MS (at the validity's end if that is sooner);
  *  - it exits as CMD did (the same status, or the same signal), after
- *    giving the terminal back. */
+ *    giving the terminal back.
+ * Invariant: the helper never waits in a call that a deadline cannot cut
+ * short (ppoll with the time left, SIGCHLD and the death signal let in
+ * only there). */
 static const int helper_ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM,
                                      SIGUSR1, SIGUSR2, SIGTTOU};
 #define N_HELPER_IGNORED (sizeof(helper_ignored) / sizeof(helper_ignored[0]))
@@ -443,24 +598,32 @@ static void on_parent_gone(int sig) {
   kill(0, SIGTERM);   /* the group: the helper ignores it */
 }
 
-static void on_helper_grace(int sig) {
-  (void)sig;
-  kill(0, SIGKILL);
+static void on_helper_sigchld(int sig) {
+  (void)sig;   /* only to cut ppoll short */
 }
 
 int exec_helper(int argc, char **argv) {
-  long parent = strtol(argv[2], NULL, 10);
-  long grace_ms = strtol(argv[3], NULL, 10);
+  long parent, grace_ms;
+  int64_t valid_until, kill_at = INT64_MAX;
   pid_t front = -1;
-  pid_t pid;
-  int st;
+  pid_t pid, self;
+  int st = 0, child_done = 0, run_gone = 0, fd_open = 1, fd;
+  sigset_t block, wait_mask;
   size_t i;
-  (void)argc;
-  if (argc < 5)
+  if (argc < 7)
     return EXIT_USAGE;
+  parent = strtol(argv[2], NULL, 10);
+  grace_ms = strtol(argv[3], NULL, 10);
+  valid_until = (int64_t)strtoll(argv[4], NULL, 10);
+  fd = (int)strtol(argv[5], NULL, 10);
   for (i = 0; i < N_HELPER_IGNORED; i++)
     signal(helper_ignored[i], SIG_IGN);
   setpgid(0, 0);
+  self = getpid();
+  if (fd < 3 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)   /* never CMD's */
+    fd_open = 0;   /* no socket: the deadline given stands */
+  else
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   /* run was in front on its terminal: the job takes its place, so that
    * Ctrl-C and a reading command work as without us. */
   if (isatty(STDIN_FILENO) &&
@@ -468,21 +631,28 @@ int exec_helper(int argc, char **argv) {
     front = getpgid((pid_t)parent);
     tcsetpgrp(STDIN_FILENO, getpgrp());
   }
+  sigemptyset(&block);
+  sigaddset(&block, SIGCHLD);
 #ifdef __linux__
+  sigaddset(&block, SIGRTMIN + 3);
+#endif
+  sigprocmask(SIG_BLOCK, &block, &wait_mask);
   {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_parent_gone;
     sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_helper_sigchld;
+    sigaction(SIGCHLD, &sa, NULL);
+#ifdef __linux__
+    sa.sa_handler = on_parent_gone;
     sigaction(SIGRTMIN + 3, &sa, NULL);
-    sa.sa_handler = on_helper_grace;
-    sigaction(SIGALRM, &sa, NULL);
-    if (prctl(PR_SET_PDEATHSIG, SIGRTMIN + 3) != 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGRTMIN + 3) != 0 ||
+        prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
       fprintf(stderr, "redlock: prctl: %s\n", strerror(errno));
       return EXIT_NOEXEC;
     }
-  }
 #endif
+  }
   /* run died before the prctl: never start without the lock. */
   if ((long)getppid() != parent)
     return EXIT_FAIL;
@@ -494,29 +664,66 @@ int exec_helper(int argc, char **argv) {
   if (pid == 0) {
     for (i = 0; i < N_HELPER_IGNORED; i++)
       signal(helper_ignored[i], SIG_DFL);
-    signal(SIGALRM, SIG_DFL);
-    execvp(argv[4], argv + 4);
-    fprintf(stderr, "redlock: cannot run %s: %s\n", argv[4],
+    sigprocmask(SIG_SETMASK, &wait_mask, NULL);
+    execvp(argv[6], argv + 6);
+    fprintf(stderr, "redlock: cannot run %s: %s\n", argv[6],
             strerror(errno));
     _exit(errno == ENOENT ? EXIT_NOEXEC : 126);
   }
   for (;;) {
-    pid_t w = waitpid(pid, &st, 0);
-    if (w == pid)
+    struct pollfd pfd;
+    struct timespec ts, *tsp = NULL;
+    int64_t now, deadline;
+    pid_t w;
+    int s;
+    /* Reap everything (orphans of the job come to us), then: is any
+     * process of the group left? (ECHILD: none of our children is.) */
+    while ((w = waitpid(-1, &s, WNOHANG)) > 0)
+      if (w == pid) {
+        st = s;
+        child_done = 1;
+      }
+    if (child_done && waitpid(-self, &s, WNOHANG) < 0 && errno == ECHILD)
       break;
-    if (w < 0 && errno != EINTR)
-      return EXIT_FAIL;
-    if ((long)getppid() != parent && grace_ms >= 0) {
+    if (!run_gone && (long)getppid() != parent) {
       /* run is gone: SIGTERM went out (on_parent_gone); SIGKILL after
-       * the grace, once. */
-      alarm((unsigned)(grace_ms / 1000 > 0 ? grace_ms / 1000 : 1));
-      grace_ms = -1;
+       * the grace, or at the validity's end. */
+      run_gone = 1;
+      kill_at = boot_ns() + (int64_t)grace_ms * 1000000;
     }
+    while (fd_open) {
+      int64_t v;
+      ssize_t r = read(fd, &v, sizeof(v));
+      if (r == (ssize_t)sizeof(v)) {
+        valid_until = v;
+        continue;
+      }
+      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+        fd_open = 0;   /* run closed it: the last deadline stands */
+      break;
+    }
+    deadline = valid_until < kill_at ? valid_until : kill_at;
+    now = boot_ns();
+    if (now >= deadline) {
+      if (fd_open && send(fd, "X", 1, MSG_NOSIGNAL) < 0) {
+        /* run is gone: nobody to tell */
+      }
+      kill(0, SIGKILL);   /* the group, the helper with it */
+      return EXIT_FAIL;
+    }
+    ts.tv_sec = (time_t)((deadline - now) / 1000000000);
+    ts.tv_nsec = (long)((deadline - now) % 1000000000);
+    tsp = &ts;
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    ppoll(&pfd, fd_open ? 1 : 0, tsp, &wait_mask);
   }
   if (front >= 0 && (long)getppid() == parent)
     tcsetpgrp(STDIN_FILENO, front);
   if (WIFSIGNALED(st)) {
     signal(WTERMSIG(st), SIG_DFL);
+    sigprocmask(SIG_SETMASK, &wait_mask, NULL);
     raise(WTERMSIG(st));
     return 128 + WTERMSIG(st);
   }
