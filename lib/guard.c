@@ -448,6 +448,37 @@ static int64_t abs64(int64_t v) {
   return v < 0 ? -v : v;
 }
 
+/* Whether the comparison with the others' clocks may still become
+ * possible: fewer than a quorum of masters' clocks are known, but enough
+ * masters are connected, or still connecting, whose first reading is on
+ * its way (a new client reads every clock behind its first SETs, and its
+ * connections come up in any order). The vote then waits (PENDING) for
+ * them instead of being refused for want of a reading that is a reply
+ * away. A reading wakes it (redlock__guard_clock); a connection lost or
+ * failed does not: that node's requests fail right after (each by its own
+ * deadline), and the round decides with the vote still pending, every
+ * silent master then counted as such (the CLI's exit code 74 names
+ * them). */
+static int clocks_coming(const redlock__guard *g) {
+  unsigned m, known = 0, coming = 0;
+  for (m = 0; m < g->n_masters; m++) {
+    const unsigned *list;
+    unsigned cnt = master_nodes(g, m, &list), j;
+    int have = 0, up = 0;
+    for (j = 0; j < cnt; j++) {
+      unsigned k = node_of(list, m, j);
+      const redlock__guard_node *gn = &g->gn[k];
+      redlock__node_state st = g->nodes[k].state;
+      have |= gn->have && gn->up;
+      up |= (gn->up && !gn->have) || st == REDLOCK__NODE_RESOLVING ||
+            st == REDLOCK__NODE_CONNECTING || st == REDLOCK__NODE_HANDSHAKE;
+    }
+    known += have;
+    coming += !have && up;
+  }
+  return known < g->quorum && known + coming >= g->quorum;
+}
+
 /* Fire and forget: the clock record of master idx (scripts.c, EVAL of the
  * text: these are rare), offset `off` +- `unc`, note `how`. */
 static void note(redlock__guard *g, unsigned idx, int64_t off, int64_t unc,
@@ -603,6 +634,8 @@ static void clock_reading(redlock__guard *g, unsigned idx, int same) {
 void redlock__guard_clock(redlock__guard *g, unsigned idx) {
   clock_reading(g, idx, 1);
   wake_list(&g->gn[idx].clock_waiters);
+  /* Votes that waited for the others' clocks (clocks_coming). */
+  wake_list(&g->waiters);
 }
 
 int redlock__guard_clock_ready(const redlock__guard *g, unsigned idx,
@@ -1259,6 +1292,8 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
      * itself, so neither tracking nor the base can tell. The tolerance
      * belongs to the decision at hand (3. ii). */
     if (redlock__guard_skew(g, idx, &skew, &unc) != 0) {
+      if (clocks_coming(g))
+        return REDLOCK__GUARD_PENDING;
       *cause = REDLOCK_GUARD_CLOCK_UNKNOWN;
       snprintf(why, whylen, "too few masters' clocks known to compare its "
                "clock with");
@@ -1280,6 +1315,8 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
   if (gn->continuity && gn->slack_us <= tolerance_us(g, ttl_ms))
     return REDLOCK__GUARD_COUNT;   /* tracking is tighter than the skew */
   if (redlock__guard_skew(g, idx, &skew, &unc) != 0 || !gn->base) {
+    if (gn->base && clocks_coming(g))
+      return REDLOCK__GUARD_PENDING;
     *cause = REDLOCK_GUARD_CLOCK_UNKNOWN;
     snprintf(why, whylen, "too few masters' clocks known to compare its "
              "clock with");

@@ -23,7 +23,8 @@ typedef struct redlock__guard_waiter {
 typedef enum {
   REDLOCK__GUARD_COUNT = 0,   /* the vote counts */
   REDLOCK__GUARD_REFUSE,      /* it does not (why says so) */
-  REDLOCK__GUARD_PENDING      /* wait: the deployment's ttl is being read */
+  REDLOCK__GUARD_PENDING      /* wait: the deployment's ttl is being read,
+                                 or the others' clocks are on their way */
 } redlock__guard_verdict;
 
 typedef enum {
@@ -204,7 +205,8 @@ int64_t redlock__guard_window(const redlock__guard *g);
  * the ttl record, so it waits (bounded by the connect deadline). */
 int redlock__guard_settled(const redlock__guard *g);
 void redlock__guard_wait_settled(redlock__guard *g, redlock__guard_waiter *w);
-/* Calls w->cb once the read in progress ended (after a PENDING verdict). */
+/* Calls w->cb once the read in progress ended, or a clock reading landed
+ * (after a PENDING verdict: judge again). */
 void redlock__guard_wait(redlock__guard *g, redlock__guard_waiter *w);
 void redlock__guard_unwait(redlock__guard_waiter *w);
 

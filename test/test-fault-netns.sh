@@ -68,16 +68,16 @@ tok=$(rl acquire --ttl 10s k1) || fail "healthy acquire"
 rl release k1 "$tok" || fail "healthy release"
 
 drop 1
-tok=$(rl acquire --ttl 10s k2) || fail "acquire with one master partitioned"
+tok=$(rl acquire --ttl 10s k2 2>"$work/k2.err") || { cat "$work/k2.err"; fail "acquire with one master partitioned"; }
 rl release k2 "$tok" >/dev/null 2>&1 || true
 
 drop 2
 start=$(date +%s%N)
 set +e
-rl acquire --wait 0 --ttl 10s k3 >/dev/null 2>&1; rc=$?
+rl acquire --wait 0 --ttl 10s k3 >/dev/null 2>"$work/k3.err"; rc=$?
 set -e
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
-[ "$rc" = 74 ] || fail "majority partitioned: exit $rc, want 74"
+[ "$rc" = 74 ] || { cat "$work/k3.err"; fail "majority partitioned: exit $rc, want 74"; }
 [ "$elapsed" -lt 3000 ] || fail "majority partitioned: took $elapsed ms"
 
 undrop 1; undrop 2
