@@ -717,7 +717,10 @@ REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock_t *lock,
 /* Takes over a lock acquired elsewhere (another process, `redlock
  * acquire`) under `token` (1..128 bytes, NUL-terminated): extend and
  * release then act on it. Its validity is unknown (0) until a successful
- * extend. Errors: EINVAL, EBUSY (in flight or held). */
+ * extend. A token starting with "__redlock__:" is refused (EINVAL): that
+ * is the library's own marker (a read-write lock's value of the plain
+ * key), never a holder's token. Errors: EINVAL, EBUSY (in flight or
+ * held). */
 REDLOCK_EXTERN int redlock_lock_adopt(redlock_lock_t *lock,
                                       const char *token);
 
