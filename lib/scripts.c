@@ -145,7 +145,23 @@ static const char multi_extend_script[] =
  * (the key's own channel). On a cluster master KEYS[1] shares KEYS[2]'s
  * slot (lock.c). Messages go on the channel of the handle's key,
  * KEYS[2] .. ":rw", where its waiters listen (wake.c). */
+/* A lock's name is its key: an application key of the same name (a hash
+ * at "user:42", a string at "a:rw") would make every script fail with
+ * Redis's WRONGTYPE, which says nothing of the cause. Checked first, so
+ * that the error names it and nothing is written (review item 3). A
+ * string at the plain key is a plain lock to us (another library's), so
+ * it refuses, as it must. */
+#define RW_TYPES                                                            \
+  "local kt = redis.call('type', KEYS[2])['ok'] "                           \
+  "if kt ~= 'none' and kt ~= 'string' then return redis.error_reply("       \
+  "'ERR the name holds a non-lock key (' .. kt .. '): a lock\\'s name is " \
+  "its key') end "                                                          \
+  "local ht = redis.call('type', KEYS[1])['ok'] "                           \
+  "if ht ~= 'none' and ht ~= 'hash' then return redis.error_reply("         \
+  "'ERR the name\\'s read-write key ' .. KEYS[1] .. ' holds a non-lock "    \
+  "key (' .. ht .. ')') end "
 #define RW_PRELUDE                                                          \
+  RW_TYPES                                                                  \
   "local t = redis.call('time') "                                           \
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
   "local h = redis.call('hgetall', KEYS[1]) "                               \
