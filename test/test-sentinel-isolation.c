@@ -21,7 +21,12 @@
  *     at once, and the client of a) once its periodic re-check read the
  *     new settings;
  *  d) the setting switched off again at run time: that client stops
- *     counting G after its next re-check. */
+ *     counting G after its next re-check;
+ *  e) min-replicas-to-write 1 again, and two replicas die (the primary
+ *     still takes writes with the third): a fresh client still counts
+ *     three replicas (the sentinels list down ones; the primary's
+ *     connected_slaves, 1 now, is what a partition would leave it) and
+ *     refuses G. */
 #include <string.h>
 
 #include "tutil.h"
@@ -183,6 +188,36 @@ int main(void) {
           (long long)took, op.errstr[0]);
   ASSERT_GE(took, 0);
   ASSERT_NOT_NULL(strstr(op.errstr[0], "min-replicas-to-write 0"));
+
+  /* e) the count is the sentinels' list, not what the primary sees */
+  ASSERT_EQ(harness_cmdf(&data[0], buf, sizeof(buf),
+                         "CONFIG SET min-replicas-to-write 1"), 0);
+  harness_kill(&data[2]);
+  harness_kill(&data[3]);
+  {
+    uint64_t end = harness_now_ms() + (uint64_t)harness_bound_ms(10000);
+    for (;;) {   /* the primary sees one replica and takes writes */
+      if (harness_cmdf(&data[0], buf, sizeof(buf), "INFO replication") ==
+              0 &&
+          strstr(buf, "connected_slaves:1") != NULL &&
+          harness_cmdf(&data[0], buf, sizeof(buf), "SET iso-probe 1") == 0 &&
+          strncmp(buf, "OK", 2) == 0)
+        break;
+      if (harness_now_ms() > end)
+        TEST_FAIL("the primary did not settle on one replica: %s", buf);
+      tu_run_for(&loop, 50);
+    }
+    ASSERT_EQ(harness_cmdf(&data[0], buf, sizeof(buf), "DEL iso-probe"), 0);
+  }
+  tu_close_client(&loop, cc);
+  cc = client(&loop, group);
+  rc = try_once(&loop, cc, &op);
+  fprintf(stderr, "e) two replicas down (connected_slaves 1), "
+          "min-replicas-to-write 1: a fresh client: %s (G: %s)\n",
+          redlock_err_name(rc), op.errstr[0]);
+  ASSERT_NE(rc, 0);
+  ASSERT_NOT_NULL(strstr(op.errstr[0], "3 replicas"));
+  ASSERT_EQ(harness_dbsize(&data[0]), 0);
 
   tu_close_client(&loop, cc);
   tu_close_client(&loop, cb);
