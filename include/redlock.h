@@ -635,6 +635,11 @@ typedef enum { REDLOCK_READ = 'R', REDLOCK_WRITE = 'W' } redlock_rw_side;
  *    where it does. Every client of the resource needs this version: a
  *    read-write lock of 0.3 or earlier does not hold the key (and on a
  *    cluster keeps its hash under another name, "<key>:rw").
+ * A lock's name is its key, and must not be an application key: over a
+ * key that is not a string (a hash, ...) an acquisition fails on that
+ * master with "the name holds a non-lock key (hash)" (ESERVER), over a
+ * string it is refused as another library's plain lock. On plain masters
+ * a read-write lock "a" also uses "a:rw": a lock named "a:rw" collides.
  * Kept in the hash "<key>:rw" ("{key}:rw" on a Redis Cluster master: the
  * plain key's slot), plus the plain key while held. Fencing, inspect and
  * heal do not apply. Errors: as redlock_lock_new. */
@@ -724,7 +729,10 @@ REDLOCK_EXTERN int redlock_lock_inspect(redlock_lock_t *lock,
 /* Takes over a lock acquired elsewhere (another process, `redlock
  * acquire`) under `token` (1..128 bytes, NUL-terminated): extend and
  * release then act on it. Its validity is unknown (0) until a successful
- * extend. Errors: EINVAL, EBUSY (in flight or held). */
+ * extend. A token starting with "__redlock__:" is refused (EINVAL): that
+ * is the library's own marker (a read-write lock's value of the plain
+ * key), never a holder's token. Errors: EINVAL, EBUSY (in flight or
+ * held). */
 REDLOCK_EXTERN int redlock_lock_adopt(redlock_lock_t *lock,
                                       const char *token);
 

@@ -1025,6 +1025,16 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_adopt: token must be 1..%d bytes",
                          REDLOCK__TOKEN_MAX);
+  /* "__redlock__:" names the library's own values: a read-write lock
+   * holds the plain key set to "__redlock__:rw" while it has owners
+   * (scripts.c), and a release or extend under that "token" would delete
+   * or cut it beside the readers (review item 2). No token of ours (hex)
+   * or another Redlock library's starts so. The scripts refuse it too. */
+  if (len >= 12 && memcmp(token, "__redlock__:", 12) == 0)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_adopt: a token cannot start with "
+                         "\"__redlock__:\" (the library's marker, not a "
+                         "holder's token)");
   if (redlock_lock_is_held(l))
     return redlock__fail(REDLOCK_EBUSY,
                          "redlock_lock_adopt: this handle holds a lock");

@@ -792,10 +792,30 @@ int redlock__node_checks_isolation(const redlock__node *n) {
   return n->sentinel && !n->isolation_unchecked;
 }
 
+/* Both sides of a partition can take writes only when each has
+ * min-replicas-to-write (m) acknowledging replicas: the old primary keeps
+ * m, the promoted one gets m re-synced, and with the promoted one itself
+ * that needs r >= 2m + 1 replicas. So r <= 2m is safe. r is the
+ * sentinels' list (every known replica, down ones too), not the primary's
+ * connected_slaves, which a partition shrinks to what is on its side. */
 int redlock__node_isolated(const redlock__node *n, char *buf, size_t len) {
   if (!redlock__node_checks_isolation(n) ||
-      (n->min_replicas >= 1 && n->min_replicas_lag >= 1))
+      (n->min_replicas >= 1 && n->min_replicas_lag >= 1 &&
+       n->replicas_known >= 0 &&
+       2 * (int64_t)n->min_replicas >= n->replicas_known))
     return 1;
+  if (n->min_replicas >= 1 && n->min_replicas_lag >= 1) {
+    if (n->replicas_known < 0)
+      snprintf(buf, len, "sentinel group: the sentinels have not listed "
+               "its replicas yet (SENTINEL REPLICAS): not counted (or "
+               "?isolation=unchecked)");
+    else
+      snprintf(buf, len, "sentinel group: %d replicas, "
+               "min-replicas-to-write %d: two primaries could take writes; "
+               "set it >= %d, or ?isolation=unchecked", n->replicas_known,
+               n->min_replicas, (n->replicas_known + 1) / 2);
+    return 0;
+  }
   if (n->min_replicas < 0 || n->min_replicas_lag < 0)
     snprintf(buf, len, "sentinel group: CONFIG GET min-replicas-to-write/"
              "-max-lag refused on its primary: not counted (or "
@@ -1888,6 +1908,7 @@ void redlock__node_init(redlock__node *n, redlock__node_env *env,
   n->rec_clock_len = env->clock_keylen;
   n->state = REDLOCK__NODE_DOWN;
   n->uptime_s = -1;
+  n->replicas_known = -1;
   n->uri = *uri;   /* moved: the node owns its strings now */
   memset(uri, 0, sizeof(*uri));
   redlock__queue_init(&n->pending);

@@ -206,10 +206,17 @@ struct redlock__node {
    * min-replicas-to-write and min-replicas-max-lag at every handshake and
    * every 3 s while connected (-1: unknown, refused). Unless the URI says
    * ?isolation=unchecked, its YES votes count only when both are >= 1
-   * (redlock__node_isolated). */
+   * and 2 x min-replicas-to-write >= the group's replicas (with more, a
+   * partition can leave two primaries that each have enough acknowledging
+   * replicas; review item 1) (redlock__node_isolated). */
   int isolation_unchecked;
   int min_replicas;
   int min_replicas_lag;
+  /* The group's replicas: the largest count the sentinels listed
+   * (SENTINEL REPLICAS, down ones included, sentinel.c; asked at every
+   * connection and every 3 s), never lowered; -1 until they answered.
+   * Not the primary's connected_slaves: a partition shrinks that. */
+  int replicas_known;
   unsigned recheck_left;       /* re-check replies still expected */
   int rechecking;              /* a re-check is on the wire */
   int reading_now;             /* a deadline reads the socket first */
@@ -298,7 +305,8 @@ int redlock__node_submit(redlock__node *n, redlock__req *req, int argc,
 void redlock__node_recheck(redlock__node *n);
 /* 1 when n's YES votes may count as far as isolation goes: not a sentinel
  * group's primary, or one the URI says not to check, or one whose last
- * reading showed min-replicas-to-write >= 1 and min-replicas-max-lag >= 1.
+ * reading showed min-replicas-to-write >= 1 and min-replicas-max-lag >= 1,
+ * with 2 x min-replicas-to-write >= the replicas the sentinels listed.
  * Else 0, with why (naming the setting) in buf. */
 int redlock__node_isolated(const redlock__node *n, char *buf, size_t len);
 /* Whether n is checked at all (a sentinel group's primary without

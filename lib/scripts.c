@@ -20,10 +20,19 @@
 #include "pure.h"
 #include "scripts.h"
 
+/* A given token that is the library's own marker ("__redlock__:...", RW_MARK
+ * below) is nobody's: every script that compares a key with a given token
+ * acts as if the key held something else, so that a release or extend
+ * "under" the marker cannot delete or cut a read-write lock's hold of the
+ * plain key (review item 2; lock.c's adopt refuses such tokens first).
+ * MARKED(x) is Lua, true when x starts with the prefix. */
+#define MARKED(x) "string.sub(" x ",1,12) == '__redlock__:'"
+
 /* Release: compare-and-delete, and a message on the key's release channel
  * for waiters, unless quiet (a failed attempt's keys). KEYS[1] key;
  * ARGV[1] token, ARGV[2] quiet ("1"). */
 static const char release_script[] =
+    "if " MARKED("ARGV[1]") " then return 0 end "
     "if redis.call('get',KEYS[1]) == ARGV[1] then "
     "local r = redis.call('del',KEYS[1]) "
     "if ARGV[2] ~= '1' then "
@@ -34,6 +43,7 @@ static const char release_script[] =
  * (ARGV[3] == "1") a missing key is set again and 2 is returned; 0 when
  * the key is someone else's (or missing without heal). */
 static const char extend_script[] =
+    "if " MARKED("ARGV[1]") " then return 0 end "
     "local v = redis.call('get',KEYS[1]) "
     "if v == ARGV[1] then return redis.call('pexpire',KEYS[1],ARGV[2]) "
     "elseif v == false and ARGV[3] == '1' then "
@@ -71,6 +81,7 @@ static const char fenced_acquire_script[] =
     "redis.call('set',KEYS[2],string.format('%d',floor)) end "
     "return redis.call('incr',KEYS[2]) end return false";
 static const char fence_script[] =
+    "if " MARKED("ARGV[1]") " then return 0 end "
     "if redis.call('get',KEYS[1]) == ARGV[1] then "
     "local c = tonumber(redis.call('get',KEYS[2]) or '0') "
     "if c < tonumber(ARGV[2]) then redis.call('set',KEYS[2],ARGV[2]) end "
@@ -83,6 +94,7 @@ static const char multi_acquire_script[] =
     "for i=1,#KEYS do redis.call('set',KEYS[i],ARGV[1],'PX',ARGV[2]) end "
     "return 1";
 static const char multi_release_script[] =
+    "if " MARKED("ARGV[1]") " then return 0 end "
     "local n = 0 for i=1,#KEYS do "
     "if redis.call('get',KEYS[i]) == ARGV[1] then "
     "n = n + redis.call('del',KEYS[i]) "
@@ -90,6 +102,7 @@ static const char multi_release_script[] =
     "redis.call('publish','__redlock__:'..KEYS[i],'1') end end end "
     "return n";
 static const char multi_extend_script[] =
+    "if " MARKED("ARGV[1]") " then return 0 end "
     "for i=1,#KEYS do local v = redis.call('get',KEYS[i]) "
     "if v ~= ARGV[1] and not (v == false and ARGV[3] == '1') then "
     "return 0 end end "
@@ -132,7 +145,23 @@ static const char multi_extend_script[] =
  * (the key's own channel). On a cluster master KEYS[1] shares KEYS[2]'s
  * slot (lock.c). Messages go on the channel of the handle's key,
  * KEYS[2] .. ":rw", where its waiters listen (wake.c). */
+/* A lock's name is its key: an application key of the same name (a hash
+ * at "user:42", a string at "a:rw") would make every script fail with
+ * Redis's WRONGTYPE, which says nothing of the cause. Checked first, so
+ * that the error names it and nothing is written (review item 3). A
+ * string at the plain key is a plain lock to us (another library's), so
+ * it refuses, as it must. */
+#define RW_TYPES                                                            \
+  "local kt = redis.call('type', KEYS[2])['ok'] "                           \
+  "if kt ~= 'none' and kt ~= 'string' then return redis.error_reply("       \
+  "'ERR the name holds a non-lock key (' .. kt .. '): a lock\\'s name is " \
+  "its key') end "                                                          \
+  "local ht = redis.call('type', KEYS[1])['ok'] "                           \
+  "if ht ~= 'none' and ht ~= 'hash' then return redis.error_reply("         \
+  "'ERR the name\\'s read-write key ' .. KEYS[1] .. ' holds a non-lock "    \
+  "key (' .. ht .. ')') end "
 #define RW_PRELUDE                                                          \
+  RW_TYPES                                                                  \
   "local t = redis.call('time') "                                           \
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
   "local h = redis.call('hgetall', KEYS[1]) "                               \
@@ -253,7 +282,7 @@ static const char multi_pttl_script[] =
 static const char batch_extend_script[] =
     "local n = #KEYS local v = redis.call('mget', unpack(KEYS)) "
     "local one = #ARGV == n + 1 local r = {} "
-    "for i = 1, n do if v[i] == ARGV[i] then "
+    "for i = 1, n do if v[i] == ARGV[i] and not (" MARKED("ARGV[i]") ") then "
     "r[i] = redis.call('pexpire', KEYS[i], one and ARGV[n + 1] or ARGV[n + i]) "
     "else r[i] = 0 end end return r";
 
@@ -266,6 +295,7 @@ static const char takeover_script[] =
     "local v = redis.call('get',KEYS[1]) "
     "if v then local mine = false "
     "for i = 3, #ARGV do if v == ARGV[i] then mine = true break end end "
+    "if " MARKED("v") " then mine = false end "
     "if not mine then return 0 end end "
     "redis.call('set',KEYS[1],ARGV[1],'PX',ARGV[2]) "
     "if v then return 2 end return 1";

@@ -4,7 +4,9 @@
  * Owns: one connection to one sentinel of the group at a time (the
  * URI's host:port, then its ?sentinel= options, in turn after each
  * failure, with backoff), which asks `SENTINEL get-master-addr-by-name
- * NAME` and then listens on +switch-master; and pointing the master's
+ * NAME` and `SENTINEL REPLICAS NAME` and then listens on +switch-master,
+ * and is opened afresh every 3 s to ask both again (a subscribed
+ * connection takes no other command); and pointing the master's
  * data node (node.c) at the primary they name. Does not own: the data
  * node's connection, handshake and requests (node.c), or what a switch
  * means for safety (guard.c).
@@ -20,12 +22,16 @@
  *
  * A partition can leave the old primary taking writes beside the promoted
  * replica: the group's votes count only while its primary runs
- * min-replicas-to-write and min-replicas-max-lag >= 1 (node.c reads them,
- * round.c and batch.c refuse the votes otherwise; ?isolation=unchecked
- * overrides; DESIGN, Sentinel).
+ * min-replicas-to-write and min-replicas-max-lag >= 1, and 2 x
+ * min-replicas-to-write >= its replicas (node.c reads the settings and
+ * keeps the largest replica count listed here, down replicas included:
+ * the primary's own connected_slaves shrinks in a partition; round.c and
+ * batch.c refuse the votes otherwise; ?isolation=unchecked overrides;
+ * DESIGN, Sentinel).
  *
- *   IDLE -> (RESOLVING) -> CONNECTING: [AUTH], get-master-addr, SUBSCRIBE
- *        -> READY (messages) --failure/deadline--> BACKOFF -> next sentinel
+ *   IDLE -> (RESOLVING) -> CONNECTING: [AUTH], get-master-addr, REPLICAS,
+ *        SUBSCRIBE -> READY (messages) --failure/deadline--> BACKOFF ->
+ *        next sentinel; READY --3 s--> IDLE (the same sentinel, asked again)
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,6 +39,10 @@
 #include <string.h>
 
 #include "sentinel.h"
+
+/* How often a READY connection is opened afresh to list the replicas
+ * again: the period of the primary's min-replicas re-check (client.c). */
+#define REASK_MS 3000
 
 enum { S_IDLE = 0, S_RESOLVING, S_CONNECTING, S_READY, S_BACKOFF,
        S_CLOSED };
@@ -151,6 +161,14 @@ static void on_s_timer(uv_timer_t *t) {
   if (s->state == S_BACKOFF) {
     s->state = S_IDLE;
     s_connect(s);
+    return;
+  }
+  if (s->state == S_READY) {
+    /* Ask again (the same sentinel): the address, in case a switch
+     * message was missed, and the replicas. */
+    redlock__conn_close(&s->conn);
+    s->state = S_IDLE;
+    s_connect(s);
   }
 }
 
@@ -161,15 +179,25 @@ static void on_s_connected(redlock__conn *c) {
 static void on_s_reply(redlock__conn *c, const redlock__reply *r) {
   redlock__sentinel *s = c->data;
   if (s->expect > 0) {
-    /* The replies come in the order sent: [AUTH], address, SUBSCRIBE. */
+    /* The replies come in the order sent: [AUTH], address, REPLICAS,
+     * SUBSCRIBE. */
     s->expect--;
+    if (s->expect == 1) {
+      /* The replicas: one entry per replica the sentinel knows, down ones
+       * too. Refused (an older sentinel, an ACL): the count stays what it
+       * was, unknown at first, and the group is not counted (node.c). */
+      if (r->type == REDLOCK__R_ARRAY && r->elements <= 1000000 &&
+          (int)r->elements > s->node->replicas_known)
+        s->node->replicas_known = (int)r->elements;
+      return;
+    }
     if (r->type == REDLOCK__R_ERROR) {
       char why[200];
       snprintf(why, sizeof(why), "%.150s", r->str);
       s_fail(s, "the sentinels answered: %s", why);
       return;
     }
-    if (s->expect == 1) {
+    if (s->expect == 2) {
       /* The address: [ip, port], or nil for a name they do not know. */
       if (r->type == REDLOCK__R_ARRAY && r->elements == 2 &&
           r->element[0] != NULL && r->element[1] != NULL &&
@@ -187,7 +215,7 @@ static void on_s_reply(redlock__conn *c, const redlock__reply *r) {
       /* SUBSCRIBE confirmed: switches come as messages from now on. */
       s->state = S_READY;
       s->failures = 0;
-      uv_timer_stop(&s->timer);
+      uv_timer_start(&s->timer, on_s_timer, REASK_MS, 0);
     }
     return;   /* AUTH's +OK */
   }
@@ -237,7 +265,7 @@ static void s_open(redlock__sentinel *s) {
     return;
   }
   s->state = S_CONNECTING;
-  s->expect = 2;
+  s->expect = 3;
   if (s->pass != NULL) {
     int argc = 0;
     argv[argc] = "AUTH";
@@ -249,7 +277,7 @@ static void s_open(redlock__sentinel *s) {
     argv[argc] = s->pass;
     lens[argc++] = strlen(s->pass);
     (void)redlock__conn_send(&s->conn, argc, argv, lens);
-    s->expect = 3;
+    s->expect = 4;
   }
   argv[0] = "SENTINEL";
   lens[0] = 8;
@@ -257,6 +285,9 @@ static void s_open(redlock__sentinel *s) {
   lens[1] = 23;
   argv[2] = s->name;
   lens[2] = s->name_len;
+  (void)redlock__conn_send(&s->conn, 3, argv, lens);
+  argv[1] = "REPLICAS";
+  lens[1] = 8;
   (void)redlock__conn_send(&s->conn, 3, argv, lens);
   argv[0] = "SUBSCRIBE";
   lens[0] = 9;

@@ -25,13 +25,14 @@ typedef struct redlock__sentinel {
   char *pass;
   int tls;
   redlock__conn conn;
-  uv_timer_t timer;             /* connect deadline, backoff */
+  uv_timer_t timer;             /* connect deadline, backoff, re-ask */
   struct redlock__sgai *gai;    /* name resolution in flight */
   struct sockaddr_storage addr;
   int state;
   unsigned failures;
   unsigned expect;              /* replies still expected before messages:
-                                   AUTH, the address, SUBSCRIBE */
+                                   AUTH, the address, REPLICAS,
+                                   SUBSCRIBE */
   int closing;
   int handles_open;
   void (*on_closed)(void *arg);

@@ -15,7 +15,11 @@
  *     lock within a bound: the occupation ends with the hold.
  *  g) Wake-up across modes (opts.wake, a retry delay of 30 s): a plain
  *     waiter behind a writer, and a writer waiting behind a plain lock,
- *     get the lock within a bound of the release, not after the delay. */
+ *     get the lock within a bound of the release, not after the delay.
+ *  h) A read-write lock named after an application key that is not a
+ *     string (a hash at "user:42"), or whose "<name>:rw" is not a hash,
+ *     fails with a clear error naming the type, not Redis's WRONGTYPE,
+ *     and leaves the application's data alone (review item 3). */
 #include "tutil.h"
 
 #define N 3
@@ -177,6 +181,55 @@ int main(void) {
     ASSERT_EQ(redlock_rwlock_new(c2, "wk2", 3, REDLOCK_WRITE, &ww), 0);
     wake_across(&loop, hp, ww, "wk2");
     tu_close_client(&loop, c2);
+  }
+
+  /* h) */
+  {
+    static const struct {
+      const char *name, *key, *type;
+    } cases[] = {{"user:42", "user:42", "hash"},
+                 {"app:7", "app:7:rw", "string"}};
+    unsigned k;
+    int rd;
+    for (k = 0; k < 2; k++) {
+      char want[64];
+      for (i = 0; i < N; i++)
+        ASSERT_EQ(k == 0 ? harness_cmdf(&srv[i], val, sizeof(val),
+                                        "HSET %s f v", cases[k].key)
+                         : harness_cmdf(&srv[i], val, sizeof(val),
+                                        "SET %s v", cases[k].key), 0);
+      snprintf(want, sizeof(want), "non-lock key (%s)", cases[k].type);
+      for (rd = 0; rd < 2; rd++) {
+        redlock_lock_t *h;
+        int rc;
+        ASSERT_EQ(redlock_rwlock_new(c, cases[k].name,
+                                     strlen(cases[k].name),
+                                     rd ? REDLOCK_READ : REDLOCK_WRITE, &h),
+                  0);
+        int said = 0, m;
+        rc = tu_acquire(&loop, h, 10000, &once, &op);
+        ASSERT_NE(rc, 0);
+        /* The masters that answered before the decision: the error. */
+        for (m = 0; m < N; m++) {
+          if (op.nodes[m].vote == REDLOCK_VOTE_NONE)
+            continue;
+          fprintf(stderr, "h) %s over a %s at %s: %s; master %d: %s\n",
+                  rd ? "reader" : "writer", cases[k].type, cases[k].key,
+                  redlock_err_name(rc), m, op.errstr[m]);
+          ASSERT_EQ(op.nodes[m].vote, REDLOCK_VOTE_ERR);
+          ASSERT_NOT_NULL(strstr(op.errstr[m], want));
+          ASSERT_NULL(strstr(op.errstr[m], "WRONGTYPE"));
+          said++;
+        }
+        ASSERT_GE(said, 2);
+        ASSERT_EQ(redlock_lock_free(h), 0);
+      }
+      for (i = 0; i < N; i++) {   /* the application's key untouched */
+        ASSERT_EQ(harness_cmdf(&srv[i], val, sizeof(val), "TYPE %s",
+                               cases[k].key), 0);
+        ASSERT_STR_EQ(val, cases[k].type);
+      }
+    }
   }
 
   ASSERT_EQ(redlock_client_close(c, NULL, NULL), 0);   /* frees handles */

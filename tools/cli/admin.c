@@ -16,11 +16,14 @@ const char help_unlock[] =
     "\n"
     "An operator's forced release: delete KEY (and a read-write lock of\n"
     "that name) on every master, whoever holds it, and wake its waiters.\n"
-    "The holder is NOT told: it believes it holds the lock until its next\n"
-    "extension finds it gone (or its validity ends), so two owners may act\n"
-    "at once meanwhile. Use it only for a holder known to be dead or\n"
-    "stuck. The fencing counter stays. Exit 1 if a master did not answer\n"
-    "(the key may remain there until its ttl).\n"
+    "The holder is NOT told: a plain holder believes it holds the lock\n"
+    "until its next extension finds it gone (or its validity ends), so two\n"
+    "owners may act at once meanwhile. A healing holder (an elect leader,\n"
+    "run --heal) is not deposed: its next extension sets the key again,\n"
+    "unless another owner took it first; to depose a leader, stop its\n"
+    "process (SIGTERM: it resigns). Use it only for a holder known to be\n"
+    "dead or stuck. The fencing counter stays. Exit 1 if a master did not\n"
+    "answer (the key may remain there until its ttl).\n"
     "  --force      required: says you mean it\n"
     "  --also KEY2  the other keys of a multi-resource lock (repeatable)\n";
 
@@ -114,7 +117,10 @@ void on_unlock_inspected(redlock_lock_t *l, int status,
   else if (held > 0)
     fprintf(stderr, "redlock: warning: %s is held by %s... on %u of %u "
             "masters; that holder is not told and believes it holds the "
-            "lock until its next extension (or its validity ends)\n", key,
+            "lock until its next extension (or its validity ends); a "
+            "healing holder (an elect leader, run --heal) sets the key "
+            "again at its next extension unless another owner takes it "
+            "first: stop its process to depose it\n", key,
             who, held, r->n_nodes);
   else
     fprintf(stderr, "redlock: %s is not held on any master that answered; "
