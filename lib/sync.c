@@ -20,8 +20,16 @@
  * A failed operation's per-master result goes back to the calling thread
  * as a deep copy (redlock_sync_last_result), kept in a thread-specific
  * slot until the thread's next blocking call; its destructor frees it
- * when the thread exits. */
+ * when the thread exits.
+ *
+ * Also owns the process-wide event queue (redlock_sync_queue_*,
+ * redlock_sync_next_event): callbacks that a binding gives instead of its
+ * own, so that nothing on a loop thread waits for the binding's code (a
+ * Python callback waits for the GIL, and the loop with it). Invariant: a
+ * queue callback only takes ev_mutex, which no holder keeps across a wait
+ * for anything else. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -1066,4 +1074,111 @@ int redlock_sync_leader(redlock_sync_t *s, const void *resource, size_t len,
   if (ttl_ms != NULL)
     *ttl_ms = rc == 0 ? call.value : 0;
   return rc;
+}
+
+/* ---- events instead of callbacks ------------------------------------------
+ * One process-wide queue: the callbacks below run on any handle's loop
+ * thread and only append (never wait for the caller's code, which is why
+ * they exist); redlock_sync_next_event takes from the head. A node per
+ * event, malloc'd by the producer; when that fails the event is counted
+ * in `dropped` and the next reader gets a DROPPED event first. */
+
+typedef struct ev_node {
+  redlock__queue link;
+  redlock_sync_event ev;
+} ev_node;
+
+static uv_once_t ev_once = UV_ONCE_INIT;
+static uv_mutex_t ev_mutex;
+static uv_cond_t ev_cond;
+static redlock__queue ev_queue;   /* under ev_mutex */
+static unsigned ev_dropped;       /* under ev_mutex */
+
+static void ev_init(void) {
+  if (uv_mutex_init(&ev_mutex) != 0 || uv_cond_init(&ev_cond) != 0)
+    abort();   /* no way to report it, and no queue to run without */
+  redlock__queue_init(&ev_queue);
+}
+
+static void ev_push(int kind, int event, int reason, void *arg,
+                    const char *text) {
+  ev_node *n = redlock__calloc(1, sizeof(*n));
+  uv_once(&ev_once, ev_init);
+  if (n != NULL) {
+    n->ev.kind = kind;
+    n->ev.event = event;
+    n->ev.reason = reason;
+    n->ev.arg = arg;
+    if (text != NULL)
+      redlock__strlcpy(n->ev.text, text, sizeof(n->ev.text));
+  }
+  uv_mutex_lock(&ev_mutex);
+  if (n != NULL)
+    redlock__queue_insert_tail(&ev_queue, &n->link);
+  else
+    ev_dropped++;
+  uv_cond_signal(&ev_cond);
+  uv_mutex_unlock(&ev_mutex);
+}
+
+void redlock_sync_queue_lost(redlock_lock_t *lock, int reason, void *arg) {
+  (void)lock;
+  ev_push(REDLOCK_SYNC_EV_LOST, 0, reason, arg, NULL);
+}
+
+void redlock_sync_queue_election(redlock_election_t *e,
+                                 redlock_election_event ev, int reason,
+                                 void *arg) {
+  (void)e;
+  ev_push(REDLOCK_SYNC_EV_ELECTION, (int)ev, reason, arg, NULL);
+}
+
+void redlock_sync_queue_warning(redlock_client_t *client, const char *msg,
+                                void *arg) {
+  (void)client;
+  ev_push(REDLOCK_SYNC_EV_WARNING, 0, 0, arg, msg != NULL ? msg : "");
+}
+
+int redlock_sync_next_event(redlock_sync_event *out, int timeout_ms) {
+  uint64_t end = 0;
+  int rc = 0;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_next_event: NULL");
+  uv_once(&ev_once, ev_init);
+  if (timeout_ms >= 0)   /* the monotonic clock (uv_cond_timedwait's too) */
+    end = uv_hrtime() + (uint64_t)timeout_ms * 1000000u;
+  uv_mutex_lock(&ev_mutex);
+  while (ev_dropped == 0 && redlock__queue_empty(&ev_queue)) {
+    if (timeout_ms < 0) {
+      uv_cond_wait(&ev_cond, &ev_mutex);
+      continue;
+    }
+    {
+      uint64_t now = uv_hrtime();
+      if (now >= end || uv_cond_timedwait(&ev_cond, &ev_mutex,
+                                          end - now) == UV_ETIMEDOUT) {
+        if (ev_dropped == 0 && redlock__queue_empty(&ev_queue))
+          rc = REDLOCK_ETIMEDOUT;
+        break;
+      }
+    }
+  }
+  if (rc == 0 && ev_dropped > 0) {
+    memset(out, 0, sizeof(*out));
+    out->kind = REDLOCK_SYNC_EV_DROPPED;
+    out->reason = ev_dropped > INT32_MAX ? INT32_MAX : (int)ev_dropped;
+    ev_dropped = 0;
+    uv_mutex_unlock(&ev_mutex);
+    return 0;
+  }
+  if (rc == 0) {
+    ev_node *n = REDLOCK__CONTAINER_OF(ev_queue.next, ev_node, link);
+    redlock__queue_remove(&n->link);
+    uv_mutex_unlock(&ev_mutex);
+    *out = n->ev;
+    redlock__free(n);
+    return 0;
+  }
+  uv_mutex_unlock(&ev_mutex);
+  return redlock__fail(rc, "no event within %d ms", timeout_ms);
 }

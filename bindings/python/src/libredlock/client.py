@@ -7,10 +7,18 @@ threads may use one Client at once; the GIL is released while a call
 waits (ctypes.CDLL). asyncio code uses ``async with`` on the same objects:
 the blocking calls then run on worker threads, never on the event loop.
 
-Closing: ``Client.close()`` refuses new calls, ends the calls in flight in
-other threads (a waiting acquisition or campaign raises ClientClosed at
-once), releases every lock still held, waits until no thread is inside
-the library any more, and only then frees the C handle.
+No Python code runs on the library's thread: its lost, election and
+warning callbacks are the C library's queueing ones, and a daemon thread
+here (libredlock-events) sets the events. A thread that holds the GIL
+delays when a loss is seen, never the loop (and every lock's extension).
+
+Closing: ``Client.close()`` refuses new calls, sets ``lost`` of every lock
+held and ``deposed`` of every election (reason ECANCELED: before the
+release, so a block learns it before another client can take the lock),
+ends the calls in flight in other threads (a waiting acquisition or
+campaign raises ClientClosed at once), releases every lock still held,
+waits until no thread is inside the library any more, and only then frees
+the C handle.
 """
 import asyncio
 import atexit
@@ -181,6 +189,14 @@ class _Handle:
             self.closed = True
         if self.gen != _fork_generation:
             return   # a parent's client in a forked child: not ours to free
+        # The shutdown releases every lock held: their holders learn it
+        # first (lost, deposed), before any other client can take them.
+        for h in list(self.held.values()):
+            h.reason = "ECANCELED"
+            h.event.set()
+        for e in list(self.elections.values()):
+            e.deposed_reason = "ECANCELED"
+            e.deposed.set()
         # Calls in flight end now (ECANCELED), held locks are released,
         # the background thread is joined; the handle stays allocated.
         if self.f.redlock_sync_shutdown(self.ptr) != 0:
@@ -221,47 +237,84 @@ def _close_all():
             pass
 
 
-# --- callbacks from the library's thread -------------------------------------
-# They run on the background thread with the GIL taken by ctypes: they only
-# set events. The ids map to Python state; no pointer to a Python object
-# crosses into C.
+# --- events from the library's thread ----------------------------------------
+# No Python code runs on the library's loop thread: a ctypes callback takes
+# the GIL, and the loop (every lock's extension with it) would wait for
+# whichever thread holds it. The C library's queueing callbacks
+# (redlock_sync_queue_*) are given instead; one daemon thread per process
+# takes their events (redlock_sync_next_event, the GIL released while it
+# waits) and sets the events here. The ids map to Python state; no
+# pointer to a Python object crosses into C.
 
 _ids = itertools.count(1)
 _lost_targets = {}        # id -> _Held
 _election_targets = {}    # id -> Election
 
 
-@F.LOST_CB
-def _on_lost(_lock, reason, arg):
-    try:
+def _c_callback(proto, name):
+    """A pointer to the library's own function `name`, typed for a
+    callback field: calling it runs C only (no GIL)."""
+    f = F.lib.load()
+    return proto(ctypes.cast(getattr(f, name), ctypes.c_void_p).value)
+
+
+_reader_mutex = threading.Lock()
+_reader_pid = None
+
+
+def _start_reader():
+    """The event thread of this process (again in a forked child: the
+    parent's is not there)."""
+    global _reader_pid
+    with _reader_mutex:
+        if _reader_pid == os.getpid():
+            return
+        threading.Thread(target=_read_events, args=(F.lib.load(),),
+                         daemon=True, name="libredlock-events").start()
+        _reader_pid = os.getpid()
+
+
+def _read_events(f):
+    ev = F.SyncEvent()
+    while True:
+        # Without a limit: the thread is a daemon and waits in C with
+        # the GIL released.
+        if f.redlock_sync_next_event(ctypes.byref(ev), -1) != 0:
+            continue
+        try:
+            _dispatch(ev.kind, ev.event, ev.reason, ev.arg, ev.text)
+        except Exception:
+            log.exception("libredlock event")
+
+
+def _dispatch(kind, event, reason, arg, text):
+    if kind == F.EV_LOST:
         h = _lost_targets.get(arg)
         if h is not None:
             h.reason = F.ERRORS.get(reason, str(reason))
             h.event.set()
-    except BaseException:   # never into C
-        pass
-
-
-@F.ELECTION_CB
-def _on_election(_e, ev, reason, arg):
-    try:
+    elif kind == F.EV_ELECTION:
         e = _election_targets.get(arg)
         if e is not None:
-            if ev == F.ELECTED:
+            if event == F.ELECTED:
                 e.deposed.clear()
-            elif ev == F.DEPOSED:
+            elif event == F.DEPOSED:
                 e.deposed_reason = F.ERRORS.get(reason) if reason else None
                 e.deposed.set()
-    except BaseException:
-        pass
-
-
-@F.WARNING_CB
-def _on_warning(_client, msg, _arg):
-    try:
-        log.warning("%s", _decode(msg))
-    except BaseException:
-        pass
+    elif kind == F.EV_WARNING:
+        log.warning("%s", _decode(text))
+    elif kind == F.EV_DROPPED:
+        # Events were lost (out of memory): any lock may have been lost
+        # unseen. Say so to every holder: stopping is safe, going on is
+        # not.
+        log.error("libredlock: %d events could not be queued: every lock "
+                  "is reported lost", reason)
+        for h in list(_lost_targets.values()):
+            h.reason = "ENOMEM"
+            h.event.set()
+        for e in list(_election_targets.values()):
+            e.deposed_reason = "ENOMEM"
+            e.deposed.set()
 
 
 # --- worker threads for asyncio ----------------------------------------------
@@ -492,8 +545,10 @@ class Client:
             cfg.drift_factor = float(drift_factor)
         if renew_batch is not None:
             cfg.renew_batch = _count("renew_batch", renew_batch)
-        cfg.on_warning = _on_warning
         f = F.lib.load()
+        cfg.on_warning = _c_callback(F.WARNING_CB,
+                                     "redlock_sync_queue_warning")
+        _start_reader()
         ptr = ctypes.c_void_p()
         rc = f.redlock_sync_new(ctypes.byref(cfg), ctypes.byref(ptr))
         if rc != 0:
@@ -725,7 +780,7 @@ class Lock:
         o.heal = 1 if heal else 0
         o.wake = 1
         if auto_extend:
-            o.on_lost = _on_lost
+            o.on_lost = _c_callback(F.LOST_CB, "redlock_sync_queue_lost")
             if lost_margin is None:
                 margin = _default_margin(self._ttl_ms,
                                          client._command_timeout_ms)
@@ -900,7 +955,8 @@ class Lock:
     @property
     def lost_reason(self):
         """Why the lock was lost ("ENOTHELD": found gone or someone
-        else's; "EEXPIRED": no extension in time), or None."""
+        else's; "EEXPIRED": no extension in time; "ECANCELED": the
+        client was closed, which released it), or None."""
         h = self._held
         if h is not None and h.event.is_set():
             return h.reason
@@ -915,10 +971,12 @@ class Lock:
         was_lost = self.lost.is_set()
         try:
             self.release()
-        except Lost:
+        except (Lost, ClientClosed):
+            # Found gone, or the client was closed under the block (its
+            # close released the lock: someone else may hold it now).
             was_lost = True
-        except (NoQuorum, ClientClosed):
-            pass   # the keys expire by their ttl / close released them
+        except NoQuorum:
+            pass   # the keys expire by their ttl
         if was_lost and exc_type is None:
             raise Lost(f"{self.name!r} was lost while the block ran "
                        f"({self.lost_reason or 'gone at the release'})",
@@ -1013,7 +1071,8 @@ class Election:
             raise TypeError("once must be True or False")
         o.once = 1 if once else 0
         self._id = next(_ids)
-        o.on_change = _on_election
+        o.on_change = _c_callback(F.ELECTION_CB,
+                                  "redlock_sync_queue_election")
         o.arg = self._id
         self._opts = o
         self._h = None
