@@ -1094,10 +1094,29 @@ static uv_cond_t ev_cond;
 static redlock__queue ev_queue;   /* under ev_mutex */
 static unsigned ev_dropped;       /* under ev_mutex */
 
+/* fork(): a loop thread of the parent may hold ev_mutex at that moment,
+ * and it is not in the child: the mutex is taken around the fork, and the
+ * child starts with a fresh one (the parent's events stay queued: their
+ * args are the parent's, which the child's copies still name). */
+static void ev_prefork(void) {
+  uv_mutex_lock(&ev_mutex);
+}
+
+static void ev_postfork_parent(void) {
+  uv_mutex_unlock(&ev_mutex);
+}
+
+static void ev_postfork_child(void) {
+  if (uv_mutex_init(&ev_mutex) != 0 || uv_cond_init(&ev_cond) != 0)
+    abort();
+}
+
 static void ev_init(void) {
   if (uv_mutex_init(&ev_mutex) != 0 || uv_cond_init(&ev_cond) != 0)
     abort();   /* no way to report it, and no queue to run without */
   redlock__queue_init(&ev_queue);
+  if (pthread_atfork(ev_prefork, ev_postfork_parent, ev_postfork_child) != 0)
+    abort();
 }
 
 static void ev_push(int kind, int event, int reason, void *arg,

@@ -116,3 +116,318 @@ def test_gil_holder_does_not_stop_other_extensions(masters, client_of):
         f"(X's loss waited for it): Y's key left on {kept} of 3 masters")
     assert not y.lost.is_set()
     y.release()
+
+
+# --- signals: a handler runs on the main thread right after a ctypes call
+# returns, inside the binding's bookkeeping (issue 35, items 3 and 4) ---
+
+SIGNAL_PROBE = r'''
+import signal, sys, time
+import libredlock
+
+servers, mode = sys.argv[1].split(","), sys.argv[2]
+c = libredlock.Client(servers, restart_guard=-1, command_timeout=0.5)
+lock = c.lock("safety-signal-" + mode, ttl=10, fence=True).acquire()
+ran = []
+
+def handler(signum, frame):
+    ran.append(1)
+    if mode == "close":
+        c.close()
+    elif mode == "release":
+        lock.release()
+
+armed = False
+
+def interrupt(signum, frame):
+    if armed:   # only inside the calls below, not in this loop's own code
+        raise KeyboardInterrupt
+
+if mode == "interrupt":
+    # Ctrl-C at random points of the calls: many times, then close().
+    n, end = 0, time.monotonic() + 5
+    signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.0003, 0.0003)
+    other = c.lock("safety-signal-other", ttl=10)
+    while n < 3000 and time.monotonic() < end:
+        try:
+            armed = True
+            lock.validity
+            lock.fence
+            lock.extend()
+            other.acquire()
+            other.release()
+            armed = False
+        except KeyboardInterrupt:
+            armed = False
+            n += 1
+            try:   # held if the interrupt came after the acquisition
+                other.release()
+            except libredlock.RedlockError:
+                pass
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    print("interrupts", n, flush=True)
+    # No grant may be left behind by an interrupted acquire().
+    with libredlock.Client(servers, restart_guard=-1) as c2:
+        try:
+            c2.lock("safety-signal-other", ttl=10, wait=0).acquire()
+            print("other free", flush=True)
+        except libredlock.LockTaken:
+            print("other leaked", flush=True)
+    c.close()
+    print("closed", flush=True)
+    sys.exit(0)
+
+signal.signal(signal.SIGALRM, handler)
+# The calls are where the time goes: the signal lands in one, and the
+# handler runs as it returns.
+signal.setitimer(signal.ITIMER_REAL, 0.05)
+end = time.monotonic() + 10
+while not ran and time.monotonic() < end:
+    lock.validity
+print("handler ran" if ran else "no signal", flush=True)
+print("validity after", lock.validity, flush=True)
+c.close()
+print("closed", flush=True)
+'''
+
+
+def _probe(masters, mode, bound):
+    import subprocess
+    import sys
+
+    import support
+    p = support.spawn([sys.executable, "-c", SIGNAL_PROBE,
+                       ",".join(masters.addrs), mode],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      text=True)
+    try:
+        out, err = p.communicate(timeout=bound)
+    except subprocess.TimeoutExpired:
+        support.stop(p)
+        out, err = p.communicate()
+        pytest.fail(f"{mode}: the process hung (killed after {bound} s); "
+                    f"it printed {out!r}")
+    assert p.returncode == 0, (mode, out, err[-2000:])
+    return out
+
+
+@pytest.mark.parametrize("mode", ["close", "release"])
+def test_signal_handler_may_close_or_release(masters, mode):
+    out = _probe(masters, mode, 60)
+    assert "handler ran" in out and "closed" in out, out
+    assert "validity after 0.0" in out, out
+
+
+def test_ctrl_c_in_the_bookkeeping_leaks_nothing(masters):
+    out = _probe(masters, "interrupt", 60)
+    n = int(out.split("interrupts", 1)[1].split()[0])
+    assert n > 100, f"only {n} interrupts landed: {out!r}"
+    assert "other free" in out, out
+    assert "closed" in out, out
+
+
+# --- smaller (issue 35, item 8) ---
+
+def test_getters_do_not_wait_for_another_threads_acquire(masters,
+                                                         client_of):
+    import support
+    c1 = client_of(masters)
+    c2 = client_of(masters)
+    holder = c2.lock("safety-getters", ttl=10).acquire()
+    lock = c1.lock("safety-getters", ttl=10, wait=3, fence=True)
+    out = {}
+
+    def waiter():
+        try:
+            lock.acquire()
+        except Exception as e:
+            out["exc"] = e
+
+    th = threading.Thread(target=waiter, daemon=True)
+    th.start()
+    try:
+        support.wait_for(lambda: support.inside(th, "acquire") and
+                         c1.stats().taken >= 1, 10,
+                         "the acquisition to wait in the library")
+        t0 = time.monotonic()
+        v, fence = lock.validity, lock.fence
+        with pytest.raises(Exception) as ei:
+            lock.release()
+        took = time.monotonic() - t0
+    finally:
+        th.join(10)
+        holder.release()
+    assert v == 0.0 and fence is None
+    assert ei.value.code == "ENOTHELD"
+    assert took < 1.0, (f"validity, fence and release() took {took:.2f} s "
+                        "(they waited for the other thread's acquisition)")
+    assert type(out.get("exc")).__name__ == "WaitTimeout"
+
+
+def test_acquisitions_on_a_closed_client_leave_no_state(masters,
+                                                        client_of):
+    from libredlock import ClientClosed, LockTaken
+    from libredlock import client as C
+    c = client_of(masters)
+    c2 = client_of(masters)
+    # Refused by the masters (taken), then by the closed client.
+    holder = c2.lock("safety-refused", ttl=10).acquire()
+    before = len(C._lost_targets)
+    for i in range(20):
+        with pytest.raises(LockTaken):
+            c.lock("safety-refused", ttl=5, wait=0).acquire()
+    assert len(C._lost_targets) == before, (
+        f"{len(C._lost_targets) - before} entries left by 20 taken "
+        "acquisitions")
+    holder.release()
+    c.close()
+    before = len(C._lost_targets)
+    for i in range(50):
+        with pytest.raises(ClientClosed):
+            c.lock(f"safety-closed-{i}", ttl=5).acquire()
+    assert len(C._lost_targets) == before, (
+        f"{len(C._lost_targets) - before} entries left by 50 refused "
+        "acquisitions")
+
+
+def test_acampaign_does_not_block_the_event_loop(masters, client_of):
+    import asyncio
+    c1 = client_of(masters)
+    c2 = client_of(masters)
+    leader = c1.campaign("safety-acampaign", "one", ttl=10, wait=10)
+
+    async def main():
+        gaps, stop, ticking = [], asyncio.Event(), asyncio.Event()
+
+        async def ticker():
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+                ticking.set()
+
+        t = asyncio.create_task(ticker())
+        await ticking.wait()   # it runs: a stall shows as a gap
+        try:
+            with pytest.raises(Exception) as ei:
+                await c2.acampaign("safety-acampaign", "two", ttl=10,
+                                   wait=1.5)
+        finally:
+            stop.set()
+            await t
+        return max(gaps, default=0.0), ei.value
+
+    worst, exc = asyncio.run(main())
+    leader.resign()
+    assert type(exc).__name__ == "WaitTimeout", repr(exc)
+    assert worst < 0.5, f"the event loop stalled {worst:.2f} s"
+
+
+# --- fork (issue 35, item 6) ---
+
+def _in_child(fn, bound=30):
+    """fn() in a forked child; returns (exit status, what it wrote). A
+    child still running after `bound` s is killed (by its PID) and the
+    test fails: it hung."""
+    import os
+    import signal
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: never back into pytest
+        code = 1
+        try:
+            os.close(r)
+            os.write(w, repr(fn()).encode())
+            code = 0
+        except BaseException as e:
+            os.write(w, f"EXC {e!r}".encode())
+        os._exit(code)
+    os.close(w)
+    try:
+        end = time.monotonic() + bound
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > end:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                pytest.fail(f"the forked child hung ({bound} s)")
+            time.sleep(0.01)
+        return os.waitstatus_to_exitcode(status), os.read(r, 65536).decode()
+    finally:
+        os.close(r)
+
+
+def test_fork_inside_with_tells_the_child(masters, client_of):
+    c = client_of(masters)
+    lock = c.lock("safety-fork-with", ttl=10)
+    with lock:
+        tok = lock.token
+
+        def child():
+            try:
+                with lock:   # not entered again: the object is held
+                    pass
+            except Exception:
+                pass
+            return (lock.lost.is_set(), lock.lost_reason)
+        code, out = _in_child(child)
+        assert not lock.lost.is_set(), "the parent's lock was marked lost"
+        assert masters.holding("safety-fork-with", tok) == 3
+    assert code == 0, out
+    assert out == "(True, 'ECANCELED')", (
+        f"the child's copy of the lock (forked inside with) said "
+        f"lost={out}")
+
+
+def test_fork_during_another_threads_acquire(masters, client_of):
+    import support
+    c = client_of(masters)
+    c2 = client_of(masters)
+    holder = c2.lock("safety-fork-acq", ttl=10).acquire()
+    lock = c.lock("safety-fork-acq", ttl=10, wait=3)
+    th = threading.Thread(target=lambda: pytest.raises(Exception,
+                                                       lock.acquire),
+                          daemon=True)
+    th.start()
+    try:
+        support.wait_for(lambda: support.inside(th, "acquire") and
+                         c.stats().taken >= 1, 10,
+                         "the acquisition to wait in the library")
+
+        def child():
+            v = lock.validity
+            try:
+                lock.release()
+                r = "released"
+            except Exception as e:
+                r = type(e).__name__
+            return (v, r)
+        code, out = _in_child(child, 20)
+    finally:
+        th.join(10)
+        holder.release()
+    assert code == 0, out
+    assert out.startswith("(0.0, "), out
+
+
+def test_async_with_in_a_forked_child(masters, client_of):
+    import asyncio
+    c = client_of(masters)
+
+    async def once(cl, name):
+        async with cl.lock(name, ttl=5, wait=5) as lk:
+            return lk.fence is None and not lk.lost.is_set()
+    assert asyncio.run(once(c, "safety-fork-async"))   # a worker is idle
+
+    def child():
+        import libredlock
+        with libredlock.Client(masters.addrs, restart_guard=-1,
+                               command_timeout=0.5) as c3:
+            return asyncio.run(once(c3, "safety-fork-async-child"))
+    code, out = _in_child(child, 30)
+    assert code == 0 and out == "True", out
