@@ -890,6 +890,15 @@ REDLOCK_EXTERN int redlock_sync_with_lock(redlock_sync_t *s,
                                           const redlock_acquire_opts *opts,
                                           redlock_sync_fn fn, void *arg,
                                           int *fn_result);
+/* Cancels the acquisitions in flight on `s` (from other threads) whose
+ * opts->lost_arg is `lost_arg`, as redlock_lock_cancel: what they set on
+ * the masters is released and each returns ECANCELED. Returns how many it
+ * cancelled (0: none in flight with that arg: not started yet, or
+ * decided), or ECANCELED (shut down), EINVAL. A binding that abandons a
+ * call (an asyncio task cancelled) gives each acquisition its own
+ * lost_arg and calls this until its acquisition returns. */
+REDLOCK_EXTERN int redlock_sync_cancel(redlock_sync_t *s,
+                                       const void *lost_arg);
 /* Extends a held lock (see redlock_lock_extend): ELOST once an
  * auto-extended lock was lost. */
 REDLOCK_EXTERN int redlock_sync_extend(redlock_sync_lock_t *lock,

@@ -48,6 +48,7 @@ typedef enum {
   CALL_RESIGN,
   CALL_LEADER,
   CALL_STATS,
+  CALL_CANCEL,
   CALL_CLOSE
 } call_kind;
 
@@ -74,6 +75,7 @@ struct redlock_sync_lock_s {
   redlock_lost_cb lost_cb;    /* the caller's on_lost */
   void *lost_arg;
   int scoped;                 /* redlock_sync_with_lock releases it */
+  int acquiring;              /* its acquisition is in flight (loop) */
 };
 
 typedef struct sync_call {
@@ -98,6 +100,7 @@ typedef struct sync_call {
   redlock_sync_lock_t *held;      /* referenced while the call is queued */
   char *buf;
   size_t buflen;
+  const void *cancel_arg;         /* CANCEL: the acquisitions' lost_arg */
   /* outputs */
   int64_t value;
   redlock_result *res;            /* a failure's result (deep copy) */
@@ -270,6 +273,7 @@ static void on_acquire_done(redlock_lock_t *lock, int status,
                             const redlock_result *res, void *arg) {
   sync_call *call = arg;
   redlock_sync_lock_t *sl = call->slock;
+  sl->acquiring = 0;
   if (status != 0) {
     redlock_lock_free(lock);
     call->slock = NULL;
@@ -318,6 +322,7 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
   }
   rc = redlock_lock_acquire(sl->lock, call->ttl_ms, &opts, on_acquire_done,
                             call);
+  sl->acquiring = rc == 0;
   if (rc != 0) {
     redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
     redlock_lock_free(sl->lock);
@@ -498,7 +503,7 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
   if (election_call(s, call))
     return;
   if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE &&
-      call->kind != CALL_STATS) {
+      call->kind != CALL_STATS && call->kind != CALL_CANCEL) {
     l = call->slock->lock;
     if (l == NULL) {
       /* Released by a call that ran before this one. */
@@ -589,6 +594,22 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       else
         call_done(call, 0);
       return;
+    case CALL_CANCEL: {
+      /* Every acquisition in flight with this arg; their callbacks come
+       * on a later loop turn (not inside this walk). */
+      redlock__queue *q;
+      call->value = 0;
+      for (q = s->locks.next; q != &s->locks; q = q->next) {
+        redlock_sync_lock_t *sl =
+            REDLOCK__CONTAINER_OF(q, redlock_sync_lock_t, link);
+        if (sl->acquiring && sl->lock != NULL &&
+            sl->lost_arg == call->cancel_arg &&
+            redlock_lock_cancel(sl->lock) == 0)
+          call->value++;
+      }
+      call_done(call, 0);
+      return;
+    }
     case CALL_CLOSE:
       s->closing = call;
       if (redlock_client_close(s->client, on_client_closed, s) != 0)
@@ -1043,6 +1064,18 @@ int redlock_sync_resign(redlock_sync_election_t *se) {
   call.kind = CALL_RESIGN;
   call.se = se;
   return sync_post(se->sync, &call);
+}
+
+int redlock_sync_cancel(redlock_sync_t *s, const void *lost_arg) {
+  sync_call call;
+  int rc;
+  if (s == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_cancel: NULL");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_CANCEL;
+  call.cancel_arg = lost_arg;
+  rc = sync_post(s, &call);
+  return rc != 0 ? rc : (int)call.value;
 }
 
 int redlock_sync_stats(redlock_sync_t *s, redlock_stats *out) {

@@ -12,11 +12,30 @@
  *     that order, with its arg.
  *  d. on_warning = redlock_sync_queue_warning: a master given twice is
  *     reported as one instance, the text copied into the event.
+ *  e. redlock_sync_cancel: an acquisition waiting 30 s in another thread
+ *     for a taken lock, found by its lost_arg, returns ECANCELED at once;
+ *     an arg with nothing in flight cancels nothing.
  * Every event left queued at the end is read (nothing leaks: ASan's
  * LeakSanitizer, valgrind). */
+#include <pthread.h>
+
 #include "tutil.h"
 
 #define N 3
+
+static redlock_sync_t *s;
+static volatile int waiter_rc = 1;
+
+static void *waiter(void *arg) {
+  redlock_acquire_opts o;
+  redlock_sync_lock_t *l = NULL;
+  (void)arg;
+  memset(&o, 0, sizeof(o));
+  o.wait_ms = 30000;
+  o.lost_arg = (void *)(uintptr_t)0x38;
+  waiter_rc = redlock_sync_acquire(s, "ev-taken", 8, 10000, &o, &l);
+  return NULL;
+}
 
 /* The next event of `kind` within bound_ms (others are skipped: the
  * queue is the process's). 0, or -1 when none came. */
@@ -35,8 +54,9 @@ int main(void) {
   redlock_client_config cfg;
   redlock_acquire_opts o;
   redlock_election_opts eo;
-  redlock_sync_t *s, *s2;
-  redlock_sync_lock_t *l;
+  redlock_sync_t *s2;
+  redlock_sync_lock_t *l, *held;
+  pthread_t tw;
   redlock_sync_election_t *e;
   redlock_sync_event ev;
   uint64_t t0, took;
@@ -111,6 +131,24 @@ int main(void) {
   ASSERT_NOT_NULL(strstr(ev.text, "same Redis instance"));
 
   ASSERT_EQ(redlock_sync_close(s2), 0);
+
+  /* e. Cancelling one acquisition by its lost_arg. */
+  ASSERT_EQ(redlock_sync_cancel(NULL, NULL), REDLOCK_EINVAL);
+  ASSERT_EQ(redlock_sync_cancel(s, (void *)(uintptr_t)0x38), 0);
+  ASSERT_EQ(redlock_sync_acquire(s, "ev-taken", 8, 10000, NULL, &held), 0);
+  ASSERT_EQ(pthread_create(&tw, NULL, waiter, NULL), 0);
+  t0 = harness_now_ms();
+  /* Until the waiter's call is in flight on the loop. */
+  while (redlock_sync_cancel(s, (void *)(uintptr_t)0x38) == 0) {
+    if (harness_now_ms() - t0 > (uint64_t)harness_bound_ms(5000))
+      TEST_FAIL("no acquisition in flight to cancel");
+    uv_sleep(2);
+  }
+  pthread_join(tw, NULL);
+  took = harness_now_ms() - t0;
+  ASSERT_EQ(waiter_rc, REDLOCK_ECANCELED);
+  ASSERT_LT(took, harness_bound_ms(5000));   /* not its 30 s wait */
+  ASSERT_EQ(redlock_sync_release(held), 0);
   ASSERT_EQ(redlock_sync_close(s), 0);
   while (redlock_sync_next_event(&ev, 0) == 0) {
   }

@@ -431,3 +431,39 @@ def test_async_with_in_a_forked_child(masters, client_of):
             return asyncio.run(once(c3, "safety-fork-async-child"))
     code, out = _in_child(child, 30)
     assert code == 0 and out == "True", out
+
+
+# --- asyncio cancellation (issue 35, item 7) ---
+
+def test_cancelled_aacquire_is_cancelled(masters, client_of):
+    """wait_for(aacquire(), 0.1) in a loop, the lock taken: each abandoned
+    acquisition must end (not wait its 20 s on a worker thread), and none
+    may be granted when the holder releases."""
+    import asyncio
+    c = client_of(masters, retry_delay=0.02)
+    other = client_of(masters)
+    holder = other.lock("safety-acancel", ttl=10).acquire()
+    base = threading.active_count()
+
+    async def main():
+        for _ in range(20):
+            lk = c.lock("safety-acancel", ttl=30, wait=20)
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(lk.aacquire(), 0.1)
+        return threading.active_count()
+
+    threads = asyncio.run(main())
+    # The abandoned acquisitions end: canceled, no worker left waiting.
+    wait_for(lambda: c.stats().canceled >= 20, 10,
+             "the 20 abandoned acquisitions to be canceled")
+    holder.release()
+    third = other.lock("safety-acancel", ttl=5, wait=0).acquire()
+    third.release()
+    st = c.stats()
+    assert st.grants == 0, (f"{st.grants} abandoned acquisitions were "
+                            "granted when the holder released")
+    assert threads - base < 10, (f"{threads - base} threads more after 20 "
+                                 "cancelled acquisitions")
+
+
+from support import wait_for  # noqa: E402

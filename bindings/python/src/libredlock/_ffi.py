@@ -259,6 +259,7 @@ _PROTOTYPES = [
     ("redlock_sync_leader", c_int,
      [c_void_p, c_char_p, c_size_t, c_char_p, c_size_t, P(c_int64)]),
     ("redlock_sync_next_event", c_int, [P(SyncEvent), c_int]),
+    ("redlock_sync_cancel", c_int, [c_void_p, c_void_p]),
     # The callbacks that queue instead of calling back (their addresses
     # only: they are never called from Python).
     ("redlock_sync_queue_lost", None, [c_void_p, c_int, c_void_p]),

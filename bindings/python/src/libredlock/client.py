@@ -29,6 +29,7 @@ import math
 import os
 import queue
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Union
@@ -384,11 +385,13 @@ class _Pool:
 _pool = _Pool()
 
 
-async def _in_thread(fn, undo=None):
+async def _in_thread(fn, undo=None, cancel=None):
     """Runs fn() on a worker thread; the event loop never blocks. If the
-    awaiting task is cancelled, fn still finishes on its thread, and when
-    it succeeded undo(result) runs on a worker (a lock acquired for a task
-    that is gone is released), whether or not the event loop still runs.
+    awaiting task is cancelled: fn does not start if it has not yet;
+    cancel(is_done) runs on a worker to end it early (an acquisition's
+    wait), polling is_done(); when fn still succeeded, undo(result) runs on
+    a worker (a lock acquired for a task that is gone is released),
+    whether or not the event loop still runs.
     """
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
@@ -403,6 +406,10 @@ async def _in_thread(fn, undo=None):
                 fut.set_exception(st["value"])
 
     def work():
+        with mu:
+            if st["abandoned"]:
+                st["done"] = True
+                return   # cancelled before it began
         try:
             value, ok = fn(), True
         except BaseException as e:   # delivered to the awaiting task
@@ -431,6 +438,8 @@ async def _in_thread(fn, undo=None):
         # else the worker does when fn returns.
         if done and ok and undo is not None:
             _pool.submit(lambda: undo(value))
+        elif not done and cancel is not None:
+            _pool.submit(lambda: cancel(lambda: st["done"]))
         raise
 
 
@@ -832,6 +841,7 @@ class Lock:
         self._mutex = threading.RLock()
         self._held = None
         self._acquiring = None   # the thread in acquire()
+        self._acq_id = None      # its id (lost_arg), for a cancel
         self._abandon = False    # release() ran inside that acquire()
         self.lost = threading.Event()
         self._lost_reason = None
@@ -881,8 +891,10 @@ class Lock:
                     self.lost.clear()
                 self._lost_reason = None
             o = self._opts
+            # The acquisition's id: its lost events' and its cancel's.
+            o.lost_arg = held.id
+            self._acq_id = held.id
             if o.auto_extend:
-                o.lost_arg = held.id
                 _lost_targets[held.id] = held
             ptr = c._hd.enter()
             if self._side is not None:
@@ -926,6 +938,7 @@ class Lock:
             raise
         finally:
             if claimed:
+                self._acq_id = None
                 self._acquiring = None
         if abandon:
             # A signal handler on this thread released it while this call
@@ -1084,15 +1097,33 @@ class Lock:
         return False
 
     async def __aenter__(self):
-        await _in_thread(self.acquire, undo=_release_quietly)
+        await _in_thread(self.acquire, undo=_release_quietly,
+                         cancel=self._cancel_acquisition)
         return self
 
     async def __aexit__(self, exc_type, exc, tb):
         return await _in_thread(lambda: self.__exit__(exc_type, exc, tb))
 
     async def aacquire(self):
-        """acquire() on a worker thread (the event loop never blocks)."""
-        return await _in_thread(self.acquire, undo=_release_quietly)
+        """acquire() on a worker thread (the event loop never blocks). A
+        task cancelled while it waits cancels the acquisition."""
+        return await _in_thread(self.acquire, undo=_release_quietly,
+                                cancel=self._cancel_acquisition)
+
+    def _cancel_acquisition(self, done):
+        """Cancels this object's acquisition in flight (for a task that is
+        gone), by its id (the C call's lost_arg), until it has returned:
+        the C call may not have reached the library's loop yet."""
+        c = self._client
+        while not done():
+            acq = self._acq_id
+            if acq is not None and self._acquiring is not None:
+                try:
+                    if c._f.redlock_sync_cancel(c._hd.enter(), acq) > 0:
+                        return
+                except ClientClosed:
+                    return
+            time.sleep(0.005)
 
     async def arelease(self):
         """release() on a worker thread."""
