@@ -467,3 +467,48 @@ def test_cancelled_aacquire_is_cancelled(masters, client_of):
 
 
 from support import wait_for  # noqa: E402
+
+
+# --- the garbage collector (issue 35, item 5) ---
+
+def test_no_collection_runs_on_the_librarys_thread(masters, client_of):
+    """A held lock collected by the GC on the library's thread was never
+    released (its __del__'s release() got EBUSY there, swallowed). No
+    Python code runs on that thread any more, so no collection can: with
+    the GC made to run at nearly every allocation while a loss is
+    reported, every collection runs on a thread Python started (the old
+    code's ran on the library's, a foreign thread: 'Dummy-1'). And a lock
+    left in a garbage cycle is released when collected."""
+    import gc
+    c = client_of(masters)
+    foreign = set()
+
+    def on_gc(phase, info):
+        if phase == "start":
+            t = threading.current_thread()
+            if isinstance(t, threading._DummyThread):
+                foreign.add(t.name)
+
+    class Box:
+        pass
+    b = Box()
+    b.me = b
+    b.lock = c.lock("safety-gc-y", ttl=5).acquire()
+    tok = b.lock.token
+    x = c.lock("safety-gc-x", ttl=0.6).acquire()
+    del b
+    old = gc.get_threshold()
+    gc.callbacks.append(on_gc)
+    gc.set_threshold(1, 1, 1)
+    try:
+        for m in masters:
+            m.cmd("DEL", "safety-gc-x")
+        assert x.lost.wait(10), "X's loss was never reported"
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(on_gc)
+    assert not foreign, (f"the garbage collector ran on {sorted(foreign)} "
+                         "(the library's thread)")
+    gc.collect()
+    wait_for(lambda: masters.holding("safety-gc-y", tok) == 0, 5,
+             "the collected lock's release")
