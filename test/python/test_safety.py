@@ -179,10 +179,27 @@ if mode == "interrupt":
     sys.exit(0)
 
 signal.signal(signal.SIGALRM, handler)
-# The calls are where the time goes: the signal lands in one, and the
-# handler runs as it returns.
-signal.setitimer(signal.ITIMER_REAL, 0.05)
+# The signal is sent while the main thread is inside the getter's call on
+# the lock (its innermost frame on the line that calls the library): the
+# handler then runs as that call returns, inside the getter. This thread
+# holds the GIL while it looks, so the main thread cannot move on between
+# the look and the signal.
+import threading
+main_id = threading.main_thread().ident
 end = time.monotonic() + 10
+
+def poke():
+    import linecache
+    while not ran and time.monotonic() < end:
+        f = sys._current_frames().get(main_id)
+        if (f is not None and f.f_code.co_name == "_getter" and
+                "fn(ptr" in linecache.getline(f.f_code.co_filename,
+                                              f.f_lineno)):
+            signal.pthread_kill(main_id, signal.SIGALRM)
+            return
+        time.sleep(0.0002)
+
+threading.Thread(target=poke, daemon=True).start()
 while not ran and time.monotonic() < end:
     lock.validity
 print("handler ran" if ran else "no signal", flush=True)
