@@ -928,6 +928,15 @@ REDLOCK_EXTERN int redlock_sync_with_lock(redlock_sync_t *s,
                                           const redlock_acquire_opts *opts,
                                           redlock_sync_fn fn, void *arg,
                                           int *fn_result);
+/* Cancels the acquisitions in flight on `s` (from other threads) whose
+ * opts->lost_arg is `lost_arg`, as redlock_lock_cancel: what they set on
+ * the masters is released and each returns ECANCELED. Returns how many it
+ * cancelled (0: none in flight with that arg: not started yet, or
+ * decided), or ECANCELED (shut down), EINVAL. A binding that abandons a
+ * call (an asyncio task cancelled) gives each acquisition its own
+ * lost_arg and calls this until its acquisition returns. */
+REDLOCK_EXTERN int redlock_sync_cancel(redlock_sync_t *s,
+                                       const void *lost_arg);
 /* Extends a held lock (see redlock_lock_extend): ELOST once an
  * auto-extended lock was lost. */
 REDLOCK_EXTERN int redlock_sync_extend(redlock_sync_lock_t *lock,
@@ -947,6 +956,47 @@ REDLOCK_EXTERN unsigned redlock_sync_holds(redlock_sync_lock_t *lock);
  * too small. */
 REDLOCK_EXTERN int redlock_sync_token(redlock_sync_lock_t *lock, char *buf,
                                       size_t len);
+
+/* Events instead of callbacks, for callers whose callbacks must not run
+ * on the background thread: a language binding's callback that takes an
+ * interpreter lock (Python's GIL) would stop the loop, and every lock's
+ * extension with it, for as long as another thread holds that lock. Give
+ * these functions as the callbacks (redlock_acquire_opts.on_lost,
+ * redlock_election_opts.on_change, redlock_client_config.on_warning): each
+ * copies its arguments into one process-wide queue and returns at once,
+ * without waiting for anything but the queue's mutex; a thread of the
+ * caller's takes them in order with redlock_sync_next_event. The queue
+ * grows until it is read. An event that cannot be queued (out of memory)
+ * is counted, and the next event read is REDLOCK_SYNC_EV_DROPPED with that
+ * count in `reason`: a reader should then treat every lock as lost. */
+typedef enum {
+  REDLOCK_SYNC_EV_LOST = 1,       /* on_lost(lock, reason, arg) */
+  REDLOCK_SYNC_EV_ELECTION = 2,   /* on_change(e, event, reason, arg) */
+  REDLOCK_SYNC_EV_WARNING = 3,    /* on_warning(client, text, arg) */
+  REDLOCK_SYNC_EV_DROPPED = 4     /* `reason` events could not be queued */
+} redlock_sync_event_kind;
+
+typedef struct redlock_sync_event {
+  int kind;          /* redlock_sync_event_kind */
+  int event;         /* ELECTION: REDLOCK_ELECTED or REDLOCK_DEPOSED */
+  int reason;        /* LOST, ELECTION: the callback's reason; DROPPED:
+                        how many */
+  void *arg;         /* the callback's arg (lost_arg, arg, warning_arg) */
+  char text[512];    /* WARNING: the message (cut to fit, NUL-ended) */
+} redlock_sync_event;
+
+REDLOCK_EXTERN void redlock_sync_queue_lost(redlock_lock_t *lock, int reason,
+                                            void *arg);
+REDLOCK_EXTERN void redlock_sync_queue_election(redlock_election_t *e,
+                                                redlock_election_event ev,
+                                                int reason, void *arg);
+REDLOCK_EXTERN void redlock_sync_queue_warning(redlock_client_t *client,
+                                               const char *msg, void *arg);
+/* Takes the oldest queued event into *out: 0, or ETIMEDOUT when none came
+ * within timeout_ms (< 0: waits for as long as it takes), EINVAL (out
+ * NULL). Any thread; several readers share the events between them. */
+REDLOCK_EXTERN int redlock_sync_next_event(redlock_sync_event *out,
+                                           int timeout_ms);
 
 /* Leader election (see redlock_election_new). campaign blocks until this
  * instance leads (0) or wait_ms passes (ETIMEDOUT; <= 0: no limit); the

@@ -20,8 +20,16 @@
  * A failed operation's per-master result goes back to the calling thread
  * as a deep copy (redlock_sync_last_result), kept in a thread-specific
  * slot until the thread's next blocking call; its destructor frees it
- * when the thread exits. */
+ * when the thread exits.
+ *
+ * Also owns the process-wide event queue (redlock_sync_queue_*,
+ * redlock_sync_next_event): callbacks that a binding gives instead of its
+ * own, so that nothing on a loop thread waits for the binding's code (a
+ * Python callback waits for the GIL, and the loop with it). Invariant: a
+ * queue callback only takes ev_mutex, which no holder keeps across a wait
+ * for anything else. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
@@ -40,6 +48,7 @@ typedef enum {
   CALL_RESIGN,
   CALL_LEADER,
   CALL_STATS,
+  CALL_CANCEL,
   CALL_CLOSE
 } call_kind;
 
@@ -66,6 +75,7 @@ struct redlock_sync_lock_s {
   redlock_lost_cb lost_cb;    /* the caller's on_lost */
   void *lost_arg;
   int scoped;                 /* redlock_sync_with_lock releases it */
+  int acquiring;              /* its acquisition is in flight (loop) */
 };
 
 typedef struct sync_call {
@@ -90,6 +100,7 @@ typedef struct sync_call {
   redlock_sync_lock_t *held;      /* referenced while the call is queued */
   char *buf;
   size_t buflen;
+  const void *cancel_arg;         /* CANCEL: the acquisitions' lost_arg */
   /* outputs */
   int64_t value;
   redlock_result *res;            /* a failure's result (deep copy) */
@@ -262,6 +273,7 @@ static void on_acquire_done(redlock_lock_t *lock, int status,
                             const redlock_result *res, void *arg) {
   sync_call *call = arg;
   redlock_sync_lock_t *sl = call->slock;
+  sl->acquiring = 0;
   if (status != 0) {
     redlock_lock_free(lock);
     call->slock = NULL;
@@ -310,6 +322,7 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
   }
   rc = redlock_lock_acquire(sl->lock, call->ttl_ms, &opts, on_acquire_done,
                             call);
+  sl->acquiring = rc == 0;
   if (rc != 0) {
     redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
     redlock_lock_free(sl->lock);
@@ -490,7 +503,7 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
   if (election_call(s, call))
     return;
   if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE &&
-      call->kind != CALL_STATS) {
+      call->kind != CALL_STATS && call->kind != CALL_CANCEL) {
     l = call->slock->lock;
     if (l == NULL) {
       /* Released by a call that ran before this one. */
@@ -581,6 +594,22 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       else
         call_done(call, 0);
       return;
+    case CALL_CANCEL: {
+      /* Every acquisition in flight with this arg; their callbacks come
+       * on a later loop turn (not inside this walk). */
+      redlock__queue *q;
+      call->value = 0;
+      for (q = s->locks.next; q != &s->locks; q = q->next) {
+        redlock_sync_lock_t *sl =
+            REDLOCK__CONTAINER_OF(q, redlock_sync_lock_t, link);
+        if (sl->acquiring && sl->lock != NULL &&
+            sl->lost_arg == call->cancel_arg &&
+            redlock_lock_cancel(sl->lock) == 0)
+          call->value++;
+      }
+      call_done(call, 0);
+      return;
+    }
     case CALL_CLOSE:
       s->closing = call;
       if (redlock_client_close(s->client, on_client_closed, s) != 0)
@@ -1037,6 +1066,18 @@ int redlock_sync_resign(redlock_sync_election_t *se) {
   return sync_post(se->sync, &call);
 }
 
+int redlock_sync_cancel(redlock_sync_t *s, const void *lost_arg) {
+  sync_call call;
+  int rc;
+  if (s == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_cancel: NULL");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_CANCEL;
+  call.cancel_arg = lost_arg;
+  rc = sync_post(s, &call);
+  return rc != 0 ? rc : (int)call.value;
+}
+
 int redlock_sync_stats(redlock_sync_t *s, redlock_stats *out) {
   sync_call call;
   if (s == NULL || out == NULL)
@@ -1066,4 +1107,130 @@ int redlock_sync_leader(redlock_sync_t *s, const void *resource, size_t len,
   if (ttl_ms != NULL)
     *ttl_ms = rc == 0 ? call.value : 0;
   return rc;
+}
+
+/* ---- events instead of callbacks ------------------------------------------
+ * One process-wide queue: the callbacks below run on any handle's loop
+ * thread and only append (never wait for the caller's code, which is why
+ * they exist); redlock_sync_next_event takes from the head. A node per
+ * event, malloc'd by the producer; when that fails the event is counted
+ * in `dropped` and the next reader gets a DROPPED event first. */
+
+typedef struct ev_node {
+  redlock__queue link;
+  redlock_sync_event ev;
+} ev_node;
+
+static uv_once_t ev_once = UV_ONCE_INIT;
+static uv_mutex_t ev_mutex;
+static uv_cond_t ev_cond;
+static redlock__queue ev_queue;   /* under ev_mutex */
+static unsigned ev_dropped;       /* under ev_mutex */
+
+/* fork(): a loop thread of the parent may hold ev_mutex at that moment,
+ * and it is not in the child: the mutex is taken around the fork, and the
+ * child starts with a fresh one (the parent's events stay queued: their
+ * args are the parent's, which the child's copies still name). */
+static void ev_prefork(void) {
+  uv_mutex_lock(&ev_mutex);
+}
+
+static void ev_postfork_parent(void) {
+  uv_mutex_unlock(&ev_mutex);
+}
+
+static void ev_postfork_child(void) {
+  if (uv_mutex_init(&ev_mutex) != 0 || uv_cond_init(&ev_cond) != 0)
+    abort();
+}
+
+static void ev_init(void) {
+  if (uv_mutex_init(&ev_mutex) != 0 || uv_cond_init(&ev_cond) != 0)
+    abort();   /* no way to report it, and no queue to run without */
+  redlock__queue_init(&ev_queue);
+  if (pthread_atfork(ev_prefork, ev_postfork_parent, ev_postfork_child) != 0)
+    abort();
+}
+
+static void ev_push(int kind, int event, int reason, void *arg,
+                    const char *text) {
+  ev_node *n = redlock__calloc(1, sizeof(*n));
+  uv_once(&ev_once, ev_init);
+  if (n != NULL) {
+    n->ev.kind = kind;
+    n->ev.event = event;
+    n->ev.reason = reason;
+    n->ev.arg = arg;
+    if (text != NULL)
+      redlock__strlcpy(n->ev.text, text, sizeof(n->ev.text));
+  }
+  uv_mutex_lock(&ev_mutex);
+  if (n != NULL)
+    redlock__queue_insert_tail(&ev_queue, &n->link);
+  else
+    ev_dropped++;
+  uv_cond_signal(&ev_cond);
+  uv_mutex_unlock(&ev_mutex);
+}
+
+void redlock_sync_queue_lost(redlock_lock_t *lock, int reason, void *arg) {
+  (void)lock;
+  ev_push(REDLOCK_SYNC_EV_LOST, 0, reason, arg, NULL);
+}
+
+void redlock_sync_queue_election(redlock_election_t *e,
+                                 redlock_election_event ev, int reason,
+                                 void *arg) {
+  (void)e;
+  ev_push(REDLOCK_SYNC_EV_ELECTION, (int)ev, reason, arg, NULL);
+}
+
+void redlock_sync_queue_warning(redlock_client_t *client, const char *msg,
+                                void *arg) {
+  (void)client;
+  ev_push(REDLOCK_SYNC_EV_WARNING, 0, 0, arg, msg != NULL ? msg : "");
+}
+
+int redlock_sync_next_event(redlock_sync_event *out, int timeout_ms) {
+  uint64_t end = 0;
+  int rc = 0;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_next_event: NULL");
+  uv_once(&ev_once, ev_init);
+  if (timeout_ms >= 0)   /* the monotonic clock (uv_cond_timedwait's too) */
+    end = uv_hrtime() + (uint64_t)timeout_ms * 1000000u;
+  uv_mutex_lock(&ev_mutex);
+  while (ev_dropped == 0 && redlock__queue_empty(&ev_queue)) {
+    if (timeout_ms < 0) {
+      uv_cond_wait(&ev_cond, &ev_mutex);
+      continue;
+    }
+    {
+      uint64_t now = uv_hrtime();
+      if (now >= end || uv_cond_timedwait(&ev_cond, &ev_mutex,
+                                          end - now) == UV_ETIMEDOUT) {
+        if (ev_dropped == 0 && redlock__queue_empty(&ev_queue))
+          rc = REDLOCK_ETIMEDOUT;
+        break;
+      }
+    }
+  }
+  if (rc == 0 && ev_dropped > 0) {
+    memset(out, 0, sizeof(*out));
+    out->kind = REDLOCK_SYNC_EV_DROPPED;
+    out->reason = ev_dropped > INT32_MAX ? INT32_MAX : (int)ev_dropped;
+    ev_dropped = 0;
+    uv_mutex_unlock(&ev_mutex);
+    return 0;
+  }
+  if (rc == 0) {
+    ev_node *n = REDLOCK__CONTAINER_OF(ev_queue.next, ev_node, link);
+    redlock__queue_remove(&n->link);
+    uv_mutex_unlock(&ev_mutex);
+    *out = n->ev;
+    redlock__free(n);
+    return 0;
+  }
+  uv_mutex_unlock(&ev_mutex);
+  return redlock__fail(rc, "no event within %d ms", timeout_ms);
 }

@@ -95,6 +95,14 @@ def wait_for(cond, timeout, what, interval=0.005):
         time.sleep(interval)
 
 
+def inside(thread, *functions):
+    """Whether `thread` runs one of `functions` (names) now: its innermost
+    Python frame, which is the caller of a ctypes call that waits in the
+    library (the binding counts no threads in and out: issue 35)."""
+    frame = sys._current_frames().get(thread.ident)
+    return frame is not None and frame.f_code.co_name in functions
+
+
 def _ephemeral_low():
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:

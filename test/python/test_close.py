@@ -42,9 +42,11 @@ def test_close_ends_waiting_calls(masters, client_of):
                "campaign", lambda: c.campaign("cl-lead", id="me")))]
     for t in ths:
         t.start()
-    # Both threads inside the library (the client's gate counts them),
-    # and refused by the masters at least twice between them.
-    support.wait_for(lambda: c._hd.inflight == 2 and c.stats().taken >= 2,
+    # Both threads inside the library (their innermost frames are the
+    # calls), and refused by the masters at least twice between them.
+    support.wait_for(lambda: support.inside(ths[0], "acquire") and
+                     support.inside(ths[1], "_call") and
+                     c.stats().taken >= 2,
                      10, "both calls to be refused and waiting")
     t0 = time.monotonic()
     c.close()

@@ -185,6 +185,19 @@ class Stats(ctypes.Structure):
     ]
 
 
+class SyncEvent(ctypes.Structure):
+    _fields_ = [
+        ("kind", c_int),
+        ("event", c_int),
+        ("reason", c_int),
+        ("arg", c_void_p),
+        ("text", ctypes.c_char * 512),
+    ]
+
+
+# redlock_sync_event_kind
+EV_LOST, EV_ELECTION, EV_WARNING, EV_DROPPED = 1, 2, 3, 4
+
 # Every struct the binding passes, for the ABI test.
 STRUCTS = {
     "redlock_client_config": ClientConfig,
@@ -195,6 +208,7 @@ STRUCTS = {
     "redlock_master_stats": MasterStats,
     "redlock_node_stats": NodeStats,
     "redlock_stats": Stats,
+    "redlock_sync_event": SyncEvent,
 }
 
 # Error codes (REDLOCK_ERRNO_MAP): values never change.
@@ -244,6 +258,13 @@ _PROTOTYPES = [
     ("redlock_sync_resign", c_int, [c_void_p]),
     ("redlock_sync_leader", c_int,
      [c_void_p, c_char_p, c_size_t, c_char_p, c_size_t, P(c_int64)]),
+    ("redlock_sync_next_event", c_int, [P(SyncEvent), c_int]),
+    ("redlock_sync_cancel", c_int, [c_void_p, c_void_p]),
+    # The callbacks that queue instead of calling back (their addresses
+    # only: they are never called from Python).
+    ("redlock_sync_queue_lost", None, [c_void_p, c_int, c_void_p]),
+    ("redlock_sync_queue_election", None, [c_void_p, c_int, c_int, c_void_p]),
+    ("redlock_sync_queue_warning", None, [c_void_p, c_char_p, c_void_p]),
     ("redlock_hist_quantile_us", c_uint64, [P(c_uint64), ctypes.c_double]),
     ("redlock_stats_prometheus", c_int, [P(Stats), c_char_p, c_size_t]),
 ]

@@ -7,10 +7,18 @@ threads may use one Client at once; the GIL is released while a call
 waits (ctypes.CDLL). asyncio code uses ``async with`` on the same objects:
 the blocking calls then run on worker threads, never on the event loop.
 
-Closing: ``Client.close()`` refuses new calls, ends the calls in flight in
-other threads (a waiting acquisition or campaign raises ClientClosed at
-once), releases every lock still held, waits until no thread is inside
-the library any more, and only then frees the C handle.
+No Python code runs on the library's thread: its lost, election and
+warning callbacks are the C library's queueing ones, and a daemon thread
+here (libredlock-events) sets the events. A thread that holds the GIL
+delays when a loss is seen, never the loop (and every lock's extension).
+
+Closing: ``Client.close()`` refuses new calls, sets ``lost`` of every lock
+held and ``deposed`` of every election (reason ECANCELED: before the
+release, so a block learns it before another client can take the lock),
+ends the calls in flight in other threads (a waiting acquisition or
+campaign raises ClientClosed at once), releases every lock still held,
+waits until no thread is inside the library any more, and only then frees
+the C handle.
 """
 import asyncio
 import atexit
@@ -21,6 +29,7 @@ import math
 import os
 import queue
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Union
@@ -42,8 +51,21 @@ _fork_generation = 0
 
 
 def _after_fork_in_child():
-    global _fork_generation
+    global _fork_generation, _pool
     _fork_generation += 1
+    # The parent's worker threads are not here: their queues would take
+    # a call and never run it.
+    _pool = _Pool()
+    # The parent's locks stay the parent's: a block running on in the
+    # child (forked inside a with) must stop, as must its leader.
+    for hd in list(_open_handles):
+        for h in list(hd.held.values()):
+            if not h.event.is_set():
+                h.reason = "ECANCELED"
+                h.event.set()
+        for e in list(hd.elections.values()):
+            e.deposed_reason = "ECANCELED"
+            e.deposed.set()
 
 
 if hasattr(os, "register_at_fork"):
@@ -139,72 +161,90 @@ def _error(f, rc, what, classes=None):
 # --- the handle and its gate -------------------------------------------------
 
 class _Handle:
-    """The C redlock_sync_t and who is inside it. Every call enters
-    through the gate; close() waits until nobody is inside before it
-    frees the handle. Holds no reference to the Client (its finalizer)."""
+    """The C redlock_sync_t. close() shuts it down: calls in flight end
+    with ECANCELED and later ones get ECANCELED at once, while the handle
+    stays allocated. It is freed (redlock_sync_close) only when this object
+    is garbage: every call holds a reference to it (through its Client), so
+    no thread can be inside the library then. Nothing counts threads in
+    and out: a signal handler that runs right after a ctypes call returns
+    (close() from it waited for its own thread's count) or a Ctrl-C in that
+    bookkeeping (which left the count up for good) could not get it wrong.
+    Holds no reference to the Client (its finalizer)."""
 
-    __slots__ = ("f", "ptr", "gate", "idle", "inflight", "closed", "gen",
-                 "held", "elections", "__weakref__")
+    __slots__ = ("f", "ptr", "gate", "closed", "gen", "held", "elections",
+                 "reading", "__weakref__")
 
     def __init__(self, f, ptr):
         self.f = f
         self.ptr = ptr
-        self.gate = threading.Lock()
-        self.idle = threading.Condition(self.gate)
-        self.inflight = 0
+        # Held through a shutdown and through stats() (whose strings the
+        # shutdown frees). Reentrant: a signal handler may close() on a
+        # thread inside it.
+        self.gate = threading.RLock()
+        self.reading = None   # the thread inside stats(), under the gate
         self.closed = False
         self.gen = _fork_generation
         self.held = {}        # id -> _Held: locks held now
         self.elections = {}   # id -> Election
+        weakref.finalize(self, _free_handle, f, ptr, self.gen).atexit = False
 
     def enter(self):
-        with self.gate:
-            if self.closed:
-                raise ClientClosed("the client is closed", "ECANCELED")
-            if self.gen != _fork_generation:
-                raise ClientClosed("this client was created in the parent "
-                                   "process before fork(): make a new one "
-                                   "in the child", "ECANCELED")
-            self.inflight += 1
+        """The C handle, for a call; raises ClientClosed once closed."""
+        if self.closed:
+            raise ClientClosed("the client is closed", "ECANCELED")
+        if self.gen != _fork_generation:
+            raise ClientClosed("this client was created in the parent "
+                               "process before fork(): make a new one "
+                               "in the child", "ECANCELED")
         return self.ptr
 
-    def leave(self):
-        with self.gate:
-            self.inflight -= 1
-            if self.inflight == 0 and self.closed:
-                self.idle.notify_all()
-
     def close(self):
+        if self.gen != _fork_generation:
+            # A parent's client in a forked child: not ours to shut down
+            # (and its gate may have been held by a parent's thread).
+            self.closed = True
+            return
         with self.gate:
             if self.closed:
                 return
             self.closed = True
-        if self.gen != _fork_generation:
-            return   # a parent's client in a forked child: not ours to free
+            # The shutdown releases every lock held: their holders learn
+            # it first (lost, deposed), before any other client can take
+            # them.
+            for h in list(self.held.values()):
+                h.reason = "ECANCELED"
+                h.event.set()
+            for e in list(self.elections.values()):
+                e.deposed_reason = "ECANCELED"
+                e.deposed.set()
+            if self.reading == threading.get_ident():
+                # A signal handler on a thread inside stats(): the strings
+                # it copies would go. The shutdown runs once it is done.
+                threading.Thread(target=self._shutdown, daemon=True,
+                                 name="libredlock-close").start()
+                return
+            self._shutdown()
+
+    def _shutdown(self):
         # Calls in flight end now (ECANCELED), held locks are released,
         # the background thread is joined; the handle stays allocated.
-        if self.f.redlock_sync_shutdown(self.ptr) != 0:
-            # EBUSY: on the library's own thread (a finalizer run by the
-            # garbage collector inside a callback): finish elsewhere.
-            _pool.submit(self._finish)
-            return
-        self._finish()
-
-    def _finish(self):
-        self.f.redlock_sync_shutdown(self.ptr)
+        # (Never on the library's thread: no Python code runs there.)
         with self.gate:
-            while self.inflight:
-                self.idle.wait()
-        for h in list(self.held.values()):
-            h.ptr = None
-            _lost_targets.pop(h.id, None)
+            self.f.redlock_sync_shutdown(self.ptr)
+        for hid in list(self.held):
+            _lost_targets.pop(hid, None)
         self.held.clear()
-        for e in list(self.elections.values()):
-            e._h = None
-            _election_targets.pop(e._id, None)
+        for eid in list(self.elections):
+            _election_targets.pop(eid, None)
         self.elections.clear()
-        self.f.redlock_sync_close(self.ptr)
-        self.ptr = None
+
+
+def _free_handle(f, ptr, gen):
+    """The handle's finalizer: no thread can be in a call on it."""
+    if gen != _fork_generation:
+        return   # the parent's: its thread is not in this process
+    f.redlock_sync_shutdown(ptr)
+    f.redlock_sync_close(ptr)
 
 
 # Every open handle, closed at interpreter exit (before the interpreter
@@ -221,47 +261,86 @@ def _close_all():
             pass
 
 
-# --- callbacks from the library's thread -------------------------------------
-# They run on the background thread with the GIL taken by ctypes: they only
-# set events. The ids map to Python state; no pointer to a Python object
-# crosses into C.
+# --- events from the library's thread ----------------------------------------
+# No Python code runs on the library's loop thread: a ctypes callback takes
+# the GIL, and the loop (every lock's extension with it) would wait for
+# whichever thread holds it. The C library's queueing callbacks
+# (redlock_sync_queue_*) are given instead; one daemon thread per process
+# takes their events (redlock_sync_next_event, the GIL released while it
+# waits) and sets the events here. The ids map to Python state; no
+# pointer to a Python object crosses into C.
 
 _ids = itertools.count(1)
 _lost_targets = {}        # id -> _Held
 _election_targets = {}    # id -> Election
 
 
-@F.LOST_CB
-def _on_lost(_lock, reason, arg):
-    try:
+def _c_callback(proto, name):
+    """A pointer to the library's own function `name`, typed for a
+    callback field: calling it runs C only (no GIL)."""
+    f = F.lib.load()
+    return proto(ctypes.cast(getattr(f, name), ctypes.c_void_p).value)
+
+
+_reader_mutex = threading.Lock()
+_reader_pid = None
+
+
+def _start_reader():
+    """The event thread of this process (again in a forked child: the
+    parent's is not there)."""
+    global _reader_pid
+    with _reader_mutex:
+        if _reader_pid == os.getpid():
+            return
+        threading.Thread(target=_read_events, args=(F.lib.load(),),
+                         daemon=True, name="libredlock-events").start()
+        _reader_pid = os.getpid()
+
+
+def _read_events(f):
+    ev = F.SyncEvent()
+    while True:
+        # Without a limit: the thread is a daemon and waits in C with
+        # the GIL released.
+        if f.redlock_sync_next_event(ctypes.byref(ev), -1) != 0:
+            continue
+        try:
+            _dispatch(ev.kind, ev.event, ev.reason, ev.arg, ev.text)
+        except Exception:
+            log.exception("libredlock event")
+
+
+def _dispatch(kind, event, reason, arg, text):
+    if kind == F.EV_LOST:
         h = _lost_targets.get(arg)
-        if h is not None:
+        if h is not None and not h.event.is_set():   # the first cause
             h.reason = F.ERRORS.get(reason, str(reason))
             h.event.set()
-    except BaseException:   # never into C
-        pass
-
-
-@F.ELECTION_CB
-def _on_election(_e, ev, reason, arg):
-    try:
+    elif kind == F.EV_ELECTION:
         e = _election_targets.get(arg)
-        if e is not None:
-            if ev == F.ELECTED:
+        # Read late, an election's event may come after its client's
+        # close() set deposed: that stays set.
+        if e is not None and not e._client.closed:
+            if event == F.ELECTED:
                 e.deposed.clear()
-            elif ev == F.DEPOSED:
+            elif event == F.DEPOSED:
                 e.deposed_reason = F.ERRORS.get(reason) if reason else None
                 e.deposed.set()
-    except BaseException:
-        pass
-
-
-@F.WARNING_CB
-def _on_warning(_client, msg, _arg):
-    try:
-        log.warning("%s", _decode(msg))
-    except BaseException:
-        pass
+    elif kind == F.EV_WARNING:
+        log.warning("%s", _decode(text))
+    elif kind == F.EV_DROPPED:
+        # Events were lost (out of memory): any lock may have been lost
+        # unseen. Say so to every holder: stopping is safe, going on is
+        # not.
+        log.error("libredlock: %d events could not be queued: every lock "
+                  "is reported lost", reason)
+        for h in list(_lost_targets.values()):
+            h.reason = "ENOMEM"
+            h.event.set()
+        for e in list(_election_targets.values()):
+            e.deposed_reason = "ENOMEM"
+            e.deposed.set()
 
 
 # --- worker threads for asyncio ----------------------------------------------
@@ -306,11 +385,13 @@ class _Pool:
 _pool = _Pool()
 
 
-async def _in_thread(fn, undo=None):
+async def _in_thread(fn, undo=None, cancel=None):
     """Runs fn() on a worker thread; the event loop never blocks. If the
-    awaiting task is cancelled, fn still finishes on its thread, and when
-    it succeeded undo(result) runs on a worker (a lock acquired for a task
-    that is gone is released), whether or not the event loop still runs.
+    awaiting task is cancelled: fn does not start if it has not yet;
+    cancel(is_done) runs on a worker to end it early (an acquisition's
+    wait), polling is_done(); when fn still succeeded, undo(result) runs on
+    a worker (a lock acquired for a task that is gone is released),
+    whether or not the event loop still runs.
     """
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
@@ -325,6 +406,10 @@ async def _in_thread(fn, undo=None):
                 fut.set_exception(st["value"])
 
     def work():
+        with mu:
+            if st["abandoned"]:
+                st["done"] = True
+                return   # cancelled before it began
         try:
             value, ok = fn(), True
         except BaseException as e:   # delivered to the awaiting task
@@ -353,6 +438,8 @@ async def _in_thread(fn, undo=None):
         # else the worker does when fn returns.
         if done and ok and undo is not None:
             _pool.submit(lambda: undo(value))
+        elif not done and cancel is not None:
+            _pool.submit(lambda: cancel(lambda: st["done"]))
         raise
 
 
@@ -492,8 +579,10 @@ class Client:
             cfg.drift_factor = float(drift_factor)
         if renew_batch is not None:
             cfg.renew_batch = _count("renew_batch", renew_batch)
-        cfg.on_warning = _on_warning
         f = F.lib.load()
+        cfg.on_warning = _c_callback(F.WARNING_CB,
+                                     "redlock_sync_queue_warning")
+        _start_reader()
         ptr = ctypes.c_void_p()
         rc = f.redlock_sync_new(ctypes.byref(cfg), ctypes.byref(ptr))
         if rc != 0:
@@ -545,27 +634,18 @@ class Client:
     # -- the call path --
 
     def _call(self, what, fn, *args, classes=None):
-        """fn(client handle, *args) inside the gate; raises for a status
-        < 0."""
-        hd = self._hd
-        ptr = hd.enter()
-        try:
-            rc = fn(ptr, *args)
-            if rc != 0:
-                raise _error(self._f, rc, what, classes)
-        finally:
-            hd.leave()
+        """fn(client handle, *args) on an open client; raises for a
+        status < 0."""
+        rc = fn(self._hd.enter(), *args)
+        if rc != 0:
+            raise _error(self._f, rc, what, classes)
 
     def _call_on(self, what, fn, *args, classes=None):
-        """fn(*args) (a lock's or an election's call) inside the gate."""
-        hd = self._hd
-        hd.enter()
-        try:
-            rc = fn(*args)
-            if rc != 0:
-                raise _error(self._f, rc, what, classes)
-        finally:
-            hd.leave()
+        """fn(*args) (a lock's or an election's call) on an open client."""
+        self._hd.enter()
+        rc = fn(*args)
+        if rc != 0:
+            raise _error(self._f, rc, what, classes)
 
     # -- locks --
 
@@ -617,6 +697,15 @@ class Client:
         e._campaign(wait)
         return e
 
+    async def acampaign(self, name, id, ttl=10, wait=None, *, once=True,
+                        step_down=None):
+        """campaign() on a worker thread (the event loop never blocks).
+        A task cancelled while it campaigns resigns what it wins."""
+        return await _in_thread(
+            lambda: self.campaign(name, id, ttl, wait, once=once,
+                                  step_down=step_down),
+            undo=lambda e: e.resign())
+
     def leader(self, name):
         """Who leads ``name`` now, read from every master: a
         :class:`Leader` (its id and the seconds it stays leader without an
@@ -637,14 +726,18 @@ class Client:
         their Prometheus text (``stats.prometheus``)."""
         st = F.Stats()
         hd = self._hd
-        ptr = hd.enter()
-        try:   # the strings point into the client: copied before leaving
-            rc = self._f.redlock_sync_stats(ptr, ctypes.byref(st))
-            if rc != 0:
-                raise _error(self._f, rc, "stats")
-            return Stats(self._f, st)
-        finally:
-            hd.leave()
+        # The strings point into the client, which a shutdown frees: read
+        # and copied under the gate, which close() holds to shut down.
+        with hd.gate:
+            hd.reading = threading.get_ident()
+            try:
+                rc = self._f.redlock_sync_stats(hd.enter(),
+                                                ctypes.byref(st))
+                if rc != 0:
+                    raise _error(self._f, rc, "stats")
+                return Stats(self._f, st)
+            finally:
+                hd.reading = None
 
 
 @dataclass(frozen=True)
@@ -666,14 +759,19 @@ def _default_margin(ttl_ms, command_timeout_ms):
     return max(margin, 1)
 
 class _Held:
-    """One acquisition: the C handle and its lost signal."""
-    __slots__ = ("ptr", "id", "event", "reason")
+    """One acquisition: the C handle and its lost signal. `busy` is held
+    around each call on the handle and by release() while it takes the
+    pointer away (the C release frees the handle): a short wait, never
+    an acquisition's. Reentrant: a signal handler that releases runs on a
+    thread whose call below has returned already."""
+    __slots__ = ("ptr", "id", "event", "reason", "busy")
 
     def __init__(self, event):
         self.ptr = None
         self.id = next(_ids)
         self.event = event
         self.reason = None
+        self.busy = threading.RLock()
 
 
 class Lock:
@@ -725,7 +823,7 @@ class Lock:
         o.heal = 1 if heal else 0
         o.wake = 1
         if auto_extend:
-            o.on_lost = _on_lost
+            o.on_lost = _c_callback(F.LOST_CB, "redlock_sync_queue_lost")
             if lost_margin is None:
                 margin = _default_margin(self._ttl_ms,
                                          client._command_timeout_ms)
@@ -737,8 +835,14 @@ class Lock:
             o.lost_margin_ms = margin
         self._opts = o
         self._fence_wanted = fence
-        self._mutex = threading.Lock()
+        # Guards the state below, never held across a call that waits
+        # (another thread's acquire(wait=...) must not stop a getter or a
+        # release). Reentrant: a signal handler may run inside it.
+        self._mutex = threading.RLock()
         self._held = None
+        self._acquiring = None   # the thread in acquire()
+        self._acq_id = None      # its id (lost_arg), for a cancel
+        self._abandon = False    # release() ran inside that acquire()
         self.lost = threading.Event()
         self._lost_reason = None
 
@@ -764,45 +868,87 @@ class Lock:
         """
         c = self._client
         f = c._f
-        with self._mutex:
-            if self._held is not None:
-                raise RedlockError(f"{self.name!r} is already held by this "
-                                   "Lock object", "EBUSY")
-            if self.lost.is_set():
-                self.lost.clear()
-            self._lost_reason = None
-            held = _Held(self.lost)
+        me = threading.get_ident()
+        c._hd.enter()   # ClientClosed when closed or the parent's
+        held = _Held(self.lost)
+        out = ctypes.c_void_p()
+        claimed = recorded = False
+        try:
+            with self._mutex:
+                if self._held is not None:
+                    raise RedlockError(f"{self.name!r} is already held by "
+                                       "this Lock object", "EBUSY")
+                if self._acquiring is not None:
+                    raise RedlockError(f"{self.name!r} is being acquired "
+                                       "by another call on this Lock "
+                                       "object", "EBUSY")
+                # No call between these two: an exception cannot split
+                # them (the finally below undoes the claim).
+                self._acquiring = me
+                claimed = True
+                self._abandon = False
+                if self.lost.is_set():
+                    self.lost.clear()
+                self._lost_reason = None
             o = self._opts
+            # The acquisition's id: its lost events' and its cancel's.
+            o.lost_arg = held.id
+            self._acq_id = held.id
             if o.auto_extend:
-                o.lost_arg = held.id
                 _lost_targets[held.id] = held
-            out = ctypes.c_void_p()
-            hd = c._hd
-            ptr = hd.enter()
-            try:
-                if self._side is not None:
-                    rc = f.redlock_sync_acquire_rw(
-                        ptr, self._names[0], len(self._names[0]), self._side,
-                        self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
-                elif self._multi:
-                    k = len(self._names)
-                    arr = (ctypes.c_char_p * k)(*self._names)
-                    lens = (ctypes.c_size_t * k)(*map(len, self._names))
-                    rc = f.redlock_sync_acquire_multi(
-                        ptr, arr, lens, k, self._ttl_ms, ctypes.byref(o),
-                        ctypes.byref(out))
-                else:
-                    rc = f.redlock_sync_acquire(
-                        ptr, self._names[0], len(self._names[0]),
-                        self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
-                if rc != 0:
-                    _lost_targets.pop(held.id, None)
-                    raise _error(f, rc, ("acquire", self))
+            ptr = c._hd.enter()
+            if self._side is not None:
+                rc = f.redlock_sync_acquire_rw(
+                    ptr, self._names[0], len(self._names[0]), self._side,
+                    self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+            elif self._multi:
+                k = len(self._names)
+                arr = (ctypes.c_char_p * k)(*self._names)
+                lens = (ctypes.c_size_t * k)(*map(len, self._names))
+                rc = f.redlock_sync_acquire_multi(
+                    ptr, arr, lens, k, self._ttl_ms, ctypes.byref(o),
+                    ctypes.byref(out))
+            else:
+                rc = f.redlock_sync_acquire(
+                    ptr, self._names[0], len(self._names[0]),
+                    self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+            if rc != 0:
+                raise _error(f, rc, ("acquire", self))
+            with self._mutex:
+                # No call between these: a signal cannot split them.
                 held.ptr = out.value
                 self._held = held
-                hd.held[held.id] = held
-            finally:
-                hd.leave()
+                c._hd.held[held.id] = held
+                recorded = True
+                abandon = self._abandon
+                if c._hd.closed and not held.event.is_set():
+                    # close() ran after the grant, before it was recorded
+                    # here: it released it, and its holder must know.
+                    held.reason = "ECANCELED"
+                    held.event.set()
+        except BaseException:
+            # Granted, but an exception (Ctrl-C, a signal handler's) came
+            # before it was recorded: nobody would ever release it. The
+            # release first, with no call before it (another interrupt
+            # may land after any call).
+            if not recorded and out.value:
+                f.redlock_sync_release(out.value)
+            if not recorded:
+                _lost_targets.pop(held.id, None)
+            raise
+        finally:
+            if claimed:
+                self._acq_id = None
+                self._acquiring = None
+        if abandon:
+            # A signal handler on this thread released it while this call
+            # was recording the grant: release it now, and say so.
+            try:
+                self.release()
+            except RedlockError:
+                pass
+            raise Lost(f"{self.name!r} was released during its "
+                       "acquisition (by a signal handler)", "ECANCELED")
         return self
 
     def release(self):
@@ -810,62 +956,84 @@ class Lock:
         found gone (it had expired or was lost: the work done under it may
         not have been exclusive), NoQuorum when too few masters answered
         (the keys then expire by their ttl), ClientClosed when the client
-        was closed (which released it)."""
+        was closed (which released it). From a signal handler that
+        interrupts this lock's own acquire() on the same thread, the
+        acquisition is released as soon as it is recorded (acquire()
+        then raises Lost)."""
         c = self._client
-        with self._mutex:
-            held = self._held
-            if held is None:
-                raise RedlockError(f"{self.name!r} is not held", "ENOTHELD")
-            self._held = None
-            _lost_targets.pop(held.id, None)
-            hd = c._hd
-            hd.held.pop(held.id, None)
-            if held.event.is_set():
-                self._lost_reason = held.reason
-            ptr = held.ptr
-            held.ptr = None
-            if ptr is None:   # the client's close released it
-                raise ClientClosed("the client is closed", "ECANCELED")
-            c._call_on(("release", self), c._f.redlock_sync_release,
-                       ptr, classes={F.ENOTHELD: Lost})
+        f = c._f
+        held = ptr = None
+        called = False
+        if c._hd.gen != _fork_generation:
+            c._hd.enter()   # ClientClosed: the parent's (its busy may be
+            #                 held by a thread of the parent's)
+        try:
+            with self._mutex:
+                if self._held is None:
+                    if self._acquiring == threading.get_ident():
+                        self._abandon = True
+                        return
+                    raise RedlockError(f"{self.name!r} is not held",
+                                       "ENOTHELD")
+                held = self._held   # no call between these two
+                self._held = None
+                _lost_targets.pop(held.id, None)
+                c._hd.held.pop(held.id, None)
+                if held.event.is_set():
+                    self._lost_reason = held.reason
+            with held.busy:   # no call on the handle is in flight after it
+                ptr, held.ptr = held.ptr, None
+            if ptr is None:
+                raise RedlockError(f"{self.name!r} is not held",
+                                   "ENOTHELD")
+            c._hd.enter()
+            called = True   # no call between this and the release's
+            rc = f.redlock_sync_release(ptr)
+        except BaseException:
+            # Taken from this object but not released in C (Ctrl-C, a
+            # signal handler's exception): release it anyway, or it would
+            # stay held and extended with nobody to release it. No call
+            # before that release (another interrupt may land after any).
+            if held is not None and not called and not c._hd.closed:
+                p = ptr or held.ptr
+                held.ptr = None
+                if p:
+                    f.redlock_sync_release(p)
+            raise
+        if rc != 0:
+            raise _error(f, rc, ("release", self), {F.ENOTHELD: Lost})
 
     def extend(self, ttl=None):
         """Extends the lock to ``ttl`` seconds from now (default: its ttl).
         Raises Lost when it is gone, NoQuorum."""
         ms = self._ttl_ms if ttl is None else _ms("ttl", ttl, 1)
         c = self._client
-        with self._mutex:
-            ptr = self._ptr()
+        held = self._held
+        c._hd.enter()   # ClientClosed when closed or the parent's
+        if held is None:
+            raise RedlockError(f"{self.name!r} is not held", "ENOTHELD")
+        with held.busy:
+            ptr = held.ptr
+            if ptr is None:
+                raise RedlockError(f"{self.name!r} is not held", "ENOTHELD")
             c._call_on(("extend", self), c._f.redlock_sync_extend,
                        ptr, ms, classes={F.ENOTHELD: Lost, F.EEXPIRED: Lost})
 
-    def _ptr(self):
-        held = self._held
-        if self._client.closed:
-            raise ClientClosed("the client is closed", "ECANCELED")
-        if held is None or held.ptr is None:
-            raise RedlockError(f"{self.name!r} is not held", "ENOTHELD")
-        return held.ptr
-
     def _getter(self, fn, *args):
-        """fn(lock handle, *args), or None when not held (or closed)."""
-        c = self._client
-        with self._mutex:
-            held = self._held
-            if held is None:
+        """fn(lock handle, *args), or None when not held (or closed).
+        Waits for no acquisition (another thread's acquire(wait=...))."""
+        held = self._held
+        if held is None or self._client._hd.gen != _fork_generation:
+            return None   # (a parent's lock: its busy may be held)
+        with held.busy:
+            ptr = held.ptr
+            if ptr is None:
                 return None
-            hd = c._hd
             try:
-                hd.enter()
+                self._client._hd.enter()
             except ClientClosed:
                 return None
-            try:
-                # Read inside the gate: close() clears it only once every
-                # call has left.
-                ptr = held.ptr
-                return None if ptr is None else fn(ptr, *args)
-            finally:
-                hd.leave()
+            return fn(ptr, *args)
 
     # -- state --
 
@@ -900,7 +1068,8 @@ class Lock:
     @property
     def lost_reason(self):
         """Why the lock was lost ("ENOTHELD": found gone or someone
-        else's; "EEXPIRED": no extension in time), or None."""
+        else's; "EEXPIRED": no extension in time; "ECANCELED": the
+        client was closed, which released it), or None."""
         h = self._held
         if h is not None and h.event.is_set():
             return h.reason
@@ -915,10 +1084,12 @@ class Lock:
         was_lost = self.lost.is_set()
         try:
             self.release()
-        except Lost:
+        except (Lost, ClientClosed):
+            # Found gone, or the client was closed under the block (its
+            # close released the lock: someone else may hold it now).
             was_lost = True
-        except (NoQuorum, ClientClosed):
-            pass   # the keys expire by their ttl / close released them
+        except NoQuorum:
+            pass   # the keys expire by their ttl
         if was_lost and exc_type is None:
             raise Lost(f"{self.name!r} was lost while the block ran "
                        f"({self.lost_reason or 'gone at the release'})",
@@ -926,15 +1097,33 @@ class Lock:
         return False
 
     async def __aenter__(self):
-        await _in_thread(self.acquire, undo=_release_quietly)
+        await _in_thread(self.acquire, undo=_release_quietly,
+                         cancel=self._cancel_acquisition)
         return self
 
     async def __aexit__(self, exc_type, exc, tb):
         return await _in_thread(lambda: self.__exit__(exc_type, exc, tb))
 
     async def aacquire(self):
-        """acquire() on a worker thread (the event loop never blocks)."""
-        return await _in_thread(self.acquire, undo=_release_quietly)
+        """acquire() on a worker thread (the event loop never blocks). A
+        task cancelled while it waits cancels the acquisition."""
+        return await _in_thread(self.acquire, undo=_release_quietly,
+                                cancel=self._cancel_acquisition)
+
+    def _cancel_acquisition(self, done):
+        """Cancels this object's acquisition in flight (for a task that is
+        gone), by its id (the C call's lost_arg), until it has returned:
+        the C call may not have reached the library's loop yet."""
+        c = self._client
+        while not done():
+            acq = self._acq_id
+            if acq is not None and self._acquiring is not None:
+                try:
+                    if c._f.redlock_sync_cancel(c._hd.enter(), acq) > 0:
+                        return
+                except ClientClosed:
+                    return
+            time.sleep(0.005)
 
     async def arelease(self):
         """release() on a worker thread."""
@@ -1013,11 +1202,14 @@ class Election:
             raise TypeError("once must be True or False")
         o.once = 1 if once else 0
         self._id = next(_ids)
-        o.on_change = _on_election
+        o.on_change = _c_callback(F.ELECTION_CB,
+                                  "redlock_sync_queue_election")
         o.arg = self._id
         self._opts = o
         self._h = None
-        self._mutex = threading.Lock()
+        # Held around a call on the handle (short); reentrant: a signal
+        # handler may resign() on a thread inside is_leader.
+        self._mutex = threading.RLock()
         self.deposed = threading.Event()
         self.deposed_reason = None
 
@@ -1046,15 +1238,11 @@ class Election:
         with self._mutex:
             if self._h is None:
                 return False
-            hd = c._hd
             try:
-                hd.enter()
+                c._hd.enter()
             except ClientClosed:
                 return False
-            try:
-                return bool(c._f.redlock_sync_is_leader(self._h))
-            finally:
-                hd.leave()
+            return bool(c._f.redlock_sync_is_leader(self._h))
 
     def resign(self):
         """Stops leading (and campaigning); standbys take over at once.
@@ -1071,6 +1259,10 @@ class Election:
                            h)
             except ClientClosed:
                 pass
+
+    async def aresign(self):
+        """resign() on a worker thread."""
+        await _in_thread(self.resign)
 
     def __enter__(self):
         return self
