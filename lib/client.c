@@ -291,6 +291,11 @@ static void on_node_state(redlock__node *n, redlock__node_event ev,
   switch (ev) {
     case REDLOCK__NODE_EV_UP:
       redlock__guard_node_up(&c->guard, n->index);
+      /* Its handshake's reading may be what a vote waits for. */
+      redlock__guard_wake(&c->guard);
+      return;
+    case REDLOCK__NODE_EV_FAILED:
+      redlock__guard_wake(&c->guard);
       return;
     case REDLOCK__NODE_EV_REFUSED:
       warn_refusal(c, n);

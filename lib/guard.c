@@ -454,11 +454,11 @@ static int64_t abs64(int64_t v) {
  * its way (a new client reads every clock behind its first SETs, and its
  * connections come up in any order). The vote then waits (PENDING) for
  * them instead of being refused for want of a reading that is a reply
- * away. A reading wakes it (redlock__guard_clock); a connection lost or
- * failed does not: that node's requests fail right after (each by its own
- * deadline), and the round decides with the vote still pending, every
- * silent master then counted as such (the CLI's exit code 74 names
- * them). */
+ * away. A reading (redlock__guard_clock), a node up, or a lost or failed
+ * connection wakes it (client.c, redlock__guard_wake); the last only once
+ * that node's requests have failed (REDLOCK__NODE_EV_FAILED), so a round
+ * decided then counts every silent master as such (the CLI's exit code
+ * 74 names them) instead of deciding before their failures. */
 static int clocks_coming(const redlock__guard *g) {
   unsigned m, known = 0, coming = 0;
   for (m = 0; m < g->n_masters; m++) {
@@ -469,6 +469,8 @@ static int clocks_coming(const redlock__guard *g) {
       unsigned k = node_of(list, m, j);
       const redlock__guard_node *gn = &g->gn[k];
       redlock__node_state st = g->nodes[k].state;
+      if (g->nodes[k].clock_refused)
+        continue;   /* TIME refused (ACL): no reading will come */
       have |= gn->have && gn->up;
       up |= (gn->up && !gn->have) || st == REDLOCK__NODE_RESOLVING ||
             st == REDLOCK__NODE_CONNECTING || st == REDLOCK__NODE_HANDSHAKE;
@@ -1462,6 +1464,10 @@ redlock__guard_verdict redlock__guard_peek(redlock__guard *g, unsigned idx,
   int64_t window;
   return verdict(g, idx, ttl_ms, now, 0, why, whylen, wait_ms, &window,
                  cause);
+}
+
+void redlock__guard_wake(redlock__guard *g) {
+  wake_list(&g->waiters);
 }
 
 void redlock__guard_wait(redlock__guard *g, redlock__guard_waiter *w) {

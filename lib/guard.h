@@ -205,8 +205,10 @@ int64_t redlock__guard_window(const redlock__guard *g);
  * the ttl record, so it waits (bounded by the connect deadline). */
 int redlock__guard_settled(const redlock__guard *g);
 void redlock__guard_wait_settled(redlock__guard *g, redlock__guard_waiter *w);
-/* Calls w->cb once the read in progress ended, or a clock reading landed
- * (after a PENDING verdict: judge again). */
+/* Calls w->cb once the read in progress ended, a clock reading landed, a
+ * node came up, or a lost connection's requests have all failed (after a
+ * PENDING verdict: judge again; redlock__guard_wake). */
+void redlock__guard_wake(redlock__guard *g);
 void redlock__guard_wait(redlock__guard *g, redlock__guard_waiter *w);
 void redlock__guard_unwait(redlock__guard_waiter *w);
 

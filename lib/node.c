@@ -326,6 +326,14 @@ static void node_cut(redlock__node *n, redlock__queue *pending,
   n->teardowns++;
 }
 
+/* Tells the owner that what the lost connection held has failed (after
+ * EV_DOWN and the failures): a vote that waited on other masters is
+ * judged again only now, when each failed request has been counted. */
+static void node_failed_event(redlock__node *n) {
+  if (n->env->on_state != NULL && !n->closing)
+    n->env->on_state(n, REDLOCK__NODE_EV_FAILED, n->env->arg);
+}
+
 /* Tears the connection down now: every request pending or waiting fails
  * once with `error`. Safe from any callback. */
 static void node_teardown(redlock__node *n, int error, const char *why,
@@ -359,6 +367,7 @@ static void node_teardown(redlock__node *n, int error, const char *why,
   fail_list(n, &pending, error, why);
   fail_list(n, &waiting, error == REDLOCK_ETIMEDOUT ? REDLOCK_EIO : error,
             why);
+  node_failed_event(n);
   if (n->state != REDLOCK__NODE_DOWN)
     return;   /* a callback restarted it */
   if (n->closing)
@@ -1540,6 +1549,7 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
       n->env->on_state(n, REDLOCK__NODE_EV_DOWN, n->env->arg);
     fail_list(n, &pending, REDLOCK_EIO, stuck_why);
     fail_list(n, &waiting, REDLOCK_EIO, stuck_why);
+    node_failed_event(n);
     if (n->state == REDLOCK__NODE_DOWN && !n->closing)
       uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
     return 0;
@@ -1551,6 +1561,7 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   }
   n->state = REDLOCK__NODE_DOWN;
   fail_list(n, &pending, REDLOCK_EIO, why);
+  node_failed_event(n);
   if (n->state == REDLOCK__NODE_DOWN && !n->closing) {
     /* Connect from a timer: this may run inside the old connection's
      * reply callback. Requests submitted meanwhile wait for it (bounded
@@ -1577,6 +1588,7 @@ void redlock__node_idle(redlock__node *n, const char *why) {
   n->state = REDLOCK__NODE_DOWN;
   fail_list(n, &pending, REDLOCK_EIO, why);
   fail_list(n, &waiting, REDLOCK_EIO, why);
+  node_failed_event(n);
 }
 
 int redlock__node_set_address(redlock__node *n, const char *host, int port) {

@@ -75,9 +75,12 @@ typedef enum {
                                 the handshake's */
   REDLOCK__NODE_EV_DURABLE,  /* a re-check of a declared master's
                                 persistence answered (node->durable) */
-  REDLOCK__NODE_EV_REFUSED   /* a handshake step was refused (errstr);
+  REDLOCK__NODE_EV_REFUSED,  /* a handshake step was refused (errstr);
                                 also while closing: EV_DOWN follows
                                 unless closing */
+  REDLOCK__NODE_EV_FAILED    /* after a connection was lost or failed:
+                                every request it held has failed (not
+                                while closing) */
 } redlock__node_event;
 
 /* What a cluster node's topology (CLUSTER SHARDS or SLOTS at its

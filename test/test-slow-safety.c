@@ -813,7 +813,11 @@ int main(int argc, char **argv) {
   }
   if (clock_schedule) {
     ASSERT_GT(n_faults[5], (unsigned long)seconds / 2);   /* it ran */
-    ASSERT_GT(guard_cycles, (unsigned long)seconds / 15);
+    /* Steps aimed at a bare quorum's master need a grant on a bare
+     * quorum: since a young instance off the others' clocks by more than
+     * the lock's allowance stays out for the window (issue 29, item 1),
+     * such grants are rarer (3 in 45 s in a CI run, 7-9 before). */
+    ASSERT_GT(guard_cycles, (unsigned long)seconds / 30);
   }
   if (guard_schedule)
     ASSERT_GT(guard_cycles, seconds / 6);   /* the scenario did run */
