@@ -26,7 +26,13 @@
  *     ends; run exits 76 once it is gone;
  *  g) run SIGKILLed: the job's shell exits on the SIGTERM, a process of the
  *     group that ignores it gets SIGKILL after --grace 1s (g1), and at the
- *     validity's end when --grace is longer (g2: 30 s, ttl 2 s). */
+ *     validity's end when --grace is longer (g2: 30 s, ttl 2 s).
+ *  h) --grace's SIGKILL does not kill the exec helper with the group: a
+ *     process of the group that takes a while to die (it holds 512 MB:
+ *     the kernel frees it, ~100 ms, as a process in D state would finish
+ *     its write) is gone, reaped, before the key leaves any master. (run's
+ *     kill(-group, SIGKILL) used to kill the helper too, and run released
+ *     the moment the helper was gone.) */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -322,6 +328,44 @@ int main(int argc, char **argv) {
     TEST_FAIL("g2) run killed: a process of the group ran %lld ms past the "
               "key's expiry (the lock's validity had ended)",
               (long long)took - (long long)expiry);
+  unlink(spid);
+
+  /* h) SIGKILL after --grace: released only once the group is gone. */
+  snprintf(script, sizeof(script),
+           "trap '' TERM; perl -e '$x = \"a\" x (256 << 20); "
+           "open(F, \">\", $ARGV[0]) or die; print F \"$$\\n\"; "
+           "close(F); sleep 100' %s & wait; wait", spid);
+  {
+    char *av[] = {"redlock", "run", "--grace", "300ms", "job-h", "--", "sh",
+                  "-c", script, NULL};
+    run = harness_spawn(cli, av, out, err);
+  }
+  sleeper = read_pid(spid);
+  ASSERT_EQ(held_on(srv, "job-h"), N);
+  t0 = harness_now_ms();
+  ASSERT_EQ(kill(run, SIGTERM), 0);
+  while (held_on(srv, "job-h") == N) {
+    if (harness_now_ms() > t0 + (uint64_t)harness_bound_ms(10000))
+      TEST_FAIL("h) the lock was not released within 10 s of SIGTERM");
+  }
+  took = harness_now_ms() - t0;
+  if (!gone(sleeper)) {
+    uint64_t t_rel = harness_now_ms();
+    int late = wait_gone(sleeper, (uint64_t)harness_bound_ms(5000));
+    TEST_FAIL("h) the key left a master %llu ms after SIGTERM while a "
+              "process of the job's group was still alive (it was gone "
+              "%s%llu ms later): run released when the exec helper died, "
+              "not when the group was empty",
+              (unsigned long long)took, late != 0 ? "not even " : "",
+              (unsigned long long)(harness_now_ms() - t_rel));
+  }
+  st = harness_wait_exit(run, (uint64_t)harness_bound_ms(5000));
+  fprintf(stderr, "h) SIGKILL after --grace 300ms: released %llu ms after "
+          "SIGTERM, the group's slow-dying process gone before; run exit "
+          "%d\n", (unsigned long long)took, st);
+  ASSERT_EQ(st, 143);
+  ASSERT_GE(took, 300);
+  ASSERT_EQ(held_on(srv, "job-h"), 0);
   unlink(spid);
 
   /* d) statuses through the helper. */

@@ -122,15 +122,32 @@ void close_signals(void) {
   uv_close((uv_handle_t *)&grace_timer, NULL);
 }
 
+#define JOB_KILL_NOW 0   /* on the helper's socket, for a validity's end:
+                            SIGKILL the group now (kill_job) */
+
 /* The command runs in a process group of its own (the exec helper makes
  * it): a signal for it goes to the whole group, so a shell's children stop
  * with it. Until the helper has made the group, to the helper alone. */
+
 static void signal_job(int sig) {
   int pid = uv_process_get_pid(&child);
   if (pid <= 0)
     return;
   if (kill(-pid, sig) != 0)
     kill(pid, sig);
+}
+
+/* SIGKILL for the job's group, through the exec helper when there is
+ * one: it leaves the group, kills it and exits only once it has reaped
+ * every member. kill(-group, SIGKILL) from here would kill the helper
+ * too, and its exit (our cue to release) could come while members are
+ * still dying (a large memory to free, a write in flight in D state). */
+static void kill_job(void) {
+  int64_t now_please = JOB_KILL_NOW;
+  if (job_fd >= 0 && send(job_fd, &now_please, sizeof(now_please),
+                          MSG_NOSIGNAL) == (ssize_t)sizeof(now_please))
+    return;
+  signal_job(SIGKILL);   /* no helper, or it is gone: as before */
 }
 
 static int64_t grace_now_ms;   /* this escalation's grace */
@@ -143,7 +160,7 @@ static void on_grace_over(uv_timer_t *t) {
           "SIGKILL\n", child_argv[0], (long long)grace_now_ms);
   if (!lost)
     term_escalated = 1;
-  signal_job(SIGKILL);
+  kill_job();
 }
 
 static void start_grace_ms(int64_t ms) {
@@ -581,6 +598,13 @@ static void start_child(void) {
  *    to FD (8 bytes): at that end the helper writes 'X' to FD and
  *    SIGKILLs the group, itself with it, whether run is alive, stopped or
  *    gone: no process of the job outlives the lock's validity;
+ *  - 0 instead of a validity's end on FD: run's SIGKILL (--grace over).
+ *    The helper leaves the group (for run's, alive since it asks), then
+ *    SIGKILLs it and goes on reaping until ECHILD as above: run releases
+ *    when the group is empty, not when the helper is (a member may take
+ *    a while to die: memory to free, a write in D state). Bounded by the
+ *    validity's end still; when the helper cannot leave the group, it
+ *    dies with it (as run's own kill(-group) would have done);
  *  - if run dies (SIGKILL, out of memory), the kernel tells the helper
  *    (PR_SET_PDEATHSIG), which sends SIGTERM to the whole group, then
  *    SIGKILL after GRACE_MS (at the validity's end if that is sooner);
@@ -593,9 +617,11 @@ static const int helper_ignored[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM,
                                      SIGUSR1, SIGUSR2, SIGTTOU};
 #define N_HELPER_IGNORED (sizeof(helper_ignored) / sizeof(helper_ignored[0]))
 
+static pid_t helper_group;   /* the job's; the helper may have left it */
+
 static void on_parent_gone(int sig) {
   (void)sig;
-  kill(0, SIGTERM);   /* the group: the helper ignores it */
+  kill(-helper_group, SIGTERM);   /* the helper ignores it */
 }
 
 static void on_helper_sigchld(int sig) {
@@ -608,6 +634,7 @@ int exec_helper(int argc, char **argv) {
   pid_t front = -1;
   pid_t pid, self;
   int st = 0, child_done = 0, run_gone = 0, fd_open = 1, fd;
+  int kill_asked = 0, killed = 0, left_group = 0;
   sigset_t block, wait_mask;
   size_t i;
   if (argc < 7)
@@ -620,6 +647,7 @@ int exec_helper(int argc, char **argv) {
     signal(helper_ignored[i], SIG_IGN);
   setpgid(0, 0);
   self = getpid();
+  helper_group = self;
   if (fd < 3 || fcntl(fd, F_SETFD, FD_CLOEXEC) != 0)   /* never CMD's */
     fd_open = 0;   /* no socket: the deadline given stands */
   else
@@ -695,12 +723,26 @@ int exec_helper(int argc, char **argv) {
       int64_t v;
       ssize_t r = read(fd, &v, sizeof(v));
       if (r == (ssize_t)sizeof(v)) {
-        valid_until = v;
+        if (v == JOB_KILL_NOW)
+          kill_asked = 1;
+        else
+          valid_until = v;
         continue;
       }
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
         fd_open = 0;   /* run closed it: the last deadline stands */
       break;
+    }
+    if (kill_asked && !killed) {
+      /* run's SIGKILL: out of the group first (into run's), so that it
+       * spares the helper, which stays to reap the group. */
+      pid_t run_group = getpgid((pid_t)parent);
+      killed = 1;
+      if ((long)getppid() == parent && run_group > 0 &&
+          setpgid(0, run_group) == 0)
+        left_group = 1;
+      kill(-self, SIGKILL);   /* the helper with it if it could not leave */
+      continue;   /* reap */
     }
     deadline = valid_until < kill_at ? valid_until : kill_at;
     now = boot_ns();
@@ -708,7 +750,9 @@ int exec_helper(int argc, char **argv) {
       if (fd_open && send(fd, "X", 1, MSG_NOSIGNAL) < 0) {
         /* run is gone: nobody to tell */
       }
-      kill(0, SIGKILL);   /* the group, the helper with it */
+      kill(-self, SIGKILL);   /* the group, the helper with it */
+      if (left_group)
+        kill(self, SIGKILL);   /* no longer in it */
       return EXIT_FAIL;
     }
     ts.tv_sec = (time_t)((deadline - now) / 1000000000);
