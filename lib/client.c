@@ -259,6 +259,8 @@ static void warn_refusal(redlock_client_t *c, redlock__node *n) {
  *    behind a connection that stayed open makes a new instance (node.c);
  *  - declared masters' persistence, every 3 s (guard.c, 6.), and a
  *    sentinel group primary's min-replicas settings (node.c);
+ *  - marks of broken durability declarations whose write failed, again
+ *    (guard.c, 6.);
  *  - each cluster's topology, every 5 s (a reshard or a failover that no
  *    redirection showed yet). */
 static void on_recheck(uv_timer_t *t) {
@@ -275,6 +277,7 @@ static void on_recheck(uv_timer_t *t) {
         c->ticks % RECHECK_TICKS == 0)
       redlock__node_recheck(n);
   }
+  redlock__guard_tick(&c->guard);   /* marks whose write failed */
   if (c->ticks % REFRESH_TICKS == 0)
     for (i = 0; i < c->n; i++)
       if (c->clusters[i] != NULL)

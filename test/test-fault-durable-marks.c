@@ -28,6 +28,15 @@
  *     M3 while A holds the lock on M2 and (validly) a quorum when it
  *     decided.
  *
+ *  d) a mark whose write fails is written later: M2 and M3 refuse the
+ *     clients HSET (ACL) when the observer sees M1 break; it warns
+ *     (naming the master, the key and the permission) and tries again
+ *     while it lives. Once the ACL allows it the mark is on M2 and M3
+ *     without any new handshake, and a new client after M1's restart
+ *     finds it. The old code sent the HSET once and never looked at
+ *     the reply: no mark anywhere, and the new client counted M1's next
+ *     instance at once.
+ *
  *  c) a mark is not forever: once M1's next instance (durable) has been
  *     guarded for one window, a client that counts it again drops the
  *     mark, and a later restart of M1 (the declaration kept) costs
@@ -386,6 +395,70 @@ static void case_c(uv_loop_t *loop) {
   tu_close_client(loop, b);
 }
 
+/* Whether M1's mark is on M2 or M3 (the observer's loop runs meanwhile:
+ * its retries are timers). */
+static int marked_again(void *arg) {
+  tu_run_for(arg, 20);
+  return marked_on(1) || marked_on(2);
+}
+
+static void case_d(uv_loop_t *loop) {
+  redlock_client_t *obs, *a, *b;
+  redlock_lock_t *l;
+  redlock_acquire_opts one = {.wait_ms = -1};
+  tu_op op;
+  spin sp = {loop, "now reports appendonly no"};
+  spin sw = {loop, "could not be written"};
+  char ok[64];
+  uint64_t t0;
+  int i;
+  warnings[0] = '\0';
+  a = client(loop, 0, -1, N);   /* records the deployment's ttl */
+  ASSERT_EQ(redlock_lock_new(a, "kd", 2, &l), 0);
+  ASSERT_EQ(tu_acquire(loop, l, TTL, &one, &op), 0);
+  ASSERT_EQ(tu_release(loop, l, &op), 0);
+  ASSERT_EQ(redlock_lock_free(l), 0);
+  tu_close_client(loop, a);
+  for (i = 1; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], ok, sizeof(ok),
+                           "ACL SETUSER default -hset"), 0);
+  obs = client(loop, 1, 0, N);
+  ASSERT_EQ(harness_cmdf(&srv[0], ok, sizeof(ok), "CONFIG SET appendonly no"),
+            0);
+  if (harness_wait_for(warned, &sp, harness_bound_ms(10000)) != 0)
+    TEST_FAIL("d) the observer did not see the declaration break: \"%s\"",
+              warnings);
+  tu_run_for(loop, 200);   /* the HSETs had time to come back refused */
+  ASSERT(!marked_on(1) && !marked_on(2));
+  for (i = 1; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], ok, sizeof(ok),
+                           "ACL SETUSER default +hset"), 0);
+  /* No handshake happens meanwhile: only a retry writes the mark. */
+  t0 = harness_now_ms();
+  if (harness_wait_for(marked_again, loop, harness_bound_ms(15000)) != 0)
+    TEST_FAIL("d) the mark never reached M2 or M3 after %llu ms with HSET "
+              "allowed again (on M2 %d, on M3 %d): a failed write was not "
+              "retried", (unsigned long long)(harness_now_ms() - t0),
+              marked_on(1), marked_on(2));
+  fprintf(stderr, "d) the mark was written %llu ms after HSET was allowed\n",
+          (unsigned long long)(harness_now_ms() - t0));
+  /* The refusal was told, once, naming the master, the key and what the
+   * client's user needs. */
+  if (!warned(&sw) || strstr(warnings, "HSET") == NULL ||
+      strstr(warnings, "d:__redlock__:broke") == NULL)
+    TEST_FAIL("d) no warning about the mark's failed write: \"%s\"",
+              warnings);
+  tu_close_client(loop, obs);
+  restart(0);
+  b = client(loop, 1, 0, N);
+  {
+    mark_read mr = {loop, b};
+    if (harness_wait_for(saw_mark, &mr, harness_bound_ms(5000)) != 0)
+      TEST_FAIL("d) the new client did not find the mark");
+  }
+  tu_close_client(loop, b);
+}
+
 int main(int argc, char **argv) {
   uv_loop_t loop;
   const char *only = argc > 1 ? argv[1] : "";
@@ -406,6 +479,10 @@ int main(int argc, char **argv) {
   if (*only == '\0' || strchr(only, 'c')) {
     prefix = "c:";
     case_c(&loop);
+  }
+  if (*only == '\0' || strchr(only, 'd')) {
+    prefix = "d:";
+    case_d(&loop);
   }
   harness_loop_close(&loop, 10000);
   harness_stop_all();
