@@ -147,7 +147,14 @@
  *    broke", field the master's address (host:port as configured), value
  *    the instance that broke (run_id/replid). Not on the master itself:
  *    it loses what it is told while its persistence is off. The client
- *    stamps it again at every handshake of another master. A declared
+ *    stamps it again at every handshake of another master. A stamp is
+ *    done on a master only once it answered the HSET with an integer: a
+ *    refusal (ACL, OOM), a timeout or a lost connection is warned about
+ *    once per mark and sent again from the client's tick (0.5 s doubling
+ *    to 8 s) while the client lives, and a client closing while a mark is
+ *    on no other master waits for it (bounded) and then says so
+ *    (client.c): a new client could not know of the break. Dropping a
+ *    mark is not checked (one left behind costs a window, not safety). A declared
  *    master's instance that reports durable is cleared only once a read
  *    answered by EVERY other master found no mark for its address (its
  *    verdicts wait for that read, like the record's); with a mark (the

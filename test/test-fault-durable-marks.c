@@ -37,6 +37,11 @@
  *     the reply: no mark anywhere, and the new client counted M1's next
  *     instance at once.
  *
+ *  e) a client closed while its mark is written on no other master
+ *     (HSET denied for good) says so when it closes, after waiting a
+ *     bounded time for a retry: a CLI call must not exit as if the
+ *     break were known. The old code closed silently.
+ *
  *  c) a mark is not forever: once M1's next instance (durable) has been
  *     guarded for one window, a client that counts it again drops the
  *     mark, and a later restart of M1 (the declaration kept) costs
@@ -459,6 +464,38 @@ static void case_d(uv_loop_t *loop) {
   tu_close_client(loop, b);
 }
 
+static void case_e(uv_loop_t *loop) {
+  redlock_client_t *obs;
+  spin sp = {loop, "now reports appendonly no"};
+  char ok[64], want[300];
+  uint64_t t0;
+  int i;
+  warnings[0] = '\0';
+  for (i = 1; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], ok, sizeof(ok),
+                           "ACL SETUSER default -hset"), 0);
+  obs = client(loop, 1, 0, N);
+  ASSERT_EQ(harness_cmdf(&srv[0], ok, sizeof(ok), "CONFIG SET appendonly no"),
+            0);
+  if (harness_wait_for(warned, &sp, harness_bound_ms(10000)) != 0)
+    TEST_FAIL("e) the observer did not see the declaration break: \"%s\"",
+              warnings);
+  t0 = harness_now_ms();
+  tu_close_client(loop, obs);
+  fprintf(stderr, "e) closed in %llu ms\n",
+          (unsigned long long)(harness_now_ms() - t0));
+  snprintf(want, sizeof(want), "closed while the mark that %s broke",
+           harness_addr(&srv[0]));
+  if (strstr(warnings, want) == NULL)
+    TEST_FAIL("e) closed without saying the mark is nowhere: \"%s\"",
+              warnings);
+  ASSERT(!marked_on(1) && !marked_on(2));
+  for (i = 1; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], ok, sizeof(ok),
+                           "ACL SETUSER default +hset"), 0);
+  restart(0);
+}
+
 int main(int argc, char **argv) {
   uv_loop_t loop;
   const char *only = argc > 1 ? argv[1] : "";
@@ -483,6 +520,10 @@ int main(int argc, char **argv) {
   if (*only == '\0' || strchr(only, 'd')) {
     prefix = "d:";
     case_d(&loop);
+  }
+  if (*only == '\0' || strchr(only, 'e')) {
+    prefix = "e:";
+    case_e(&loop);
   }
   harness_loop_close(&loop, 10000);
   harness_stop_all();
