@@ -4,8 +4,9 @@
  * instance can have started, and whether its votes count; its clock
  * readings, the steps seen and its skew against the other masters; the
  * record of the deployment's longest ttl and its reads; the masters' clock
- * records; the marks of broken durability declarations (6.), stamped on,
- * read from and dropped from the other masters; configuration warnings.
+ * records; the marks of broken durability declarations (6.), stamped on
+ * (each write checked and retried), read from and dropped from the other
+ * masters; configuration warnings.
  * Does not own: the votes themselves (round.c asks for a verdict on each
  * YES of an acquisition, once the clock reading that followed it came).
  *
