@@ -973,15 +973,15 @@ static void on_stamp_reply(redlock__req *req, const redlock__reply *r,
   if (gn->stamp_warned || g->closing)
     return;
   gn->stamp_warned = 1;
+  /* The key before the server's text: the message is cut at 300. */
   warn(g, i, "the mark that %s broke its durability declaration could not "
-       "be written on %s (%.60s): the client's user needs HSET on %.*s; "
-       "retrying while this client is open", g->nodes[i].uri.display,
-       g->nodes[j].uri.display,
+       "be written on %s: the client's user needs HSET on %.*s; retrying "
+       "while this client is open (%.70s)", g->nodes[i].uri.display,
+       g->nodes[j].uri.display, (int)g->broke_keylen, g->broke_key,
        r != NULL && r->type == REDLOCK__R_ERROR && r->str != NULL
            ? r->str
            : (error && errstr != NULL && errstr[0] != '\0' ? errstr
-                                                           : "no reply"),
-       (int)g->broke_keylen, g->broke_key);
+                                                           : "no reply"));
 }
 
 /* Master i's mark on node j (a plain node that is up and not of master
