@@ -259,6 +259,8 @@ static void warn_refusal(redlock_client_t *c, redlock__node *n) {
  *    behind a connection that stayed open makes a new instance (node.c);
  *  - declared masters' persistence, every 3 s (guard.c, 6.), and a
  *    sentinel group primary's min-replicas settings (node.c);
+ *  - marks of broken durability declarations whose write failed, again
+ *    (guard.c, 6.);
  *  - each cluster's topology, every 5 s (a reshard or a failover that no
  *    redirection showed yet). */
 static void on_recheck(uv_timer_t *t) {
@@ -275,6 +277,7 @@ static void on_recheck(uv_timer_t *t) {
         c->ticks % RECHECK_TICKS == 0)
       redlock__node_recheck(n);
   }
+  redlock__guard_tick(&c->guard);   /* marks whose write failed */
   if (c->ticks % REFRESH_TICKS == 0)
     for (i = 0; i < c->n; i++)
       if (c->clusters[i] != NULL)
@@ -646,6 +649,32 @@ static void on_close_timer(uv_timer_t *t) {
   redlock_client_t *c = t->data;
   redlock__queue *q;
   unsigned i;
+  char name[300], msg[1000];
+  unsigned left;
+  /* A mark of a broken durability declaration that no other master
+   * confirmed (guard.c, 6.): a new client could not know of the break,
+   * and would count that master's next instance. Waited for (the
+   * background tick sends it again), bounded by three command timeouts
+   * and two ticks; then said, also while closing. */
+  left = redlock__guard_marks_unconfirmed(&c->guard, name, sizeof(name));
+  if (c->close_stage == 0 && left > 0) {
+    redlock__ns now = redlock__now_ns();
+    if (c->close_marks_until == 0)
+      c->close_marks_until =
+          now + (redlock__ns)(3 * c->command_timeout_ms + 2 * TICK_MS) *
+                    1000000;
+    if (now < c->close_marks_until) {
+      uv_timer_start(&c->close_timer, on_close_timer, 50, 0);
+      return;
+    }
+    snprintf(msg, sizeof(msg), "closed while the mark that %s broke its "
+             "durability declaration is written on no other master%s: a "
+             "new client will count its next instance (give the clients' "
+             "user HSET on the marks' key, or keep %s guarded by hand)",
+             name, left > 1 ? " (and others)" : "", name);
+    if (c->warn_cb != NULL)
+      c->warn_cb(c, msg, c->warn_arg);
+  }
   c->close_stage = 1;
   c->nodes_open = c->n_nodes;
   uv_timer_stop(&c->recheck_timer);

@@ -86,6 +86,9 @@ struct redlock_client_s {
   unsigned in_api;             /* > 0 inside a public call */
   int closing;
   int close_stage;             /* 1: closing down, 2: final handles */
+  redlock__ns close_marks_until;   /* closing waits until then for marks
+                                      no other master confirmed (0: not
+                                      waiting yet) */
   int wake_closed;
   unsigned nodes_open;
   unsigned handles_open;       /* flusher + close timer + tq */

@@ -4,8 +4,9 @@
  * instance can have started, and whether its votes count; its clock
  * readings, the steps seen and its skew against the other masters; the
  * record of the deployment's longest ttl and its reads; the masters' clock
- * records; the marks of broken durability declarations (6.), stamped on,
- * read from and dropped from the other masters; configuration warnings.
+ * records; the marks of broken durability declarations (6.), stamped on
+ * (each write checked and retried), read from and dropped from the other
+ * masters; configuration warnings.
  * Does not own: the votes themselves (round.c asks for a verdict on each
  * YES of an acquisition, once the clock reading that followed it came).
  *
@@ -147,7 +148,14 @@
  *    broke", field the master's address (host:port as configured), value
  *    the instance that broke (run_id/replid). Not on the master itself:
  *    it loses what it is told while its persistence is off. The client
- *    stamps it again at every handshake of another master. A declared
+ *    stamps it again at every handshake of another master. A stamp is
+ *    done on a master only once it answered the HSET with an integer: a
+ *    refusal (ACL, OOM), a timeout or a lost connection is warned about
+ *    once per mark and sent again from the client's tick (0.5 s doubling
+ *    to 8 s) while the client lives, and a client closing while a mark is
+ *    on no other master waits for it (bounded) and then says so
+ *    (client.c): a new client could not know of the break. Dropping a
+ *    mark is not checked (one left behind costs a window, not safety). A declared
  *    master's instance that reports durable is cleared only once a read
  *    answered by EVERY other master found no mark for its address (its
  *    verdicts wait for that read, like the record's); with a mark (the
@@ -286,7 +294,9 @@ int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
   g->gn = redlock__calloc(n, sizeof(*g->gn));
   g->read_ok = redlock__calloc(n_masters, 1);
   g->marks_ok = redlock__calloc(n_masters, 1);
-  if (g->gn == NULL || g->read_ok == NULL || g->marks_ok == NULL)
+  g->stamp = redlock__calloc((size_t)n_masters * (n > 0 ? n : 1), 1);
+  if (g->gn == NULL || g->read_ok == NULL || g->marks_ok == NULL ||
+      g->stamp == NULL)
     return REDLOCK_ENOMEM;
   for (i = 0; i < n; i++)
     redlock__queue_init(&g->gn[i].clock_waiters);
@@ -298,6 +308,8 @@ void redlock__guard_free(redlock__guard *g) {
   redlock__free(g->read_ok);
   redlock__free(g->marks_ok);
   g->marks_ok = NULL;
+  redlock__free(g->stamp);
+  g->stamp = NULL;
   g->gn = NULL;
   g->read_ok = NULL;
 }
@@ -929,9 +941,54 @@ static int decl_waiting(const redlock__guard *g) {
   return 0;
 }
 
-/* Fire and forget: master i's mark on node j (a plain node that is up
- * and not of master i). A mark that is lost only makes others see less;
- * this client stamps it again at j's next handshake. */
+#define STAMP_BACKOFF_MIN_MS 500
+#define STAMP_BACKOFF_MAX_MS 8000
+
+/* Node j's answer to master i's mark (req->tag: i * n + j; req->kind: the
+ * mark's generation). Only an integer (HSET's count) means the mark is
+ * there: an error (NOPERM, OOM, READONLY), a timeout or a lost connection
+ * leaves it to be sent again, and is told once per mark. */
+static void on_stamp_reply(redlock__req *req, const redlock__reply *r,
+                           int error, const char *errstr) {
+  redlock__guard *g = req->owner;
+  unsigned i = req->tag / g->n, j = req->tag % g->n;
+  redlock__guard_node *gn;
+  if (g->stamp == NULL || i >= g->n_masters)
+    return;
+  gn = &g->gn[i];
+  if (req->kind != gn->stamp_gen || gn->mark[0] == '\0' ||
+      g->stamp[req->tag] != GUARD_STAMP_SENT)
+    return;   /* an older mark's, or stamped again meanwhile */
+  if (r != NULL && r->type == REDLOCK__R_INTEGER) {
+    g->stamp[req->tag] = GUARD_STAMP_DONE;
+    return;
+  }
+  g->stamp[req->tag] = GUARD_STAMP_FAILED;
+  if (gn->stamp_backoff_ms == 0)
+    gn->stamp_backoff_ms = STAMP_BACKOFF_MIN_MS;
+  gn->stamp_retry_ns = redlock__now_ns() +
+                       (redlock__ns)gn->stamp_backoff_ms * 1000000;
+  if (gn->stamp_backoff_ms < STAMP_BACKOFF_MAX_MS)
+    gn->stamp_backoff_ms *= 2;
+  if (gn->stamp_warned || g->closing)
+    return;
+  gn->stamp_warned = 1;
+  /* The key before the server's text: the message is cut at 300. */
+  warn(g, i, "the mark that %s broke its durability declaration could not "
+       "be written on %s: the client's user needs HSET on %.*s; retrying "
+       "while this client is open (%.70s)", g->nodes[i].uri.display,
+       g->nodes[j].uri.display, (int)g->broke_keylen, g->broke_key,
+       r != NULL && r->type == REDLOCK__R_ERROR && r->str != NULL
+           ? r->str
+           : (error && errstr != NULL && errstr[0] != '\0' ? errstr
+                                                           : "no reply"));
+}
+
+/* Master i's mark on node j (a plain node that is up and not of master
+ * i), checked: done on j once j answered the HSET with an integer
+ * (on_stamp_reply). A restarted j lost it: this client stamps it again
+ * at j's every handshake, and a failed write at the next tick after its
+ * backoff (redlock__guard_tick). */
 static void stamp_on(redlock__guard *g, unsigned i, unsigned j) {
   redlock__node *node = &g->nodes[j];
   const char *argv[4];
@@ -942,8 +999,10 @@ static void stamp_on(redlock__guard *g, unsigned i, unsigned j) {
       node->master == i || node->state != REDLOCK__NODE_UP)
     return;
   req = redlock__node_req(node);
-  if (req == NULL)
+  if (req == NULL) {
+    g->stamp[i * g->n + j] = GUARD_STAMP_FAILED;
     return;
+  }
   mark_field(&g->nodes[i], field, sizeof(field));
   argv[0] = "HSET";
   lens[0] = 4;
@@ -954,6 +1013,11 @@ static void stamp_on(redlock__guard *g, unsigned i, unsigned j) {
   argv[3] = g->gn[i].mark;
   lens[3] = strlen(g->gn[i].mark);
   req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
+  req->cb = on_stamp_reply;
+  req->owner = g;
+  req->tag = i * g->n + j;
+  req->kind = g->gn[i].stamp_gen;
+  g->stamp[i * g->n + j] = GUARD_STAMP_SENT;
   (void)redlock__node_submit(node, req, 4, argv, lens);
 }
 
@@ -964,8 +1028,49 @@ static void mark_broken(redlock__guard *g, unsigned i, const char *ident) {
   if (i >= g->n_masters || !is_plain(&g->nodes[i]))
     return;
   redlock__strlcpy(g->gn[i].mark, ident, sizeof(g->gn[i].mark));
+  g->gn[i].stamp_gen++;
+  g->gn[i].stamp_warned = 0;
+  g->gn[i].stamp_backoff_ms = 0;
+  memset(&g->stamp[i * g->n], GUARD_STAMP_NONE, g->n);
   for (j = 0; j < g->n; j++)
     stamp_on(g, i, j);
+}
+
+void redlock__guard_tick(redlock__guard *g) {
+  redlock__ns now = redlock__now_ns();
+  unsigned i, j;
+  if (g->stamp == NULL || g->closing)
+    return;
+  for (i = 0; i < g->n_masters; i++) {
+    if (g->gn[i].mark[0] == '\0' || now < g->gn[i].stamp_retry_ns)
+      continue;
+    for (j = 0; j < g->n; j++)
+      if (g->stamp[i * g->n + j] == GUARD_STAMP_FAILED)
+        stamp_on(g, i, j);
+  }
+}
+
+unsigned redlock__guard_marks_unconfirmed(const redlock__guard *g,
+                                          char *name, size_t len) {
+  unsigned i, j, count = 0;
+  if (g->stamp == NULL || g->broke_key == NULL)
+    return 0;
+  for (i = 0; i < g->n_masters; i++) {
+    int done = 0, other = 0;
+    if (g->gn[i].mark[0] == '\0')
+      continue;
+    for (j = 0; j < g->n; j++) {
+      if (g->nodes[j].master == i || g->nodes[j].cluster != NULL)
+        continue;
+      other = 1;
+      done |= g->stamp[i * g->n + j] == GUARD_STAMP_DONE;
+    }
+    if (!other || done)
+      continue;   /* N = 1: nowhere to write it (README) */
+    if (count++ == 0 && name != NULL && len > 0)
+      snprintf(name, len, "%s", g->nodes[i].uri.display);
+  }
+  return count;
 }
 
 /* Fire and forget: drop master i's mark on node j if it still names

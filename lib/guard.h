@@ -41,6 +41,15 @@ enum {
   GUARD_DECL_MARKED           /* a mark names it: not cleared */
 };
 
+/* A mark's write on one node (guard.c, 6.). */
+enum {
+  GUARD_STAMP_NONE = 0,       /* not sent (no mark, or the node not up) */
+  GUARD_STAMP_SENT,           /* HSET in flight */
+  GUARD_STAMP_DONE,           /* the node answered it with an integer */
+  GUARD_STAMP_FAILED          /* an error, a timeout, a lost connection:
+                                 sent again (redlock__guard_tick) */
+};
+
 /* How a step was seen (guard.c, 3.). */
 enum {
   GUARD_STEP_TRACKED = 1,     /* between two readings of this client */
@@ -69,6 +78,11 @@ typedef struct redlock__guard_node {
   char read_mark[REDLOCK__IDENT_LEN];   /* the read in flight's */
   char forget[REDLOCK__IDENT_LEN];   /* an obsolete mark this client
                                         drops ("" none) */
+  uint8_t stamp_gen;          /* bumped with `mark`: a late reply to an
+                                 older mark's HSET confirms nothing */
+  int stamp_warned;           /* warned: that mark's write failed */
+  int64_t stamp_backoff_ms;   /* the wait before its next retry */
+  redlock__ns stamp_retry_ns; /* a failed write is sent again from then */
   int decl;                   /* GUARD_DECL_*: the declaration's part */
   int decl_failed;            /* the last marks read missed a master */
   int told_failover;          /* warned: a declared node of a cluster or a
@@ -137,6 +151,8 @@ typedef struct redlock__guard {
   unsigned read_answered;     /* masters with an answer */
   uint8_t *read_ok;           /* n_masters: that master answered */
   uint8_t *marks_ok;          /* n_masters: its marks were read */
+  uint8_t *stamp;             /* n_masters * n: GUARD_STAMP_* of master i's
+                                 mark on node j (stamp[i * n + j]) */
   int64_t read_max;
   unsigned read_gen;
   redlock__queue waiters;     /* rounds with votes waiting for a read */
@@ -163,6 +179,14 @@ void redlock__guard_node_down(redlock__guard *g, unsigned idx);
 void redlock__guard_clock(redlock__guard *g, unsigned idx);
 /* A re-check of a declared master answered (node->durable). */
 void redlock__guard_durable(redlock__guard *g, unsigned idx);
+/* The client's background tick (every second): marks whose write failed
+ * are sent again, with a bounded backoff (guard.c, 6.). */
+void redlock__guard_tick(redlock__guard *g);
+/* How many masters this client saw break whose mark no other master
+ * confirmed yet (a new client could not know of the break); the first
+ * one's address in `name` (may be NULL). */
+unsigned redlock__guard_marks_unconfirmed(const redlock__guard *g,
+                                          char *name, size_t len);
 /* Stop reading; wake every waiter (client close). */
 void redlock__guard_close(redlock__guard *g);
 

@@ -28,6 +28,20 @@
  *     M3 while A holds the lock on M2 and (validly) a quorum when it
  *     decided.
  *
+ *  d) a mark whose write fails is written later: M2 and M3 refuse the
+ *     clients HSET (ACL) when the observer sees M1 break; it warns
+ *     (naming the master, the key and the permission) and tries again
+ *     while it lives. Once the ACL allows it the mark is on M2 and M3
+ *     without any new handshake, and a new client after M1's restart
+ *     finds it. The old code sent the HSET once and never looked at
+ *     the reply: no mark anywhere, and the new client counted M1's next
+ *     instance at once.
+ *
+ *  e) a client closed while its mark is written on no other master
+ *     (HSET denied for good) says so when it closes, after waiting a
+ *     bounded time for a retry: a CLI call must not exit as if the
+ *     break were known. The old code closed silently.
+ *
  *  c) a mark is not forever: once M1's next instance (durable) has been
  *     guarded for one window, a client that counts it again drops the
  *     mark, and a later restart of M1 (the declaration kept) costs
@@ -386,6 +400,113 @@ static void case_c(uv_loop_t *loop) {
   tu_close_client(loop, b);
 }
 
+/* Whether M1's mark is on M2 or M3 (the observer's loop runs meanwhile:
+ * its retries are timers). */
+static int marked_again(void *arg) {
+  tu_run_for(arg, 20);
+  return marked_on(1) || marked_on(2);
+}
+
+static void case_d(uv_loop_t *loop) {
+  redlock_client_t *obs, *a, *b;
+  redlock_lock_t *l;
+  redlock_acquire_opts one = {.wait_ms = -1};
+  tu_op op;
+  spin sp = {loop, "now reports appendonly no"};
+  spin sw = {loop, "could not be written"};
+  char ok[64];
+  uint64_t t0;
+  int i;
+  warnings[0] = '\0';
+  a = client(loop, 0, -1, N);   /* records the deployment's ttl */
+  ASSERT_EQ(redlock_lock_new(a, "kd", 2, &l), 0);
+  ASSERT_EQ(tu_acquire(loop, l, TTL, &one, &op), 0);
+  ASSERT_EQ(tu_release(loop, l, &op), 0);
+  ASSERT_EQ(redlock_lock_free(l), 0);
+  tu_close_client(loop, a);
+  for (i = 1; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], ok, sizeof(ok),
+                           "ACL SETUSER default -hset"), 0);
+  obs = client(loop, 1, 0, N);
+  ASSERT_EQ(harness_cmdf(&srv[0], ok, sizeof(ok), "CONFIG SET appendonly no"),
+            0);
+  if (harness_wait_for(warned, &sp, harness_bound_ms(10000)) != 0)
+    TEST_FAIL("d) the observer did not see the declaration break: \"%s\"",
+              warnings);
+  tu_run_for(loop, 200);   /* the HSETs had time to come back refused */
+  ASSERT(!marked_on(1) && !marked_on(2));
+  for (i = 1; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], ok, sizeof(ok),
+                           "ACL SETUSER default +hset"), 0);
+  /* No handshake happens meanwhile: only a retry writes the mark. */
+  t0 = harness_now_ms();
+  if (harness_wait_for(marked_again, loop, harness_bound_ms(15000)) != 0)
+    TEST_FAIL("d) the mark never reached M2 or M3 after %llu ms with HSET "
+              "allowed again (on M2 %d, on M3 %d): a failed write was not "
+              "retried", (unsigned long long)(harness_now_ms() - t0),
+              marked_on(1), marked_on(2));
+  fprintf(stderr, "d) the mark was written %llu ms after HSET was allowed\n",
+          (unsigned long long)(harness_now_ms() - t0));
+  /* The refusal was told, once, naming the master, the key and what the
+   * client's user needs. */
+  if (!warned(&sw) || strstr(warnings, "HSET") == NULL ||
+      strstr(warnings, "d:__redlock__:broke") == NULL)
+    TEST_FAIL("d) no warning about the mark's failed write: \"%s\"",
+              warnings);
+  tu_close_client(loop, obs);
+  restart(0);
+  b = client(loop, 1, 0, N);
+  {
+    mark_read mr = {loop, b};
+    if (harness_wait_for(saw_mark, &mr, harness_bound_ms(5000)) != 0)
+      TEST_FAIL("d) the new client did not find the mark");
+  }
+  tu_close_client(loop, b);
+}
+
+static void on_closed(redlock_client_t *c, void *arg) {
+  (void)c;
+  *(volatile int *)arg = 1;
+}
+
+static void case_e(uv_loop_t *loop) {
+  redlock_client_t *obs;
+  volatile int closed = 0;
+  spin sp = {loop, "now reports appendonly no"};
+  char ok[64], want[300];
+  uint64_t t0;
+  int i;
+  warnings[0] = '\0';
+  for (i = 1; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], ok, sizeof(ok),
+                           "ACL SETUSER default -hset"), 0);
+  obs = client(loop, 1, 0, N);
+  ASSERT_EQ(harness_cmdf(&srv[0], ok, sizeof(ok), "CONFIG SET appendonly no"),
+            0);
+  if (harness_wait_for(warned, &sp, harness_bound_ms(10000)) != 0)
+    TEST_FAIL("e) the observer did not see the declaration break: \"%s\"",
+              warnings);
+  /* The close waits up to 3 command timeouts (1 s here) + 2 s: bounded
+   * with a margin for a loaded machine (tu_close_client allows 10 s). */
+  t0 = harness_now_ms();
+  ASSERT_EQ(redlock_client_close(obs, on_closed, (void *)&closed), 0);
+  if (harness_run_until(loop, &closed, harness_bound_ms(20000)) != 0)
+    TEST_FAIL("e) the close did not complete in %llu ms",
+              (unsigned long long)(harness_now_ms() - t0));
+  fprintf(stderr, "e) closed in %llu ms\n",
+          (unsigned long long)(harness_now_ms() - t0));
+  snprintf(want, sizeof(want), "closed while the mark that %s broke",
+           harness_addr(&srv[0]));
+  if (strstr(warnings, want) == NULL)
+    TEST_FAIL("e) closed without saying the mark is nowhere: \"%s\"",
+              warnings);
+  ASSERT(!marked_on(1) && !marked_on(2));
+  for (i = 1; i < N; i++)
+    ASSERT_EQ(harness_cmdf(&srv[i], ok, sizeof(ok),
+                           "ACL SETUSER default +hset"), 0);
+  restart(0);
+}
+
 int main(int argc, char **argv) {
   uv_loop_t loop;
   const char *only = argc > 1 ? argv[1] : "";
@@ -406,6 +527,14 @@ int main(int argc, char **argv) {
   if (*only == '\0' || strchr(only, 'c')) {
     prefix = "c:";
     case_c(&loop);
+  }
+  if (*only == '\0' || strchr(only, 'd')) {
+    prefix = "d:";
+    case_d(&loop);
+  }
+  if (*only == '\0' || strchr(only, 'e')) {
+    prefix = "e:";
+    case_e(&loop);
   }
   harness_loop_close(&loop, 10000);
   harness_stop_all();
