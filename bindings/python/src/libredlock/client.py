@@ -23,6 +23,7 @@ the C handle.
 import asyncio
 import atexit
 import ctypes
+import gc
 import itertools
 import logging
 import math
@@ -149,8 +150,19 @@ def _error(f, rc, what, classes=None):
     per-master result at once (the next library call replaces them).
     `what` names the operation: a str, or (verb, object with .name),
     formatted only here (not on every successful call)."""
-    msg = _decode(f.redlock_last_error())
-    results = results_from(f.redlock_sync_last_result())
+    # No collection between the C call and the copy: a collection may
+    # close a garbage Client (its __del__), a blocking C call that
+    # replaces this thread's last result, freeing the one being read
+    # (a segfault in CI's Python run). gc.disable() is the process's, but
+    # only for these two reads.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        msg = _decode(f.redlock_last_error())
+        results = results_from(f.redlock_sync_last_result())
+    finally:
+        if collecting:
+            gc.enable()
     if isinstance(what, tuple):
         what = f"{what[0]} {what[1].name!r}"
     cls = (classes or {}).get(rc) or _CLASSES.get(rc, RedlockError)
