@@ -477,7 +477,7 @@ static uint64_t rnd(uint64_t *state) {   /* xorshift64 */
 }
 
 static void slow(void) {
-  harness_proxy proxy;
+  static harness_proxy proxy;   /* stopped by harness_stop_all, later */
   const char *fp = getenv("REDLOCK_FAULTPROXY");
   const char *addrs[N];
   char servers[256];
@@ -742,7 +742,9 @@ static uint64_t ended_at(const char *id, uint64_t after) {
  * stopping). Now I1 releases once its command has exited; I1 and I2's
  * commands never overlap. */
 static void stepped_down_keeps_lock(void) {
-  harness_proxy proxy;
+  /* Static: the harness keeps a pointer to it and stops it at the end
+   * (harness_stop_all), after this function has returned. */
+  static harness_proxy proxy;
   const char *fp = getenv("REDLOCK_FAULTPROXY");
   const char *addrs[N];
   char servers[256], direct[256], val[256];
