@@ -50,12 +50,14 @@ def parse(path):
             continue
         if line.startswith("## "):
             cur = {"name": line[3:].strip(), "file": None, "tests": [],
-                   "orig": [], "repl": [], "why": ""}
+                   "orig": [], "repl": [], "why": "", "pytest": None}
             mode = "head"
         elif cur is not None and line.startswith("file:"):
             cur["file"] = line[5:].strip()
         elif cur is not None and line.startswith("tests:"):
             cur["tests"] = line[6:].split()
+        elif cur is not None and line.startswith("pytest:"):
+            cur["pytest"] = line[7:].strip()
         elif cur is not None and line.startswith("why:"):
             cur["why"] = line[4:].strip()
         elif cur is not None and line == "---":
@@ -83,11 +85,11 @@ def copy_tree(dst):
         shutil.copy2(src, d)
 
 
-def run(cmd, timeout, log):
+def run(cmd, timeout, log, env=None):
     """Runs cmd in its own session; kills the session on timeout."""
     with open(log, "w") as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+                             start_new_session=True, env=env)
         try:
             return p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -167,9 +169,14 @@ def main():
                     bad += 1
                     continue
                 tlog = os.path.join(work, f"test-{i}.log")
+                env = None
+                if m["pytest"]:
+                    # python suites: only the tests of this mutant
+                    # (test/python/run.sh passes them to pytest as -k)
+                    env = dict(os.environ, REDLOCK_PYTEST_K=m["pytest"])
                 rc = run(["meson", "test", "-C", build, "--no-rebuild",
                           "--num-processes", "2", "--print-errorlogs"]
-                         + m["tests"], 1200, tlog)
+                         + m["tests"], 1200, tlog, env)
                 took = time.monotonic() - ts
                 out = open(tlog, errors="replace").read()
                 failed = sorted(set(re.findall(

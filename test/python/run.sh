@@ -59,6 +59,10 @@ export PYTHONDONTWRITEBYTECODE=1
 unset REDLOCK_SERVERS REDLOCK_PASSWORD REDLOCK_PASSWORD_FILE
 # From the tests' directory: extra arguments name test files or -k.
 cd "$src/test/python"
+# REDLOCK_PYTEST_K: a -k expression (test/mutants.py: a mutant's tests).
+if [ -n "${REDLOCK_PYTEST_K:-}" ]; then
+  set -- "$@" -k "$REDLOCK_PYTEST_K"
+fi
 # fd 3: the real stderr, for the stacks of a test past its deadline
 # (conftest.py), which pytest's capture of fd 2 would swallow.
 "$work/venv/bin/python" -m pytest -p no:cacheprovider -rs "$@" 3>&2

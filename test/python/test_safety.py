@@ -244,6 +244,92 @@ def test_ctrl_c_in_the_bookkeeping_leaks_nothing(masters):
     assert "closed" in out, out
 
 
+# (method, the window's first line after this text, its last line)
+WINDOWS = {
+    "acquire": ("ctypes.byref(o), ctypes.byref(out))", "recorded = True"),
+    "release": ("held = self._held", "called = True"),
+}
+
+
+@pytest.mark.parametrize("method", ["acquire", "release"])
+def test_ctrl_c_at_each_point_leaves_nothing_held(masters, client_of,
+                                                  method):
+    """A KeyboardInterrupt landing anywhere in the window where a grant is
+    known to C but not to the Lock object (acquire(): from the C call's
+    return until the grant is recorded; release(): from the lock leaving
+    the object until the C release) must leave nothing held on any master
+    (issue 35, item 4). The random interrupts of the probe above reach
+    these windows rarely. Here a trace function raises at each point of
+    the window where a signal's handler can run in turn: the start of a
+    line after a line that called something (CPython runs handlers as a
+    call returns, not between two plain stores)."""
+    import dis
+    import inspect
+    import sys
+
+    from libredlock.client import Lock
+    fn = getattr(Lock, method)
+    src, first = inspect.getsourcelines(fn)
+    after, last = WINDOWS[method]
+    window = set()
+    for i, text in enumerate(src):   # after the last `after` before `last`
+        if after in text:
+            window = set()
+        elif last in text:
+            window.add(first + i)
+            break
+        else:
+            window.add(first + i)
+    calls = {ins.positions.lineno for ins in dis.get_instructions(fn)
+             if ins.opname.startswith("CALL") or
+             ins.opname in ("PRECALL", "BEFORE_WITH")}
+    c = client_of(masters)
+    name = "safety-point-" + method
+    k = 0
+    while True:
+        k += 1
+        lock = c.lock(name, ttl=10)
+        if method == "release":
+            lock.acquire()
+        seen = {"n": 0, "prev": None, "at": None}
+
+        def local(frame, event, arg):
+            if event == "line":
+                line, prev = frame.f_lineno, seen["prev"]
+                seen["prev"] = line
+                if line in window and prev in calls and \
+                        seen["at"] is None:
+                    seen["n"] += 1
+                    if seen["n"] == k:
+                        seen["at"] = line
+                        raise KeyboardInterrupt
+            return local
+
+        def glob(frame, event, arg):
+            return local if frame.f_code is fn.__code__ else None
+        sys.settrace(glob)
+        try:
+            getattr(lock, method)()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        line = seen["at"]
+        if lock.held:   # a grant the object holds: its owner can release
+            lock.release()
+        left = [m.cmd("GET", name) for m in masters]
+        for m in masters:
+            m.cmd("DEL", name)
+        assert left == [None] * 3, (
+            f"Ctrl-C at line {line} of {method}() "
+            f"({src[line - first].strip() if line else ''!r}) left the "
+            f"lock held with nobody to release it: {left}")
+        assert lock.validity == 0
+        if line is None:
+            break
+    assert k > 3, f"the window of {method}() has {k - 1} points only"
+
+
 # --- smaller (issue 35, item 8) ---
 
 def test_getters_do_not_wait_for_another_threads_acquire(masters,
