@@ -41,7 +41,7 @@ static void on_wake(redlock__wake_waiter *w) {
   if (l->refused != NULL && l->round != NULL) {
     /* Asking when the holder expires: no need to know any more. */
     l->woken = 1;
-    pttl_finish(l, l->round, 0, redlock__now_ns());
+    pttl_finish(l, l->round, 0, redlock__sys_now(l->client->sys));
     return;
   }
   if (l->timer_mode != REDLOCK__TIMER_RETRY) {
@@ -282,7 +282,7 @@ static void on_pttl_decided(redlock__round *r, redlock__round_state st,
 void redlock__acquire_pttl_grace(redlock_lock_t *l) {
   l->timer_mode = REDLOCK__TIMER_IDLE;
   if (l->round != NULL && l->refused != NULL)
-    pttl_finish(l, l->round, 1, redlock__now_ns());
+    pttl_finish(l, l->round, 1, redlock__sys_now(l->client->sys));
 }
 
 /* Step 5: after a failed attempt, another one or the end. A refused
@@ -435,9 +435,9 @@ static void attempt_set(redlock_lock_t *l) {
                : redlock__lock_token_room(
                      l, REDLOCK__TOKEN_HEX + l->token_suffix_len);
   if (rc == 0)
-    rc = redlock__token_new(l->token);
+    rc = redlock__token_new(l->client->sys, l->token);
   if (rc == 0 && l->intent[0] == '\0' && REDLOCK__KIND_IS_RW(l->kind))
-    rc = redlock__token_new(l->intent);   /* the waiter's id */
+    rc = redlock__token_new(l->client->sys, l->intent);   /* the waiter's id */
   if (rc != 0) {
     acquire_fail(l, rc);
     return;
@@ -449,7 +449,7 @@ static void attempt_set(redlock_lock_t *l) {
   l->woken = 0;   /* this attempt sees any release heard before it */
   l->client->lst.attempts++;
   l->phase = REDLOCK__PHASE_SET;
-  l->acquire_start = redlock__now_ns();
+  l->acquire_start = redlock__sys_now(l->client->sys);
   if (redlock__lock_round(l, set_cmd(l), l->ttl_ms, on_set_decided, NULL) ==
       NULL)
     acquire_fail(l, REDLOCK_ENOMEM);
@@ -477,7 +477,7 @@ void redlock__acquire_attempt(redlock_lock_t *l) {
   if (l->end_at_deadline) {
     /* The wait deadline has come (schedule_retry); a timer that ran a
      * little early (the loop's cached time) waits once more. */
-    if (redlock__now_ns() < l->wait_deadline) {
+    if (redlock__sys_now(l->client->sys) < l->wait_deadline) {
       l->timer_mode = REDLOCK__TIMER_RETRY;
       redlock__lock_timer(l, 1);
       return;
@@ -612,7 +612,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   if (opts->wait_ms < 0)
     l->max_retries = 0;
   else if (opts->wait_ms > 0)
-    l->wait_deadline = redlock__now_ns() +
+    l->wait_deadline = redlock__sys_now(l->client->sys) +
                        (redlock__ns)opts->wait_ms * REDLOCK__NS_PER_MS;
   l->want_fence = opts->fence != 0;
   l->wake = opts->wake != 0;

@@ -218,7 +218,7 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
   redlock__batch *b = req->owner;
   redlock_client_t *c = b->client;
   unsigned i = req->idx;
-  redlock__ns now = r != NULL ? req->reply_ns : redlock__now_ns();
+  redlock__ns now = r != NULL ? req->reply_ns : redlock__sys_now(b->client->sys);
   int cl = c->clusters[i] != NULL;
   unsigned at = cl ? req->tag >> 16 : 0;
   unsigned len = cl ? req->tag & 0xffff : b->n;
@@ -401,7 +401,7 @@ static void batch_send(redlock__batch *b) {
     lens[argc++] = redlock__fmt_i64(nums[j], b->ttl[j]);
   }
   memset(b->votes, REDLOCK_VOTE_NONE, (size_t)c->n * k);
-  b->start = redlock__now_ns();
+  b->start = redlock__sys_now(b->client->sys);
   for (i = 0; i < c->n; i++) {
     redlock__node *n = &c->nodes[i];
     redlock__req *req;
@@ -434,7 +434,7 @@ static void batch_send(redlock__batch *b) {
                      rc == REDLOCK_ENOMEM ? rc : REDLOCK_EIO);
     }
   }
-  judge_all(b, redlock__now_ns());   /* every master may have failed */
+  judge_all(b, redlock__sys_now(b->client->sys));   /* every master may have failed */
 }
 
 int redlock__batch_add(redlock_lock_t *l) {

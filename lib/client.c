@@ -263,7 +263,7 @@ static void warn_refusal(redlock_client_t *c, redlock__node *n) {
  *    (guard.c, 6.);
  *  - each cluster's topology, every 5 s (a reshard or a failover that no
  *    redirection showed yet). */
-static void on_recheck(uv_timer_t *t) {
+static void on_recheck(redlock__timer *t) {
   redlock_client_t *c = t->data;
   unsigned i;
   c->ticks++;
@@ -391,6 +391,19 @@ static void on_stale(redlock__node *n) {
 
 int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
                        redlock_client_t **out) {
+  if (out != NULL && loop == NULL) {
+    *out = NULL;
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_client_new: loop or config is NULL");
+  }
+  return redlock__client_new_sys(loop, NULL, cfg, out);
+}
+
+/* Over `sys` when not NULL (the simulator's seam), else over libuv's on
+ * `loop`. */
+int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
+                            const redlock_client_config *cfg,
+                            redlock_client_t **out) {
   redlock_client_t *c = NULL;
   redlock__uri *uris = NULL;
   size_t i;
@@ -401,13 +414,19 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   if (out == NULL)
     return redlock__fail(REDLOCK_EINVAL, "redlock_client_new: out is NULL");
   *out = NULL;
-  if (loop == NULL || cfg == NULL)
+  if ((loop == NULL && sys == NULL) || cfg == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_client_new: loop or config is NULL");
   redlock__scripts_init();
   c = redlock__calloc(1, sizeof(*c));
   if (c == NULL)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  if (sys == NULL) {
+    redlock__sys_uv_init(&c->sys_uv, loop);
+    sys = &c->sys_uv;
+  }
+  c->sys = sys;
+  c->env.sys = sys;
   redlock__queue_init(&c->members);
   redlock__queue_init(&c->free_rounds);
   redlock__queue_init(&c->free_batches);
@@ -516,8 +535,8 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->guard.drift_factor = c->drift_factor;
   c->guard.warn = on_guard_warning;
   c->guard.warn_arg = c;
-  if (uv_random(NULL, NULL, &c->prng, sizeof(c->prng), 0, NULL) != 0)
-    c->prng = redlock__now_ns();
+  if (redlock__sys_random(c->sys, &c->prng, sizeof(c->prng)) != 0)
+    c->prng = redlock__sys_now(c->sys);
 
   /* From here nothing fails. */
   c->loop = loop;
@@ -541,11 +560,12 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
   c->env.next_seed = redlock__cluster_next_seed;
   redlock__flusher_init(loop, &c->flusher);
   c->flusher.prepare.data = c;
-  uv_timer_init(loop, &c->close_timer);
+  redlock__timer_init(c->sys, &c->close_timer);
   c->close_timer.data = c;
-  uv_timer_init(loop, &c->recheck_timer);
+  redlock__timer_init(c->sys, &c->recheck_timer);
   c->recheck_timer.data = c;
-  redlock__tq_init(&c->tq, loop, redlock__lock_tq_fire, redlock__wd_flush, c);
+  redlock__tq_init(&c->tq, c->sys, redlock__lock_tq_fire, redlock__wd_flush,
+                   c);
   c->handles_open = 4;
   c->wake.nodes = c->nodes;
   c->wake.n = c->n;
@@ -575,7 +595,7 @@ int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
       checked++;   /* its primary's min-replicas settings (node.c) */
   if (c->declared || c->restart_guard_ms >= 0 || c->n_nodes > c->n ||
       checked > 0)
-    uv_timer_start(&c->recheck_timer, on_recheck, TICK_MS, TICK_MS);
+    redlock__timer_start(&c->recheck_timer, on_recheck, TICK_MS, TICK_MS);
   for (i = 0; i < c->n; i++) {
     if (c->sentinels[i] != NULL)
       redlock__sentinel_start(c->sentinels[i]);
@@ -611,8 +631,7 @@ void redlock__client_leave(redlock_client_t *c) {
 
 /* ---- close --------------------------------------------------------------- */
 
-static void on_client_handle_closed(uv_handle_t *h) {
-  redlock_client_t *c = h->data;
+static void client_handle_closed(redlock_client_t *c) {
   if (--c->handles_open == 0) {
     redlock_close_cb cb = c->close_cb;
     void *arg = c->close_arg;
@@ -622,15 +641,27 @@ static void on_client_handle_closed(uv_handle_t *h) {
   }
 }
 
+static void on_flusher_closed(uv_handle_t *h) {
+  client_handle_closed(h->data);
+}
+
+static void on_client_timer_closed(redlock__timer *t) {
+  client_handle_closed(t->data);
+}
+
+static void on_tq_closed(redlock__timer *t) {
+  client_handle_closed(REDLOCK__CONTAINER_OF(t, redlock_client_t, tq.timer));
+}
+
 static void client_maybe_finish(redlock_client_t *c) {
   if (c->close_stage != 1 || c->nodes_open != 0 || !c->wake_closed ||
       c->sentinels_open != 0 || !redlock__queue_empty(&c->members))
     return;
   c->close_stage = 2;   /* the final close runs once */
-  redlock__flusher_close(&c->flusher, on_client_handle_closed);
-  uv_close((uv_handle_t *)&c->close_timer, on_client_handle_closed);
-  uv_close((uv_handle_t *)&c->recheck_timer, on_client_handle_closed);
-  redlock__tq_close(&c->tq, on_client_handle_closed);
+  redlock__flusher_close(&c->flusher, on_flusher_closed);
+  redlock__timer_close(&c->close_timer, on_client_timer_closed);
+  redlock__timer_close(&c->recheck_timer, on_client_timer_closed);
+  redlock__tq_close(&c->tq, on_tq_closed);
 }
 
 static void on_sentinel_closed(void *arg) {
@@ -645,7 +676,7 @@ static void on_wake_closed(void *arg) {
   client_maybe_finish(c);
 }
 
-static void on_close_timer(uv_timer_t *t) {
+static void on_close_timer(redlock__timer *t) {
   redlock_client_t *c = t->data;
   redlock__queue *q;
   unsigned i;
@@ -658,13 +689,13 @@ static void on_close_timer(uv_timer_t *t) {
    * and two ticks; then said, also while closing. */
   left = redlock__guard_marks_unconfirmed(&c->guard, name, sizeof(name));
   if (c->close_stage == 0 && left > 0) {
-    redlock__ns now = redlock__now_ns();
+    redlock__ns now = redlock__sys_now(c->sys);
     if (c->close_marks_until == 0)
       c->close_marks_until =
           now + (redlock__ns)(3 * c->command_timeout_ms + 2 * TICK_MS) *
                     1000000;
     if (now < c->close_marks_until) {
-      uv_timer_start(&c->close_timer, on_close_timer, 50, 0);
+      redlock__timer_start(&c->close_timer, on_close_timer, 50, 0);
       return;
     }
     snprintf(msg, sizeof(msg), "closed while the mark that %s broke its "
@@ -677,7 +708,7 @@ static void on_close_timer(uv_timer_t *t) {
   }
   c->close_stage = 1;
   c->nodes_open = c->n_nodes;
-  uv_timer_stop(&c->recheck_timer);
+  redlock__timer_stop(&c->recheck_timer);
   /* Abort every member. Memory is freed only in uv close callbacks, so
    * the list stays walkable while callbacks run. */
   for (q = c->members.next; q != &c->members;) {
@@ -707,7 +738,7 @@ int redlock_client_close(redlock_client_t *c, redlock_close_cb cb,
   c->closing = 1;
   c->close_cb = cb;
   c->close_arg = arg;
-  uv_timer_start(&c->close_timer, on_close_timer, 0, 0);
+  redlock__timer_start(&c->close_timer, on_close_timer, 0, 0);
   return 0;
 }
 
@@ -782,7 +813,7 @@ static void fill_info(redlock_client_t *c, unsigned i, unsigned idx,
   c->info_buf[0][0] = '\0';
   out->counts =
       redlock__guard_peek(&c->guard, idx, window > 0 ? window : 1,
-                          redlock__now_ns(), c->info_buf[0],
+                          redlock__sys_now(c->sys), c->info_buf[0],
                           sizeof(c->info_buf[0]), &out->guard_wait_ms,
                           &cause) == REDLOCK__GUARD_COUNT;
   out->guard_cause = out->counts ? REDLOCK_GUARD_NONE : cause;

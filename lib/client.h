@@ -39,7 +39,9 @@ typedef struct redlock__lock_stats {
 } redlock__lock_stats;
 
 struct redlock_client_s {
-  uv_loop_t *loop;
+  uv_loop_t *loop;             /* the libuv seam's (NULL over another) */
+  redlock__sys *sys;           /* the seam (sys.h): &sys_uv, or another's */
+  redlock__sys sys_uv;
   unsigned n;                  /* masters (of the quorum) */
   unsigned n_nodes;            /* node slots: the n masters' first nodes
                                   (node i is master i's), then the other
@@ -68,7 +70,7 @@ struct redlock_client_s {
   size_t broke_keylen;
   int64_t max_ttl_ms;          /* the deployment's cap on ttls */
   int declared;                /* some master is declared durable */
-  uv_timer_t recheck_timer;    /* background checks (client.c) */
+  redlock__timer recheck_timer;   /* background checks (client.c) */
   uint64_t ticks;
   void (*warn_cb)(redlock_client_t *c, const char *msg, void *arg);
   void *warn_arg;
@@ -92,7 +94,7 @@ struct redlock_client_s {
   int wake_closed;
   unsigned nodes_open;
   unsigned handles_open;       /* flusher + close timer + tq */
-  uv_timer_t close_timer;
+  redlock__timer close_timer;
   redlock__tq tq;              /* every lock handle's timers (lock.c) */
   struct redlock__batch *open_batch;   /* renewals being gathered
                                           (watchdog.c), or NULL */
@@ -121,5 +123,10 @@ void redlock__wd_flush(redlock__tq *tq);
 void redlock__batch_pool_free(redlock_client_t *c);
 /* Frees a pooled round (its link is its first member: round.c). */
 void redlock__round_free(redlock__queue *link);
+
+/* redlock_client_new over another seam (sys.h) than libuv's on `loop`. */
+int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
+                            const redlock_client_config *cfg,
+                            redlock_client_t **out);
 
 #endif

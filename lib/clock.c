@@ -8,7 +8,7 @@
 
 #include "common.h"
 
-redlock__ns redlock__now_ns(void) {
+redlock__ns redlock__clock_ns(void) {
   struct timespec ts;
 #ifdef CLOCK_BOOTTIME
   if (clock_gettime(CLOCK_BOOTTIME, &ts) == 0)

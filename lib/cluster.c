@@ -493,7 +493,7 @@ void redlock__cluster_refresh(redlock__cluster *cl) {
     req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
     if (redlock__node_submit(n, req, 2, argv, lens) == 0) {
       cl->refreshing = 1;
-      cl->refresh_ns = redlock__now_ns();
+      cl->refresh_ns = redlock__sys_now(n->env->sys);
     }
     return;
   }
@@ -503,7 +503,7 @@ void redlock__cluster_refresh(redlock__cluster *cl) {
 
 void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n) {
   if (cl->have_map && !n->lazy &&
-      redlock__now_ns() - cl->refresh_ns >= REFRESH_MIN_NS) {
+      redlock__sys_now(n->env->sys) - cl->refresh_ns >= REFRESH_MIN_NS) {
     /* A primary failed: another may be taking over its slots (a
      * failover). Ask the others, at most every 200 ms. */
     redlock__cluster_refresh(cl);

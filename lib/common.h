@@ -81,13 +81,15 @@ static inline void redlock__queue_remove(redlock__queue *q) {
 #define REDLOCK__TOKEN_MAX 128   /* adopted tokens (other implementations),
                                     tokens with an election's identity */
 /* Fills out[REDLOCK__TOKEN_HEX + 1] with fresh random hex. 0 or EIO. */
-int redlock__token_new(char *out);
+struct redlock__sys;
+int redlock__token_new(struct redlock__sys *sys, char *out);
 
 /* ---- the validity clock (clock.c) -------------------------------------- */
 /* Nanoseconds on CLOCK_BOOTTIME, which keeps counting while the machine
  * is suspended (the masters' ttls do too); CLOCK_MONOTONIC where there is
  * no BOOTTIME. Every validity, age and deadline of the library is read
- * from this clock; never the wall clock. */
-redlock__ns redlock__now_ns(void);
+ * from this clock; never the wall clock. The engine reads it through the
+ * seam (redlock__sys_now, sys.h), whose libuv implementation calls this. */
+redlock__ns redlock__clock_ns(void);
 
 #endif

@@ -40,7 +40,7 @@ typedef enum { E_IDLE = 0, E_CAMPAIGNING, E_LEADER, E_RELEASING,
 
 struct redlock_election_s {
   redlock__member member;       /* client close frees the handle */
-  uv_timer_t closer;            /* memory goes in its close callback: the
+  redlock__timer closer;        /* memory goes in its close callback: the
                                    client's member list stays walkable */
   redlock_client_t *client;
   redlock_lock_t *lock;
@@ -62,8 +62,8 @@ static void notify(redlock_election_t *e, redlock_election_event ev,
     e->opts.on_change(e, ev, reason, e->opts.arg);
 }
 
-static void on_closer_closed(uv_handle_t *h) {
-  redlock_election_t *e = h->data;
+static void on_closer_closed(redlock__timer *t) {
+  redlock_election_t *e = t->data;
   redlock_client_t *c = e->client;
   redlock__queue_remove(&e->member.link);
   redlock__free(e);
@@ -71,10 +71,10 @@ static void on_closer_closed(uv_handle_t *h) {
 }
 
 static void finish_free(redlock_election_t *e) {
-  if (uv_is_closing((uv_handle_t *)&e->closer))
+  if (redlock__timer_closing(&e->closer))
     return;   /* already going */
   redlock_lock_free(e->lock);   /* EINVAL if the client's close took it */
-  uv_close((uv_handle_t *)&e->closer, on_closer_closed);
+  redlock__timer_close(&e->closer, on_closer_closed);
 }
 
 /* The client closes: its lock handle is cancelled and freed by the close;
@@ -239,7 +239,7 @@ int redlock_election_new(redlock_client_t *c, const void *resource,
   e->lock->token_suffix_len = idlen + 1;
   e->lock->step_down_ms = margin;
   e->member.abort = on_member_abort;
-  uv_timer_init(redlock_client_loop(c), &e->closer);
+  redlock__timer_init(c->sys, &e->closer);
   e->closer.data = e;
   redlock__client_join(c, &e->member);
   *out = e;

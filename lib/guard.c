@@ -245,6 +245,11 @@
 #include "guard.h"
 #include "scripts.h"
 
+/* The seam's clock (every node of the client shares one seam). */
+static redlock__ns guard_now(const redlock__guard *g) {
+  return redlock__sys_now(g->nodes[0].env->sys);
+}
+
 static void guard_start_read(redlock__guard *g);
 static void finish_read(redlock__guard *g);
 static void mark_broken(redlock__guard *g, unsigned i, const char *ident);
@@ -966,7 +971,7 @@ static void on_stamp_reply(redlock__req *req, const redlock__reply *r,
   g->stamp[req->tag] = GUARD_STAMP_FAILED;
   if (gn->stamp_backoff_ms == 0)
     gn->stamp_backoff_ms = STAMP_BACKOFF_MIN_MS;
-  gn->stamp_retry_ns = redlock__now_ns() +
+  gn->stamp_retry_ns = guard_now(g) +
                        (redlock__ns)gn->stamp_backoff_ms * 1000000;
   if (gn->stamp_backoff_ms < STAMP_BACKOFF_MAX_MS)
     gn->stamp_backoff_ms *= 2;
@@ -1037,7 +1042,7 @@ static void mark_broken(redlock__guard *g, unsigned i, const char *ident) {
 }
 
 void redlock__guard_tick(redlock__guard *g) {
-  redlock__ns now = redlock__now_ns();
+  redlock__ns now = guard_now(g);
   unsigned i, j;
   if (g->stamp == NULL || g->closing)
     return;
@@ -1264,7 +1269,7 @@ static void guard_start_read(redlock__guard *g) {
   unsigned i;
   g->reading = 1;
   g->again = 0;
-  g->read_start = redlock__now_ns();
+  g->read_start = guard_now(g);
   g->read_left = g->n;
   g->read_answered = 0;
   memset(g->read_ok, 0, g->n_masters);

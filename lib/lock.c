@@ -235,7 +235,7 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
    * command timeout), not the first quorum's. */
   r->all = cmd == REDLOCK__CMD_PTTL || cmd == REDLOCK__CMD_MULTI_PTTL;
   r->progress = r->all;
-  r->start = redlock__now_ns();
+  r->start = redlock__sys_now(l->client->sys);
   l->round = r;
   /* May decide (and call fn) before returning. */
   redlock__round_send(r, only_yes);
@@ -347,7 +347,7 @@ void redlock__stale_note(redlock_lock_t *l) {
    * its way starts its ttl when it lands: bounded by the command timeout
    * for a live master; a master that comes back later has lost it or
    * replays it from its AOF, where it expired by the ttl as well). */
-  s->until = redlock__now_ns() +
+  s->until = redlock__sys_now(l->client->sys) +
              (redlock__ns)((l->ttl_ms > l->op_ttl_ms ? l->ttl_ms
                                                      : l->op_ttl_ms) +
                            c->command_timeout_ms) *
@@ -365,7 +365,7 @@ unsigned redlock__stale_tokens(const redlock_lock_t *l,
   unsigned k = 0, i;
   if (l->kind != REDLOCK__KIND_PLAIN || c->stale_until == 0)
     return 0;   /* the acquisition's hot path: nothing given up, ever */
-  now = redlock__now_ns();
+  now = redlock__sys_now(l->client->sys);
   if (now >= c->stale_until)
     return 0;   /* every given-up token expired */
   h = key_hash(l);
@@ -469,7 +469,7 @@ void redlock__lock_complete(redlock_lock_t *l, int status) {
     /* First send to the decision (the result's validity is counted at
      * the decision too), not to this call: under load the two differ. */
     redlock__ns end = l->round->decided_ns != 0 ? l->round->decided_ns
-                                                : redlock__now_ns();
+                                                : redlock__sys_now(l->client->sys);
     l->result_elapsed_us = (end - l->round->start) / REDLOCK__NS_PER_US;
   }
   if (l->client->in_api > 0) {
@@ -568,7 +568,7 @@ static void on_extend_decided(redlock__round *r, redlock__round_state st,
 
 static void start_extend(redlock_lock_t *l) {
   redlock__guard *g = &l->client->guard;
-  redlock__ns now = redlock__now_ns();
+  redlock__ns now = redlock__sys_now(l->client->sys);
   redlock__ns cap = redlock__lock_deadline(l, now, l->op_ttl_ms);
   /* Invariant 3: from now on the masters may hold the shorter ttl. */
   if (l->state == REDLOCK__LOCK_HELD && cap < l->valid_until)
@@ -628,7 +628,7 @@ static void inspect_deliver(redlock_lock_t *l, int status) {
   res.no = r->no;
   res.err = r->err;
   res.n_nodes = c->n;
-  res.elapsed_us = (redlock__now_ns() - r->start) / REDLOCK__NS_PER_US;
+  res.elapsed_us = (redlock__sys_now(l->client->sys) - r->start) / REDLOCK__NS_PER_US;
   res.nodes = r->res;
   res.quorum = c->quorum;
   if (cb != NULL)
@@ -961,7 +961,7 @@ static int side_round(redlock_lock_t *l, redlock__cmd cmd, int64_t value,
   r->cmd = cmd;
   r->ttl_ms = value;
   r->all = 1;
-  r->start = redlock__now_ns();
+  r->start = redlock__sys_now(l->client->sys);
   l->iround = r;
   l->client->in_api++;
   redlock__round_send(r, NULL);
@@ -1116,14 +1116,14 @@ int64_t redlock_lock_validity_ms(const redlock_lock_t *l) {
   int64_t left;
   if (l == NULL || l->state != REDLOCK__LOCK_HELD || l->valid_until == 0)
     return 0;
-  left = redlock__validity_left(l->valid_until, redlock__now_ns());
+  left = redlock__validity_left(l->valid_until, redlock__sys_now(l->client->sys));
   return left > 0 ? left / (int64_t)REDLOCK__NS_PER_MS : 0;
 }
 
 int redlock_lock_is_held(const redlock_lock_t *l) {
   if (l == NULL || l->state != REDLOCK__LOCK_HELD || l->valid_until == 0)
     return 0;
-  return redlock__validity_left(l->valid_until, redlock__now_ns()) > 0;
+  return redlock__validity_left(l->valid_until, redlock__sys_now(l->client->sys)) > 0;
 }
 
 unsigned redlock_lock_holds(const redlock_lock_t *l) {

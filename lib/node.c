@@ -105,10 +105,10 @@ enum {
 
 static void node_connect(redlock__node *n);
 static void node_schedule_reconnect(redlock__node *n);
-static void on_reconnect(uv_timer_t *t);
+static void on_reconnect(redlock__timer *t);
 static void node_arm_deadline(redlock__node *n);
 static void node_finish_close(redlock__node *n);
-static void on_deadline(uv_timer_t *t);
+static void on_deadline(redlock__timer *t);
 static int node_send_handshake_rest(redlock__node *n);
 static int hs_send(redlock__node *n, int kind, int argc,
                    const char *const *argv, const size_t *lens);
@@ -117,7 +117,7 @@ static int hs_send(redlock__node *n, int kind, int argc,
  * gives up on it (connect deadline, close) lets go of it, and the late
  * callback only frees it. */
 typedef struct redlock__gai {
-  uv_getaddrinfo_t req;
+  redlock__resolve req;
   redlock__node *node;     /* NULL once the node let go */
 } redlock__gai;
 
@@ -125,7 +125,7 @@ static void node_drop_gai(redlock__node *n) {
   if (n->gai == NULL)
     return;
   n->gai->node = NULL;
-  uv_cancel((uv_req_t *)&n->gai->req);
+  redlock__resolve_cancel(&n->gai->req);
   n->gai = NULL;
 }
 
@@ -310,9 +310,9 @@ static void node_cut(redlock__node *n, redlock__queue *pending,
                      redlock__queue *waiting) {
   redlock__conn_close(&n->conn);
   node_drop_gai(n);
-  uv_timer_stop(&n->deadline_timer);
+  redlock__timer_stop(&n->deadline_timer);
   n->deadline_armed = 0;
-  uv_timer_stop(&n->conn_timer);
+  redlock__timer_stop(&n->conn_timer);
   move_all(&n->pending, pending);
   if (waiting != NULL) {
     move_all(&n->waiting, waiting);
@@ -357,7 +357,7 @@ static void node_teardown(redlock__node *n, int error, const char *why,
     n->state = REDLOCK__NODE_RESOLVING;
     fail_list(n, &pending, error, why);
     if (n->state == REDLOCK__NODE_RESOLVING && !n->closing)
-      uv_timer_start(&n->conn_timer, on_reconnect, 0, 0);
+      redlock__timer_start(&n->conn_timer, on_reconnect, 0, 0);
     node_arm_deadline(n);   /* what waits keeps its deadline (inv. 6) */
     return;
   }
@@ -457,7 +457,7 @@ static void node_want_clock(redlock__node *n, redlock__req *req) {
   if (n->clock_due)
     return;
   n->clock_due = 1;
-  if (n->conn.want_write && node_send_time(n, redlock__now_ns()) == 0)
+  if (n->conn.want_write && node_send_time(n, redlock__sys_now(n->env->sys)) == 0)
     n->clock_due = 0;
 }
 
@@ -467,7 +467,7 @@ static void on_conn_flush(redlock__conn *c) {
   if (!n->clock_due || n->state != REDLOCK__NODE_UP)
     return;
   if (c->fl->now_ns == 0)
-    c->fl->now_ns = redlock__now_ns();   /* once for every master */
+    c->fl->now_ns = redlock__sys_now(n->env->sys);   /* once for every master */
   if (node_send_time(n, c->fl->now_ns) == 0)
     n->clock_due = 0;   /* else the command deadline ends the wait */
 }
@@ -484,11 +484,11 @@ static void node_arm_at(redlock__node *n, redlock__ns due) {
   uint64_t ms;
   if (due == 0 || (n->deadline_armed != 0 && n->deadline_armed <= due))
     return;
-  now = redlock__now_ns();
+  now = redlock__sys_now(n->env->sys);
   ms = due > now ? (due - now + REDLOCK__NS_PER_MS - 1) / REDLOCK__NS_PER_MS
                  : 0;
   n->deadline_armed = due;
-  uv_timer_start(&n->deadline_timer, on_deadline, ms, 0);
+  redlock__timer_start(&n->deadline_timer, on_deadline, ms, 0);
 }
 
 static void node_arm_deadline(redlock__node *n) {
@@ -569,7 +569,7 @@ static int node_submit(redlock__node *n, redlock__req *req,
   redlock__node_env *env = n->env;
   int rc = 0;
   if (req->sent_ns == 0)
-    req->sent_ns = redlock__now_ns();   /* a redirection keeps the first */
+    req->sent_ns = redlock__sys_now(n->env->sys);   /* a redirection keeps the first */
   if ((req->flags & REDLOCK__REQ_REDELIVER) ||
       (n->cluster != NULL && !(req->flags & REDLOCK__REQ_HERE))) {
     /* Kept for a resend after a reconnect, or for a redirection. */
@@ -605,7 +605,7 @@ static int node_submit(redlock__node *n, redlock__req *req,
       }
       /* Invariant 6: try it now; the request waits behind the handshake
        * (unless the attempt failed at once). */
-      uv_timer_stop(&n->conn_timer);
+      redlock__timer_stop(&n->conn_timer);
       redlock__node_start(n);
       if (n->state == REDLOCK__NODE_DOWN || n->state == REDLOCK__NODE_CLOSED) {
         rc = REDLOCK_EIO;
@@ -640,9 +640,9 @@ int redlock__node_submit_raw(redlock__node *n, redlock__req *req,
   return node_submit(n, req, &c);
 }
 
-static void on_deadline(uv_timer_t *t) {
+static void on_deadline(redlock__timer *t) {
   redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, deadline_timer);
-  redlock__ns now = redlock__now_ns();
+  redlock__ns now = redlock__sys_now(n->env->sys);
   redlock__req *head;
   char why[sizeof(n->errstr) + 64];
   n->deadline_armed = 0;
@@ -892,7 +892,7 @@ static void parse_clock_record(redlock__node *n, const redlock__reply *r) {
 /* The handshake ended well: invariant 1, then tell the owner. */
 static void node_up(redlock__node *n) {
   redlock__node_env *env = n->env;
-  redlock__ns now = redlock__now_ns();
+  redlock__ns now = redlock__sys_now(n->env->sys);
   redlock__ns deadline = now + timeout_ns(env->command_timeout_ms);
   unsigned i;
   n->state = REDLOCK__NODE_UP;
@@ -913,7 +913,7 @@ static void node_up(redlock__node *n) {
   n->refusal_said = 0;
   n->repoints = 0;
   n->errstr[0] = '\0';
-  uv_timer_stop(&n->conn_timer);
+  redlock__timer_stop(&n->conn_timer);
   /* Releases kept from failed attempts first ... */
   for (i = 0; i < n->n_abandoned; i++) {
     redlock__req *req = redlock__node_req(n);
@@ -1004,7 +1004,7 @@ static const char *hs_step_name(int kind) {
   return "handshake";
 }
 
-static void on_hs_failed(uv_timer_t *t);
+static void on_hs_failed(redlock__timer *t);
 
 static void on_hs_reply(redlock__req *req, const redlock__reply *r,
                         int error, const char *errstr) {
@@ -1074,7 +1074,7 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
     redlock__conn_close(&n->conn);
     node_set_errstr(n, why);
     n->hs_refused = 1;   /* the owner warns of it (a quorum may hold) */
-    uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
+    redlock__timer_start(&n->conn_timer, on_hs_failed, 0, 0);
     return;
   }
   switch (req->kind) {
@@ -1111,7 +1111,7 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
                  n->role[0] ? n->role : "unknown");
         redlock__conn_close(&n->conn);
         node_set_errstr(n, why);
-        uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
+        redlock__timer_start(&n->conn_timer, on_hs_failed, 0, 0);
         if (n->env->stale != NULL)
           n->env->stale(n);
         return;
@@ -1139,7 +1139,7 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
           if (node_send_handshake_rest(n) != 0) {
             redlock__conn_close(&n->conn);
             node_set_errstr(n, "out of memory");
-            uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
+            redlock__timer_start(&n->conn_timer, on_hs_failed, 0, 0);
             return;
           }
           break;
@@ -1147,7 +1147,7 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
           return;   /* repointed (or idled): this handshake is over */
         case REDLOCK__TOPO_FAIL:
           redlock__conn_close(&n->conn);
-          uv_timer_start(&n->conn_timer, on_hs_failed, 0, 0);
+          redlock__timer_start(&n->conn_timer, on_hs_failed, 0, 0);
           return;
       }
       break;
@@ -1159,7 +1159,7 @@ next:
     node_up(n);
 }
 
-static void on_hs_failed(uv_timer_t *t) {
+static void on_hs_failed(redlock__timer *t) {
   redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
   char why[sizeof(n->errstr)];
   memcpy(why, n->errstr, sizeof(why));
@@ -1551,7 +1551,7 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
     fail_list(n, &waiting, REDLOCK_EIO, stuck_why);
     node_failed_event(n);
     if (n->state == REDLOCK__NODE_DOWN && !n->closing)
-      uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
+      redlock__timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
     return 0;
   }
   if (n->state == REDLOCK__NODE_UP) {
@@ -1567,7 +1567,7 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
      * reply callback. Requests submitted meanwhile wait for it (bounded
      * by their own deadlines, invariant 6). */
     n->state = REDLOCK__NODE_RESOLVING;
-    uv_timer_start(&n->conn_timer, on_reconnect, 0, 0);
+    redlock__timer_start(&n->conn_timer, on_reconnect, 0, 0);
   }
   node_arm_deadline(n);   /* node_cut stopped it: what still waits */
   return 0;
@@ -1613,7 +1613,7 @@ int redlock__node_resend(redlock__node *to, redlock__req *req, int asking) {
                           : req->deadline_ns;
   if (req->cmd == NULL)
     return REDLOCK_ENOMEM;   /* not kept: cannot be sent again */
-  if (until != 0 && until <= redlock__now_ns())
+  if (until != 0 && until <= redlock__sys_now(to->env->sys))
     return REDLOCK_ETIMEDOUT;   /* no time left for another node */
   nr = redlock__node_req(to);
   if (nr == NULL)
@@ -1693,7 +1693,7 @@ int redlock__node_set_tag(redlock__node *n, const char *prefix,
 
 static void on_conn_connected(redlock__conn *c) {
   redlock__node *n = c->data;
-  redlock__ns now = redlock__now_ns();
+  redlock__ns now = redlock__sys_now(n->env->sys);
   redlock__queue *q;
   n->state = REDLOCK__NODE_HANDSHAKE;
   /* The handshake goes out now: its TIME's reading starts here, not when
@@ -1734,7 +1734,7 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   redlock__queue_remove(&req->q);
   n->n_pending--;
   n->answered++;
-  req->reply_ns = redlock__now_ns();
+  req->reply_ns = redlock__sys_now(n->env->sys);
   if (n->cluster != NULL && r->type == REDLOCK__R_ERROR &&
       node_redirected(n, req, r))
     return;
@@ -1787,7 +1787,7 @@ static const redlock__conn_cbs node_conn_cbs = {
 
 /* ---- connect, reconnect -------------------------------------------------- */
 
-static void on_conn_timeout(uv_timer_t *t) {
+static void on_conn_timeout(redlock__timer *t) {
   redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
   char why[160];
   snprintf(why, sizeof(why), "connect/handshake timed out after %lld ms%s",
@@ -1802,7 +1802,7 @@ static void on_conn_timeout(uv_timer_t *t) {
   node_teardown(n, REDLOCK_ETIMEDOUT, why, 1);
 }
 
-static void on_reconnect(uv_timer_t *t) {
+static void on_reconnect(redlock__timer *t) {
   redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
   redlock__node_start(n);
 }
@@ -1817,7 +1817,7 @@ static void node_schedule_reconnect(redlock__node *n) {
                                       n->refused ? 1 : n->failures,
                                       env->prng);
   n->state = REDLOCK__NODE_DOWN;
-  uv_timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
+  redlock__timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
 }
 
 static void node_connect(redlock__node *n) {
@@ -1836,34 +1836,27 @@ static void node_connect(redlock__node *n) {
     return;
   }
   n->state = REDLOCK__NODE_CONNECTING;
-  uv_timer_start(&n->conn_timer, on_conn_timeout,
+  redlock__timer_start(&n->conn_timer, on_conn_timeout,
                  (uint64_t)env->connect_timeout_ms, 0);
   if (node_send_handshake(n) != 0)
     node_teardown(n, REDLOCK_ENOMEM, "out of memory", 1);
 }
 
-static void on_resolved(uv_getaddrinfo_t *req, int status,
-                        struct addrinfo *res) {
+static void on_resolved(redlock__resolve *req, int status,
+                        const struct addrinfo *res, const char *err) {
   redlock__gai *g = REDLOCK__CONTAINER_OF(req, redlock__gai, req);
   redlock__node *n = g->node;
   redlock__free(g);
-  if (n == NULL) {
-    if (res != NULL)
-      uv_freeaddrinfo(res);
+  if (n == NULL)
     return;
-  }
   n->gai = NULL;
-  if (status != 0 || res == NULL) {
+  if (status != 0) {
     char why[160];
-    snprintf(why, sizeof(why), "cannot resolve %s: %s", n->uri.host,
-             status == UV_ECANCELED ? "canceled" : uv_strerror(status));
-    if (res != NULL)
-      uv_freeaddrinfo(res);
+    snprintf(why, sizeof(why), "cannot resolve %s: %s", n->uri.host, err);
     node_teardown(n, n->closing ? REDLOCK_ECANCELED : REDLOCK_EIO, why, 1);
     return;
   }
   redlock__addr_resolved(&n->addr, res, n->uri.port);
-  uv_freeaddrinfo(res);
   if (n->closing) {
     node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
     return;
@@ -1872,20 +1865,16 @@ static void on_resolved(uv_getaddrinfo_t *req, int status,
 }
 
 void redlock__node_start(redlock__node *n) {
-  struct addrinfo hints;
   if (n->closing || n->state == REDLOCK__NODE_CLOSED)
     return;
   if (n->uri.host == NULL && n->uri.path == NULL)
     return;   /* no address yet (a sentinel group's, a cluster's slot) */
-  n->last_try_ns = redlock__now_ns();
+  n->last_try_ns = redlock__sys_now(n->env->sys);
   if (n->uri.path != NULL ||
       redlock__addr_literal(&n->addr, n->uri.host, n->uri.port)) {
     node_connect(n);
     return;
   }
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
   n->state = REDLOCK__NODE_RESOLVING;
   n->gai = redlock__malloc(sizeof(*n->gai));
   if (n->gai == NULL) {
@@ -1893,8 +1882,8 @@ void redlock__node_start(redlock__node *n) {
     return;
   }
   n->gai->node = n;
-  if (uv_getaddrinfo(n->env->loop, &n->gai->req, on_resolved, n->uri.host,
-                     NULL, &hints) != 0) {
+  if (redlock__sys_resolve(n->env->sys, &n->gai->req, n->uri.host,
+                           on_resolved) != 0) {
     redlock__free(n->gai);
     n->gai = NULL;
     node_teardown(n, REDLOCK_EIO, "cannot start name resolution", 1);
@@ -1902,7 +1891,7 @@ void redlock__node_start(redlock__node *n) {
   }
   /* The resolution counts inside the connect deadline too (a busy
    * threadpool or a hung resolver must not hold requests). */
-  uv_timer_start(&n->conn_timer, on_conn_timeout,
+  redlock__timer_start(&n->conn_timer, on_conn_timeout,
                  (uint64_t)n->env->connect_timeout_ms, 0);
 }
 
@@ -1926,16 +1915,16 @@ void redlock__node_init(redlock__node *n, redlock__node_env *env,
   redlock__queue_init(&n->pending);
   redlock__queue_init(&n->waiting);
   redlock__conn_init(&n->conn, env->loop, env->flusher, &node_conn_cbs, n);
-  uv_timer_init(env->loop, &n->deadline_timer);
-  uv_timer_init(env->loop, &n->conn_timer);
+  redlock__timer_init(env->sys, &n->deadline_timer);
+  redlock__timer_init(env->sys, &n->conn_timer);
   n->deadline_timer.data = n;
   n->conn_timer.data = n;
   n->handles_open = 2;
   node_set_errstr(n, "not connected yet");
 }
 
-static void on_node_timer_closed(uv_handle_t *h) {
-  redlock__node *n = h->data;
+static void on_node_timer_closed(redlock__timer *t) {
+  redlock__node *n = t->data;
   if (--n->handles_open == 0 && n->env->on_state != NULL)
     n->env->on_state(n, REDLOCK__NODE_EV_CLOSED, n->env->arg);
 }
@@ -1949,8 +1938,8 @@ static void node_finish_close(redlock__node *n) {
   for (i = 0; i < n->n_abandoned; i++)
     redlock__free(n->abandoned[i]);
   n->n_abandoned = 0;
-  uv_close((uv_handle_t *)&n->deadline_timer, on_node_timer_closed);
-  uv_close((uv_handle_t *)&n->conn_timer, on_node_timer_closed);
+  redlock__timer_close(&n->deadline_timer, on_node_timer_closed);
+  redlock__timer_close(&n->conn_timer, on_node_timer_closed);
 }
 
 void redlock__node_close(redlock__node *n) {
@@ -1960,7 +1949,7 @@ void redlock__node_close(redlock__node *n) {
       node_teardown(n, REDLOCK_ECANCELED, "client closed", 0);
       return;
     case REDLOCK__NODE_DOWN:
-      uv_timer_stop(&n->conn_timer);
+      redlock__timer_stop(&n->conn_timer);
       node_finish_close(n);
       return;
     case REDLOCK__NODE_CONNECTING:

@@ -10,6 +10,7 @@
 
 #include "common.h"
 #include "conn.h"
+#include "sys.h"
 #include "uri.h"
 
 typedef struct redlock__node redlock__node;
@@ -96,6 +97,7 @@ typedef enum {
 
 /* What every node of a client shares (owned by the client). */
 typedef struct redlock__node_env {
+  redlock__sys *sys;              /* the seam: clock, timers, resolver */
   uv_loop_t *loop;
   redlock__flusher *flusher;
   redlock__tls_ctx *tls;          /* for rediss:// masters, or NULL */
@@ -174,9 +176,9 @@ struct redlock__node {
   redlock__node_state state;
   redlock__conn conn;
   struct redlock__gai *gai;    /* name resolution in flight, or NULL */
-  uv_timer_t deadline_timer;   /* the oldest pending request */
+  redlock__timer deadline_timer;   /* the oldest pending request */
   redlock__ns deadline_armed;  /* when it fires; 0 when stopped */
-  uv_timer_t conn_timer;       /* connect deadline, backoff, deferral */
+  redlock__timer conn_timer;   /* connect deadline, backoff, deferral */
   redlock__queue pending;      /* written, replies come in this order */
   redlock__queue waiting;      /* submitted before the handshake ended */
   redlock__buf wait_buf;       /* their encoded commands */

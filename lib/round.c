@@ -217,7 +217,7 @@ static void round_check(redlock__round *r, redlock__ns now) {
          * minority (the command timeout) any longer. */
         r->quorum_seen = 1;
         r->decide(r, REDLOCK__ROUND_PENDING,
-                  now != 0 ? now : redlock__now_ns());
+                  now != 0 ? now : redlock__sys_now(r->client->sys));
       }
       return;
     }
@@ -227,7 +227,7 @@ static void round_check(redlock__round *r, redlock__ns now) {
     return;
   }
   if (now == 0)
-    now = redlock__now_ns();
+    now = redlock__sys_now(r->client->sys);
   r->decided = 1;
   r->decided_ns = now;
   round_unwait(r);
@@ -369,7 +369,7 @@ static void rejudge(redlock__round *r, unsigned i, redlock__ns now) {
 static void on_guard_read(redlock__guard_waiter *w) {
   redlock__round *r = REDLOCK__CONTAINER_OF(w, redlock__round, gw);
   redlock_client_t *c = r->client;
-  redlock__ns now = redlock__now_ns();
+  redlock__ns now = redlock__sys_now(r->client->sys);
   unsigned i;
   r->waiting_guard = 0;
   if (r->lock == NULL || r->decided)
@@ -387,7 +387,7 @@ static void on_clock_read(redlock__guard_waiter *w) {
    * connection going down. (A split vote waits on one part's node at a
    * time: the time is that node's reading.) */
   redlock__ns now = n->clock.reply_ns != 0 && n->state == REDLOCK__NODE_UP
-                        ? n->clock.reply_ns : redlock__now_ns();
+                        ? n->clock.reply_ns : redlock__sys_now(r->client->sys);
   r->clock_waits--;   /* its link was taken off the list */
   if (r->lock == NULL || r->decided || r->pend[w->idx] != 2)
     return;
@@ -555,7 +555,7 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
   unsigned i = req->idx;
   redlock__node *node = req->node;
   /* The node read the clock when the reply came (one read per reply). */
-  redlock__ns now = reply != NULL ? req->reply_ns : redlock__now_ns();
+  redlock__ns now = reply != NULL ? req->reply_ns : redlock__sys_now(r->client->sys);
   redlock__vote v;
   r->refs--;
   if (r->nparts[i] > 0) {
@@ -663,7 +663,7 @@ static redlock__ns req_until(const redlock__round *r) {
   redlock__ns floor;
   if (l == NULL || l->op != REDLOCK__OP_ACQUIRE || l->wait_deadline == 0)
     return 0;
-  floor = redlock__now_ns() +
+  floor = redlock__sys_now(r->client->sys) +
           (redlock__ns)r->client->command_timeout_ms * REDLOCK__NS_PER_MS;
   return l->wait_deadline > floor ? l->wait_deadline : floor;
 }
@@ -775,7 +775,7 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
   }
   {
     redlock__part *p = part_of(r, i, k);
-    redlock__ns now = redlock__now_ns();
+    redlock__ns now = redlock__sys_now(r->client->sys);
     r->left[i]--;
     p->state = REDLOCK_VOTE_ERR;
     if (r->res[i].error == 0) {

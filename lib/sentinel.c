@@ -48,7 +48,7 @@ enum { S_IDLE = 0, S_RESOLVING, S_CONNECTING, S_READY, S_BACKOFF,
        S_CLOSED };
 
 typedef struct redlock__sgai {
-  uv_getaddrinfo_t req;
+  redlock__resolve req;
   redlock__sentinel *s;   /* NULL once let go */
 } redlock__sgai;
 
@@ -121,7 +121,7 @@ static void point(redlock__sentinel *s, const char *host, size_t hostlen,
 
 /* ---- the connection ------------------------------------------------------ */
 
-static void on_s_timer(uv_timer_t *t);
+static void on_s_timer(redlock__timer *t);
 
 static void s_backoff(redlock__sentinel *s) {
   redlock__node_env *env = s->env;
@@ -133,7 +133,7 @@ static void s_backoff(redlock__sentinel *s) {
   delay = redlock__backoff_ms(env->reconnect_min_ms, env->reconnect_max_ms,
                               s->failures, env->prng);
   s->state = S_BACKOFF;
-  uv_timer_start(&s->timer, on_s_timer, (uint64_t)delay, 0);
+  redlock__timer_start(&s->timer, on_s_timer, (uint64_t)delay, 0);
 }
 
 static void s_fail(redlock__sentinel *s, const char *fmt, ...)
@@ -152,7 +152,7 @@ static void s_fail(redlock__sentinel *s, const char *fmt, ...) {
   s_backoff(s);
 }
 
-static void on_s_timer(uv_timer_t *t) {
+static void on_s_timer(redlock__timer *t) {
   redlock__sentinel *s = t->data;
   if (s->state == S_CONNECTING || s->state == S_RESOLVING) {
     s_fail(s, "sentinel %s: no answer in time", s->host[s->next]);
@@ -215,7 +215,7 @@ static void on_s_reply(redlock__conn *c, const redlock__reply *r) {
       /* SUBSCRIBE confirmed: switches come as messages from now on. */
       s->state = S_READY;
       s->failures = 0;
-      uv_timer_start(&s->timer, on_s_timer, REASK_MS, 0);
+      redlock__timer_start(&s->timer, on_s_timer, REASK_MS, 0);
     }
     return;   /* AUTH's +OK */
   }
@@ -294,44 +294,35 @@ static void s_open(redlock__sentinel *s) {
   argv[1] = "+switch-master";
   lens[1] = 14;
   (void)redlock__conn_send(&s->conn, 2, argv, lens);
-  uv_timer_start(&s->timer, on_s_timer, (uint64_t)env->connect_timeout_ms,
+  redlock__timer_start(&s->timer, on_s_timer, (uint64_t)env->connect_timeout_ms,
                  0);
 }
 
-static void on_s_resolved(uv_getaddrinfo_t *req, int status,
-                          struct addrinfo *res) {
+static void on_s_resolved(redlock__resolve *req, int status,
+                          const struct addrinfo *res, const char *why) {
   redlock__sgai *g = REDLOCK__CONTAINER_OF(req, redlock__sgai, req);
   redlock__sentinel *s = g->s;
+  (void)why;
   redlock__free(g);
-  if (s == NULL) {
-    if (res != NULL)
-      uv_freeaddrinfo(res);
+  if (s == NULL)
     return;
-  }
   s->gai = NULL;
-  if (status != 0 || res == NULL) {
-    if (res != NULL)
-      uv_freeaddrinfo(res);
+  if (status != 0) {
     s_fail(s, "cannot resolve sentinel %s", s->host[s->next]);
     return;
   }
   redlock__addr_resolved(&s->addr, res, s->port[s->next]);
-  uv_freeaddrinfo(res);
   s_open(s);
 }
 
 static void s_connect(redlock__sentinel *s) {
   const char *h = s->host[s->next];
-  struct addrinfo hints;
   if (s->closing || s->state != S_IDLE)
     return;
   if (redlock__addr_literal(&s->addr, h, s->port[s->next])) {
     s_open(s);
     return;
   }
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
   s->gai = redlock__malloc(sizeof(*s->gai));
   if (s->gai == NULL) {
     s_fail(s, "out of memory");
@@ -339,20 +330,20 @@ static void s_connect(redlock__sentinel *s) {
   }
   s->gai->s = s;
   s->state = S_RESOLVING;
-  if (uv_getaddrinfo(s->env->loop, &s->gai->req, on_s_resolved, h, NULL,
-                     &hints) != 0) {
+  if (redlock__sys_resolve(s->env->sys, &s->gai->req, h, on_s_resolved) !=
+      0) {
     redlock__free(s->gai);
     s->gai = NULL;
     s_fail(s, "cannot resolve sentinel %s", h);
     return;
   }
-  uv_timer_start(&s->timer, on_s_timer,
+  redlock__timer_start(&s->timer, on_s_timer,
                  (uint64_t)s->env->connect_timeout_ms, 0);
 }
 
 void redlock__sentinel_start(redlock__sentinel *s) {
   redlock__conn_init(&s->conn, s->env->loop, s->env->flusher, &s_cbs, s);
-  uv_timer_init(s->env->loop, &s->timer);
+  redlock__timer_init(s->env->sys, &s->timer);
   s->timer.data = s;
   s->handles_open = 1;
   s_connect(s);
@@ -363,13 +354,13 @@ void redlock__sentinel_stale(redlock__sentinel *s) {
       s->state == S_CONNECTING)
     return;   /* an answer is on its way, or will be asked for */
   redlock__conn_close(&s->conn);
-  uv_timer_stop(&s->timer);
+  redlock__timer_stop(&s->timer);
   s->state = S_IDLE;
   s_connect(s);
 }
 
-static void on_s_timer_closed(uv_handle_t *h) {
-  redlock__sentinel *s = h->data;
+static void on_s_timer_closed(redlock__timer *t) {
+  redlock__sentinel *s = t->data;
   s->handles_open = 0;
   if (s->on_closed != NULL)
     s->on_closed(s->closed_arg);
@@ -383,7 +374,7 @@ void redlock__sentinel_close(redlock__sentinel *s, void (*on_closed)(void *),
   redlock__conn_close(&s->conn);
   if (s->gai != NULL) {
     s->gai->s = NULL;
-    uv_cancel((uv_req_t *)&s->gai->req);
+    redlock__resolve_cancel(&s->gai->req);
     s->gai = NULL;
   }
   s->state = S_CLOSED;
@@ -391,5 +382,5 @@ void redlock__sentinel_close(redlock__sentinel *s, void (*on_closed)(void *),
     on_closed(arg);
     return;
   }
-  uv_close((uv_handle_t *)&s->timer, on_s_timer_closed);
+  redlock__timer_close(&s->timer, on_s_timer_closed);
 }

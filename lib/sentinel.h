@@ -25,7 +25,7 @@ typedef struct redlock__sentinel {
   char *pass;
   int tls;
   redlock__conn conn;
-  uv_timer_t timer;             /* connect deadline, backoff, re-ask */
+  redlock__timer timer;         /* connect deadline, backoff, re-ask */
   struct redlock__sgai *gai;    /* name resolution in flight */
   struct sockaddr_storage addr;
   int state;

@@ -14,7 +14,7 @@
  *     pass's mark): an entry restarted from its own callback runs in a
  *     later pass, so a pass always ends.
  *  4. An entry never runs before its due on the library's clock
- *     (redlock__now_ns, read afresh), whatever the loop's time says: the
+ *     (redlock__sys_now, read afresh), whatever the loop's time says: the
  *     loop's time is read once per iteration (stale after a busy one) and
  *     from CLOCK_MONOTONIC_COARSE on a 1000 Hz kernel (up to a ms
  *     behind), so a timer set on it fires early by as much. An early
@@ -65,15 +65,15 @@ static void sift_down(redlock__tq *tq, uint32_t i) {
   place(tq, i, e);
 }
 
-static void on_tq_timer(uv_timer_t *t);
+static void on_tq_timer(redlock__timer *t);
 
-/* Invariant 1. `now` is redlock__now_ns(), or 0 to read it only if the
+/* Invariant 1. `now` is redlock__sys_now(), or 0 to read it only if the
  * timer must move. */
 static void rearm(redlock__tq *tq, redlock__ns now) {
   redlock__ns due;
   if (tq->n == 0) {
     if (tq->armed != UINT64_MAX) {
-      uv_timer_stop(&tq->timer);
+      redlock__timer_stop(&tq->timer);
       tq->armed = UINT64_MAX;
     }
     return;
@@ -82,10 +82,10 @@ static void rearm(redlock__tq *tq, redlock__ns now) {
   if (due == tq->armed)
     return;
   if (now == 0)
-    now = tq->seen = redlock__now_ns();
+    now = tq->seen = redlock__sys_now(tq->timer.sys);
   tq->armed = due;
   /* Rounded up: the libuv timer may still fire early (invariant 4). */
-  uv_timer_start(&tq->timer, on_tq_timer,
+  redlock__timer_start(&tq->timer, on_tq_timer,
                  due > now ? (due - now + REDLOCK__NS_PER_MS - 1) /
                                  REDLOCK__NS_PER_MS
                            : 0,
@@ -105,12 +105,12 @@ static void remove_at(redlock__tq *tq, uint32_t i) {
     sift_down(tq, i);
 }
 
-void redlock__tq_init(redlock__tq *tq, uv_loop_t *loop,
+void redlock__tq_init(redlock__tq *tq, redlock__sys *sys,
                       redlock__tq_fire_fn fire, redlock__tq_done_fn done,
                       void *arg) {
   memset(tq, 0, sizeof(*tq));
-  uv_timer_init(loop, &tq->timer);
-  tq->timer.data = arg;
+  redlock__timer_init(sys, &tq->timer);
+  tq->timer.data = tq;
   tq->armed = UINT64_MAX;
   tq->fire = fire;
   tq->done = done;
@@ -161,7 +161,7 @@ void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms) {
     ms = 0;
     now = tq->seen;
   } else {
-    now = tq->seen = redlock__now_ns();
+    now = tq->seen = redlock__sys_now(tq->timer.sys);
   }
   if (e->pos != 0)
     remove_at(tq, e->pos - 1);
@@ -181,8 +181,8 @@ void redlock__tq_stop(redlock__tq *tq, redlock__tq_entry *e) {
   rearm(tq, 0);
 }
 
-static void on_tq_timer(uv_timer_t *t) {
-  redlock__tq *tq = (redlock__tq *)t;   /* timer is the first member */
+static void on_tq_timer(redlock__timer *t) {
+  redlock__tq *tq = t->data;
   redlock__ns now = tq->seen;   /* read afresh when it decides */
   int fresh = 0;
   uint64_t mark = tq->seq;   /* invariant 3 */
@@ -194,7 +194,7 @@ static void on_tq_timer(uv_timer_t *t) {
     if (e->seq >= mark)
       break;   /* started during this pass: every older expired one ran */
     if (e->due > now && !fresh) {
-      now = tq->seen = redlock__now_ns();
+      now = tq->seen = redlock__sys_now(tq->timer.sys);
       fresh = 1;
     }
     if (e->due > now &&
@@ -212,9 +212,9 @@ static void on_tq_timer(uv_timer_t *t) {
   rearm(tq, ran || !fresh ? 0 : now);
 }
 
-void redlock__tq_close(redlock__tq *tq, uv_close_cb cb) {
+void redlock__tq_close(redlock__tq *tq, void (*closed)(redlock__timer *t)) {
   REDLOCK__ASSERT(tq->n == 0);
-  uv_close((uv_handle_t *)&tq->timer, cb);
+  redlock__timer_close(&tq->timer, closed);
 }
 
 void redlock__tq_free(redlock__tq *tq) {

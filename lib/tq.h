@@ -1,19 +1,18 @@
 /* tq.h: the client's timer queue (see tq.c).
  *
- * A binary min-heap of deadlines on the library's clock (redlock__now_ns)
- * with one libuv timer armed for the earliest: a lock handle carries two
+ * A binary min-heap of deadlines on the library's clock (redlock__sys_now)
+ * with one timer of the seam (sys.h) armed for the earliest: a lock handle carries two
  * 24-byte entries instead of two 152-byte uv_timer_t, and starting or
  * stopping an entry costs no libuv call unless the earliest deadline moves
  * earlier. */
 #ifndef REDLOCK_TQ_H
 #define REDLOCK_TQ_H
 
-#include <uv.h>
-
 #include "common.h"
+#include "sys.h"
 
 typedef struct redlock__tq_entry {
-  redlock__ns due;     /* redlock__now_ns() */
+  redlock__ns due;     /* redlock__sys_now() */
   uint64_t seq;        /* equal dues run in start order */
   uint32_t pos;        /* heap slot + 1; 0 when not queued */
   uint16_t early_ms;   /* may run this much before due, when another
@@ -29,20 +28,20 @@ typedef void (*redlock__tq_fire_fn)(redlock__tq *tq, redlock__tq_entry *e);
 typedef void (*redlock__tq_done_fn)(redlock__tq *tq);
 
 struct redlock__tq {
-  uv_timer_t timer;    /* FIRST: armed for heap[0]; data is `arg` */
+  redlock__timer timer;   /* armed for heap[0]; data is the queue */
   redlock__tq_entry **heap;
   uint32_t n;
   uint32_t cap;
   uint32_t reserved;   /* slots promised to entries (>= n, <= cap) */
   uint64_t seq;
   uint64_t armed;      /* the timer's due; UINT64_MAX when stopped */
-  redlock__ns seen;    /* the latest redlock__now_ns() read here */
+  redlock__ns seen;    /* the latest redlock__sys_now() read here */
   redlock__tq_fire_fn fire;
   redlock__tq_done_fn done;
   void *arg;
 };
 
-void redlock__tq_init(redlock__tq *tq, uv_loop_t *loop,
+void redlock__tq_init(redlock__tq *tq, redlock__sys *sys,
                       redlock__tq_fire_fn fire, redlock__tq_done_fn done,
                       void *arg);
 /* Room for k more entries (an object reserves a slot for each of its
@@ -58,8 +57,8 @@ void redlock__tq_stop(redlock__tq *tq, redlock__tq_entry *e);
 static inline int redlock__tq_active(const redlock__tq_entry *e) {
   return e->pos != 0;
 }
-/* Closes the libuv timer (the queue must be empty). */
-void redlock__tq_close(redlock__tq *tq, uv_close_cb cb);
+/* Closes the timer (the queue must be empty); `closed` runs later. */
+void redlock__tq_close(redlock__tq *tq, void (*closed)(redlock__timer *t));
 void redlock__tq_free(redlock__tq *tq);
 
 #endif

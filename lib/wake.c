@@ -52,7 +52,7 @@ static int have_channels(const redlock__wake *w) {
 
 /* ---- one subscriber ------------------------------------------------------ */
 
-static void on_sub_timer(uv_timer_t *t);
+static void on_sub_timer(redlock__timer *t);
 
 static void sub_backoff(redlock__sub *s) {
   redlock__node_env *env = s->w->env;
@@ -60,16 +60,16 @@ static void sub_backoff(redlock__sub *s) {
   redlock__conn_close(&s->conn);
   if (s->w->closing || !have_channels(s->w)) {
     s->state = SUB_IDLE;
-    uv_timer_stop(&s->timer);
+    redlock__timer_stop(&s->timer);
     return;
   }
   delay = redlock__backoff_ms(env->reconnect_min_ms, env->reconnect_max_ms,
                               s->failures, env->prng);
   s->state = SUB_BACKOFF;
-  uv_timer_start(&s->timer, on_sub_timer, (uint64_t)delay, 0);
+  redlock__timer_start(&s->timer, on_sub_timer, (uint64_t)delay, 0);
 }
 
-static void on_sub_timer(uv_timer_t *t) {
+static void on_sub_timer(redlock__timer *t) {
   redlock__sub *s = t->data;
   if (s->state == SUB_CONNECTING) {
     s->failures++;   /* connect deadline */
@@ -143,7 +143,7 @@ static void on_sub_reply(redlock__conn *c, const redlock__reply *r) {
   if (strcmp(kind->str, "subscribe") == 0 && s->state == SUB_CONNECTING) {
     s->state = SUB_READY;
     s->failures = 0;
-    uv_timer_stop(&s->timer);
+    redlock__timer_stop(&s->timer);
     if (s->ever_ready)
       wake_all(s->w);   /* a release may have gone by while we were away */
     s->ever_ready = 1;
@@ -211,7 +211,7 @@ static void sub_connect(redlock__sub *s) {
   for (q = w->channels.next; q != &w->channels; q = q->next)
     channel_cmd(s, "SUBSCRIBE",
                 REDLOCK__CONTAINER_OF(q, redlock__wake_channel, link));
-  uv_timer_start(&s->timer, on_sub_timer, (uint64_t)env->connect_timeout_ms,
+  redlock__timer_start(&s->timer, on_sub_timer, (uint64_t)env->connect_timeout_ms,
                  0);
 }
 
@@ -237,7 +237,7 @@ static int subs_create(redlock__wake *w) {
     s->idx = i;
     redlock__conn_init(&s->conn, w->env->loop, w->env->flusher, &sub_cbs,
                        s);
-    uv_timer_init(w->env->loop, &s->timer);
+    redlock__timer_init(w->env->sys, &s->timer);
     s->timer.data = s;
     w->handles_open++;
   }
@@ -305,8 +305,8 @@ void redlock__wake_remove(redlock__wake *w, redlock__wake_waiter *wt) {
   redlock__free(ch);
 }
 
-static void on_sub_timer_closed(uv_handle_t *h) {
-  redlock__sub *s = h->data;
+static void on_sub_timer_closed(redlock__timer *t) {
+  redlock__sub *s = t->data;
   redlock__wake *w = s->w;
   if (--w->handles_open == 0 && w->on_closed != NULL)
     w->on_closed(w->arg);
@@ -326,7 +326,7 @@ void redlock__wake_close(redlock__wake *w, void (*on_closed)(void *),
     redlock__sub *s = &w->subs[i];
     redlock__conn_close(&s->conn);
     s->state = SUB_CLOSED;
-    uv_close((uv_handle_t *)&s->timer, on_sub_timer_closed);
+    redlock__timer_close(&s->timer, on_sub_timer_closed);
   }
 }
 

@@ -23,7 +23,7 @@ typedef struct redlock__sub {
   struct redlock__wake *w;
   unsigned idx;
   redlock__conn conn;
-  uv_timer_t timer;         /* connect deadline, or reconnect backoff */
+  redlock__timer timer;     /* connect deadline, or reconnect backoff */
   int state;
   unsigned failures;
   int ever_ready;           /* subscribed once: later ones are reconnects */

@@ -64,7 +64,7 @@ void redlock__wd_arm_renewal(redlock_lock_t *l) {
   int64_t spread = l->ttl_ms / 10 + 1;
   int64_t at = l->ttl_ms / 3 - (int64_t)(redlock__prng_next(&l->client->prng) %
                                          (uint64_t)spread);
-  int64_t half = redlock__validity_left(l->valid_until, redlock__now_ns()) /
+  int64_t half = redlock__validity_left(l->valid_until, redlock__sys_now(l->client->sys)) /
                  (int64_t)REDLOCK__NS_PER_MS / 2;
   int64_t early = l->ttl_ms / 10 < REDLOCK__RENEW_EARLY_MS
                       ? l->ttl_ms / 10 : REDLOCK__RENEW_EARLY_MS;
@@ -182,7 +182,7 @@ static redlock__cmd wd_cmd(const redlock_lock_t *l) {
 }
 
 void redlock__wd_on_timer(redlock_lock_t *l) {
-  redlock__ns now = redlock__now_ns();
+  redlock__ns now = redlock__sys_now(l->client->sys);
   if (l->state != REDLOCK__LOCK_HELD || !l->auto_extend || l->user_freed ||
       l->client->closing)
     return;
@@ -231,5 +231,5 @@ void redlock__wd_after_user_extend(redlock_lock_t *l, int status) {
     redlock__tq_stop(&l->client->tq, &l->wd);
     return;
   }
-  wd_arm_retry(l, redlock__now_ns());
+  wd_arm_retry(l, redlock__sys_now(l->client->sys));
 }
