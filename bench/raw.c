@@ -31,6 +31,7 @@ typedef struct raw_conn {
 
 struct raw_client {
   uv_loop_t *loop;
+  redlock__sys sys;
   redlock__flusher flusher;
   size_t n;
   unsigned quorum;
@@ -156,7 +157,8 @@ int raw_client_new(uv_loop_t *loop, const char *const *servers, size_t n,
   c->loop = loop;
   c->n = n;
   c->quorum = (unsigned)(n / 2 + 1);
-  redlock__flusher_init(loop, &c->flusher);
+  redlock__sys_uv_init(&c->sys, loop);
+  redlock__flusher_init(&c->sys, &c->flusher);
   for (i = 0; i < n; i++) {
     raw_conn *rc = &c->conns[i];
     struct sockaddr_in sa;
@@ -178,7 +180,7 @@ int raw_client_new(uv_loop_t *loop, const char *const *servers, size_t n,
     sa.sin_port = htons((uint16_t)port);
     rc->c = c;
     rc->ring = calloc(RING, sizeof(*rc->ring));
-    redlock__conn_init(&rc->conn, loop, &c->flusher, &raw_cbs, rc);
+    redlock__conn_init(&rc->conn, &c->sys, &c->flusher, &raw_cbs, rc);
     if (rc->ring == NULL || inet_pton(AF_INET, host, &sa.sin_addr) != 1 ||
         redlock__conn_open(&rc->conn, (struct sockaddr *)&sa, NULL, NULL,
                            NULL, err,
@@ -196,8 +198,8 @@ int raw_client_ready(const raw_client *c) {
   return (size_t)c->ready == c->n;
 }
 
-static void on_flusher_closed(uv_handle_t *h) {
-  free(h->data);
+static void on_flusher_closed(redlock__flusher *fl) {
+  free(fl->data);
 }
 
 void raw_client_close(raw_client *c) {
@@ -206,6 +208,6 @@ void raw_client_close(raw_client *c) {
     redlock__conn_free(&c->conns[i].conn);
     free(c->conns[i].ring);
   }
-  c->flusher.prepare.data = c;
+  c->flusher.data = c;
   redlock__flusher_close(&c->flusher, on_flusher_closed);
 }

@@ -558,8 +558,8 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   c->env.redirect = redlock__cluster_redirect;
   c->env.stale = on_stale;
   c->env.next_seed = redlock__cluster_next_seed;
-  redlock__flusher_init(loop, &c->flusher);
-  c->flusher.prepare.data = c;
+  redlock__flusher_init(c->sys, &c->flusher);
+  c->flusher.data = c;
   redlock__timer_init(c->sys, &c->close_timer);
   c->close_timer.data = c;
   redlock__timer_init(c->sys, &c->recheck_timer);
@@ -641,8 +641,8 @@ static void client_handle_closed(redlock_client_t *c) {
   }
 }
 
-static void on_flusher_closed(uv_handle_t *h) {
-  client_handle_closed(h->data);
+static void on_flusher_closed(redlock__flusher *fl) {
+  client_handle_closed(fl->data);
 }
 
 static void on_client_timer_closed(redlock__timer *t) {

@@ -1,74 +1,23 @@
-/* conn.c: one connection to a Redis server (see conn.h).
+/* conn.c: one connection to a Redis server, what every transport shares
+ * (see conn.h).
  *
- * Owns: the socket, its uv_poll_t, the output buffer, the RESP reader, and
- * the flusher that writes every connection with new output once per loop
- * turn. Does not own: what is sent or what replies mean (node.c), timers
- * and deadlines (node.c).
- *
- * A close is abortive (RST, SO_LINGER 0): nothing written on a connection
- * we gave up can arrive at the server after we closed it.
- *
- * Lifetime: the uv_poll_t lives in a small separate block (redlock__sock)
- * because uv_close() completes on a later loop turn; the block's close
- * callback only frees the block and never touches the connection. Closing
- * detaches the block, stops polling (libuv removes the fd from epoll at
- * once, inside uv_close) and closes the fd: from then on nothing of this
- * connection can run, and the owner may reuse or free it.
+ * Owns: the output buffer, the RESP reader, the state and generation, the
+ * flusher's list. Does not own: the socket, TLS or any I/O (the transport,
+ * sys.h: conn_uv.c is the library's); what is sent or what replies mean
+ * (node.c); timers and deadlines (node.c).
  *
  * Re-entrancy: every callback may close the connection (and even open it
  * again). After each callback we compare the generation counter and stop
  * touching the connection if it changed. */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "conn.h"
 
-#define READ_CHUNK 16384   /* bytes per recv() */
-
-typedef struct redlock__sock {
-  uv_poll_t poll;
-  redlock__conn *conn;    /* NULL once the connection let go of it */
-} redlock__sock;
-
-static void on_poll(uv_poll_t *h, int status, int events);
-
-static void conn_arm(redlock__conn *c) {
-  int events = UV_READABLE | (c->want_write ? UV_WRITABLE : 0);
-  if (c->sock == NULL || events == c->armed)
-    return;
-  c->armed = events;
-  uv_poll_start(&c->sock->poll, events, on_poll);
-}
-
-static void on_sock_closed(uv_handle_t *h) {
-  redlock__free(h->data);
-}
-
 void redlock__conn_close(redlock__conn *c) {
-  if (c->sock != NULL) {
-    redlock__sock *s = c->sock;
-    s->conn = NULL;
-    c->sock = NULL;
-    uv_close((uv_handle_t *)&s->poll, on_sock_closed);
-  }
-  if (c->fd >= 0) {
-    /* Abortive close (RST): the kernel drops what we wrote and was not
-     * acknowledged yet instead of retransmitting it. A command given up
-     * with its connection (a SET or PEXPIRE past its deadline) must not
-     * reach the server later, after the commands of the next connection
-     * (node.c invariant 1). */
-    struct linger lg = {1, 0};
-    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    close(c->fd);
-    c->fd = -1;
-  }
+  c->sys->ops->conn_close(c);   /* socket, poll handle, TLS */
   if (c->dirty) {
     redlock__queue_remove(&c->dirty_link);
     c->dirty = 0;
@@ -80,15 +29,11 @@ void redlock__conn_close(redlock__conn *c) {
   c->gen++;
   redlock__buf_reset(&c->out);
   redlock__buf_reset(&c->net);
-  if (c->tls != NULL) {
-    redlock__tls_free(c->tls);
-    c->tls = NULL;
-  }
   if (c->reader.rd != NULL)
     redlock__reader_free(&c->reader);
 }
 
-static void conn_fail(redlock__conn *c, int err, const char *msg) {
+void redlock__conn_fail(redlock__conn *c, int err, const char *msg) {
   char why[200];
   if (c->tls != NULL && !c->got_reply && c->state == REDLOCK__CONN_OPEN &&
       strncmp(msg, "TLS:", 4) != 0) {
@@ -104,16 +49,7 @@ static void conn_fail(redlock__conn *c, int err, const char *msg) {
   c->cbs->failed(c, err, why);
 }
 
-static void conn_fail_errno(redlock__conn *c, int e, const char *what) {
-  char why[160];
-  c->last_errno = e;
-  snprintf(why, sizeof(why), "%s: %s", what, strerror(e));
-  conn_fail(c, REDLOCK_EIO, why);
-}
-
 /* ---- output -------------------------------------------------------------- */
-
-static void on_prepare(uv_prepare_t *h);
 
 static void conn_mark_dirty(redlock__conn *c) {
   redlock__flusher *fl = c->fl;
@@ -124,58 +60,11 @@ static void conn_mark_dirty(redlock__conn *c) {
   redlock__queue_insert_tail(&fl->dirty, &c->dirty_link);
   if (!fl->active) {
     fl->active = 1;
-    uv_prepare_start(&fl->prepare, on_prepare);
+    fl->sys->ops->flusher_arm(fl);
   }
 }
 
-/* Sends what b holds, as much as the socket takes. 0, or -1 when the
- * connection failed (closed and reported). */
-static int sock_send(redlock__conn *c, redlock__buf *b) {
-  while (redlock__buf_pending(b) > 0) {
-    ssize_t n = send(c->fd, b->data + b->off, redlock__buf_pending(b),
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        break;
-      conn_fail_errno(c, errno, "write");
-      return -1;
-    }
-    redlock__buf_consume(b, (size_t)n);
-  }
-  c->want_write = redlock__buf_pending(b) > 0;
-  conn_arm(c);
-  return 0;
-}
-
-/* Ciphertext the TLS session produced goes out. */
-static int tls_flush(redlock__conn *c) {
-  if (redlock__tls_drain(c->tls, &c->net) != 0) {
-    conn_fail(c, REDLOCK_ENOMEM, "out of memory");
-    return -1;
-  }
-  return sock_send(c, &c->net);
-}
-
-/* Writes what is pending. Returns 0, or -1 when the connection failed
- * (closed and reported). */
-static int conn_write(redlock__conn *c) {
-  char err[160];
-  if (c->tls == NULL)
-    return sock_send(c, &c->out);
-  if (redlock__tls_write(c->tls, c->out.data + c->out.off,
-                         redlock__buf_pending(&c->out), err,
-                         sizeof(err)) != REDLOCK__TLS_OK) {
-    conn_fail(c, REDLOCK_EIO, err);
-    return -1;
-  }
-  redlock__buf_reset(&c->out);
-  return tls_flush(c);
-}
-
-static void on_prepare(uv_prepare_t *h) {
-  redlock__flusher *fl = REDLOCK__CONTAINER_OF(h, redlock__flusher, prepare);
+void redlock__flusher_run(redlock__flusher *fl) {
   fl->now_ns = 0;   /* read by the first flush callback that needs it */
   while (!redlock__queue_empty(&fl->dirty)) {
     redlock__conn *c =
@@ -190,9 +79,8 @@ static void on_prepare(uv_prepare_t *h) {
     }
     c->dirty = 0;
     if (c->state == REDLOCK__CONN_OPEN)
-      conn_write(c);
+      c->sys->ops->conn_write(c);
   }
-  uv_prepare_stop(h);
   fl->active = 0;
 }
 
@@ -213,12 +101,10 @@ int redlock__conn_send_raw(redlock__conn *c, const char *p, size_t n) {
 
 /* ---- input --------------------------------------------------------------- */
 
-/* Plaintext in: every complete reply goes up. 0, or -1 when the
- * connection was closed (by a failure or a callback). */
-static int conn_deliver(redlock__conn *c, const char *p, size_t n) {
+int redlock__conn_input(redlock__conn *c, const char *p, size_t n) {
   unsigned gen = c->gen;
   if (redlock__reader_feed(&c->reader, p, n) != 0) {
-    conn_fail(c, REDLOCK_ENOMEM, "out of memory");
+    redlock__conn_fail(c, REDLOCK_ENOMEM, "out of memory");
     return -1;
   }
   for (;;) {
@@ -230,7 +116,7 @@ static int conn_deliver(redlock__conn *c, const char *p, size_t n) {
     if (rc < 0) {
       char why[160];
       snprintf(why, sizeof(why), "protocol error: %s", msg);
-      conn_fail(c, rc, why);
+      redlock__conn_fail(c, rc, why);
       return -1;
     }
     c->got_reply = 1;
@@ -240,154 +126,20 @@ static int conn_deliver(redlock__conn *c, const char *p, size_t n) {
   }
 }
 
-static void conn_connected(redlock__conn *c);
-
-/* Ciphertext in: the handshake goes on, or records are decrypted and
- * delivered. 0, or -1 when the connection was closed. */
-static int conn_tls_input(redlock__conn *c, const char *p, size_t n) {
-  char plain[READ_CHUNK];
-  char err[160];
-  unsigned gen = c->gen;
-  if (redlock__tls_feed(c->tls, p, n) != REDLOCK__TLS_OK) {
-    conn_fail(c, REDLOCK_ENOMEM, "out of memory");
-    return -1;
-  }
-  if (c->state == REDLOCK__CONN_TLS) {
-    int rc = redlock__tls_handshake(c->tls, err, sizeof(err));
-    if (rc == REDLOCK__TLS_ERROR) {
-      conn_fail(c, REDLOCK_EIO, err);
-      return -1;
-    }
-    if (tls_flush(c) != 0)
-      return -1;
-    if (rc == REDLOCK__TLS_WANT)
-      return 0;
-    conn_connected(c);
-    if (c->gen != gen)
-      return -1;
-  }
-  for (;;) {
-    size_t got;
-    if (redlock__tls_read(c->tls, plain, sizeof(plain), &got, err,
-                          sizeof(err)) != REDLOCK__TLS_OK) {
-      conn_fail(c, REDLOCK_EIO, err);
-      return -1;
-    }
-    if (got == 0)
-      break;
-    if (conn_deliver(c, plain, got) != 0)
-      return -1;
-  }
-  /* Reading may have produced records to send (e.g. a key update). */
-  return tls_flush(c);
-}
-
-/* Reads what the socket has. 0, or -1 when the connection was closed. */
-static int conn_read(redlock__conn *c) {
-  char buf[READ_CHUNK];
-  for (;;) {
-    ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
-    int rc;
-    if (n < 0 && (errno == EINTR))
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return 0;
-    if (n <= 0) {
-      char why[200];
-      snprintf(why, sizeof(why), "%s%s",
-               n == 0 ? "connection closed by the server" : "read: ",
-               n == 0 ? "" : strerror(errno));
-      conn_fail(c, REDLOCK_EIO, why);
-      return -1;
-    }
-    rc = c->tls != NULL ? conn_tls_input(c, buf, (size_t)n)
-                        : conn_deliver(c, buf, (size_t)n);
-    if (rc != 0)
-      return -1;
-    if ((size_t)n < sizeof(buf))
-      return 0;
-  }
-}
-
 int redlock__conn_read_now(redlock__conn *c) {
   if (c->state != REDLOCK__CONN_OPEN)
     return -1;
-  return conn_read(c);
+  return c->sys->ops->conn_read(c);
 }
 
 /* ---- connect ------------------------------------------------------------- */
 
-/* The connection is ready for commands: what was queued goes out. */
-static void conn_connected(redlock__conn *c) {
+int redlock__conn_ready(redlock__conn *c) {
   unsigned gen = c->gen;
   c->state = REDLOCK__CONN_OPEN;
   c->want_write = 0;
   c->cbs->connected(c);
-  if (c->gen == gen && redlock__buf_pending(&c->out) > 0)
-    conn_write(c);
-  else if (c->gen == gen)
-    conn_arm(c);
-}
-
-static void conn_check_connected(redlock__conn *c) {
-  int err = 0;
-  socklen_t len = sizeof(err);
-  char why[160];
-  if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-    err = errno;
-  if (err == EINPROGRESS || err == EALREADY)
-    return;
-  if (err != 0) {
-    conn_fail_errno(c, err, "connect");
-    return;
-  }
-  if (c->tls == NULL) {
-    conn_connected(c);
-    return;
-  }
-  /* TCP is up: the TLS handshake (inside the connect deadline). */
-  c->state = REDLOCK__CONN_TLS;
-  c->want_write = 0;
-  if (redlock__tls_handshake(c->tls, why, sizeof(why)) ==
-      REDLOCK__TLS_ERROR) {
-    conn_fail(c, REDLOCK_EIO, why);
-    return;
-  }
-  tls_flush(c);
-}
-
-static void on_poll(uv_poll_t *h, int status, int events) {
-  redlock__sock *s = h->data;
-  redlock__conn *c = s->conn;
-  unsigned gen;
-  if (c == NULL)
-    return;
-  gen = c->gen;
-  if (status < 0) {
-    /* libuv stopped the handle (POLLERR). The socket tells why. */
-    int err = 0;
-    socklen_t len = sizeof(err);
-    c->armed = 0;
-    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
-        err == 0)
-      err = ECONNRESET;
-    conn_fail_errno(c, err,
-                    c->state == REDLOCK__CONN_CONNECTING ? "connect" : "read");
-    return;
-  }
-  if (c->state == REDLOCK__CONN_CONNECTING) {
-    if (events & (UV_WRITABLE | UV_READABLE))
-      conn_check_connected(c);
-    return;
-  }
-  if ((events & UV_READABLE) && conn_read(c) != 0)
-    return;
-  if (c->gen == gen && (events & UV_WRITABLE)) {
-    if (c->tls != NULL && redlock__buf_pending(&c->net) > 0)
-      sock_send(c, &c->net);
-    else if (c->state == REDLOCK__CONN_OPEN)
-      conn_write(c);
-  }
+  return c->gen == gen ? 0 : -1;
 }
 
 /* ---- addresses ----------------------------------------------------------- */
@@ -421,11 +173,11 @@ void redlock__addr_resolved(struct sockaddr_storage *sa,
     ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
 }
 
-void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
+void redlock__conn_init(redlock__conn *c, redlock__sys *sys,
                         redlock__flusher *fl, const redlock__conn_cbs *cbs,
                         void *data) {
   memset(c, 0, sizeof(*c));
-  c->loop = loop;
+  c->sys = sys;
   c->fl = fl;
   c->cbs = cbs;
   c->data = data;
@@ -436,96 +188,36 @@ void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
 int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
                        const char *path, redlock__tls_ctx *tls,
                        const char *host, char *err, size_t errlen) {
-  c->last_errno = 0;
-  struct sockaddr_un un;
-  socklen_t salen;
-  int fd;
   int rc;
-  redlock__sock *s;
   REDLOCK__ASSERT(c->state == REDLOCK__CONN_CLOSED);
-  if (sa == NULL) {
-    size_t plen = strlen(path);
-    if (plen >= sizeof(un.sun_path)) {
-      snprintf(err, errlen, "unix socket path too long");
-      return REDLOCK_EIO;
-    }
-    memset(&un, 0, sizeof(un));
-    un.sun_family = AF_UNIX;
-    memcpy(un.sun_path, path, plen + 1);
-    sa = (const struct sockaddr *)&un;
-    salen = sizeof(un);
-  } else {
-    salen = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                      : sizeof(struct sockaddr_in);
-  }
+  c->last_errno = 0;
   if (redlock__reader_init(&c->reader) != 0) {
     snprintf(err, errlen, "out of memory");
     return REDLOCK_ENOMEM;
   }
-  s = redlock__calloc(1, sizeof(*s));
-  if (s == NULL ||
-      (tls != NULL &&
-       redlock__tls_new(tls, host, &c->tls_session, &c->tls) != 0)) {
-    redlock__free(s);
+  rc = c->sys->ops->conn_open(c, sa, path, tls, host, err, errlen);
+  if (rc != 0)
     redlock__reader_free(&c->reader);
-    snprintf(err, errlen, "out of memory");
-    return REDLOCK_ENOMEM;
-  }
-  fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(err, errlen, "socket: %s", strerror(errno));
-    goto fail;
-  }
-  if (sa->sa_family != AF_UNIX) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-  do
-    rc = connect(fd, sa, salen);
-  while (rc != 0 && errno == EINTR);
-  if (rc != 0 && errno != EINPROGRESS) {
-    c->last_errno = errno;
-    snprintf(err, errlen, "connect: %s", strerror(errno));
-    close(fd);
-    goto fail;
-  }
-  if (uv_poll_init_socket(c->loop, &s->poll, fd) != 0) {
-    snprintf(err, errlen, "cannot watch the socket");
-    close(fd);
-    goto fail;
-  }
-  s->poll.data = s;
-  s->conn = c;
-  c->sock = s;
-  c->fd = fd;
-  c->state = REDLOCK__CONN_CONNECTING;
-  /* Connected or not, the outcome is reported from the poll callback
-   * (POLLOUT), never from inside this call. */
-  c->want_write = 1;
-  conn_arm(c);
-  return 0;
-
-fail:
-  redlock__free(s);
-  redlock__tls_free(c->tls);
-  c->tls = NULL;
-  redlock__reader_free(&c->reader);
-  return REDLOCK_EIO;
+  return rc;
 }
 
 void redlock__conn_free(redlock__conn *c) {
   redlock__conn_close(c);
-  redlock__tls_session_free(&c->tls_session);
+  c->sys->ops->conn_free(c);
   redlock__buf_free(&c->out);
   redlock__buf_free(&c->net);
 }
 
-int redlock__flusher_init(uv_loop_t *loop, redlock__flusher *fl) {
+int redlock__flusher_init(redlock__sys *sys, redlock__flusher *fl) {
   redlock__queue_init(&fl->dirty);
+  fl->sys = sys;
   fl->active = 0;
-  return uv_prepare_init(loop, &fl->prepare) == 0 ? 0 : REDLOCK_EIO;
+  fl->now_ns = 0;
+  return sys->ops->flusher_init(sys, fl);
 }
 
-void redlock__flusher_close(redlock__flusher *fl, uv_close_cb cb) {
-  uv_close((uv_handle_t *)&fl->prepare, cb);
+void redlock__flusher_close(redlock__flusher *fl,
+                            void (*closed)(redlock__flusher *fl)) {
+  fl->closed = closed;
+  fl->sys->ops->flusher_close(fl);
 }

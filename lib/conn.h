@@ -1,15 +1,13 @@
-/* conn.h: one connection to a Redis server, ours on libuv (DESIGN 4.1).
+/* conn.h: one connection to a Redis server (DESIGN 4.1).
  *
- * A non-blocking socket (TCP with TCP_NODELAY, or a unix socket) watched
- * by a uv_poll_t, an output buffer the layer above encodes commands into,
- * and the RESP reader (reply.h). Writes are coalesced: a connection with
- * new output is flushed once per loop turn, just before the loop blocks
- * (the flusher's uv_prepare), with send(..., MSG_NOSIGNAL): no SIGPIPE can
- * reach the process from here. With TLS (tls.c), OpenSSL works on memory
- * buffers between the socket and the codec: the same socket code serves
- * both. Read interest stays armed for the life of
- * the connection; write interest only while connecting or while the kernel
- * buffer is full, so steady traffic costs no epoll_ctl.
+ * What every transport shares (conn.c): the output buffer the layer above
+ * encodes commands into, the RESP reader (reply.h), the connection's
+ * state and generation, and the flusher: a connection with new output is
+ * written once per loop turn, just before the loop blocks. The transport
+ * under it comes from the seam (sys.h): the library's (conn_uv.c) is a
+ * non-blocking socket (TCP with TCP_NODELAY, or a unix socket) watched by
+ * a uv_poll_t, with TLS on memory buffers between the socket and the
+ * codec; the simulator's hands the bytes to simulated masters.
  *
  * Closing is synchronous: after redlock__conn_close() (or a failure, which
  * closes before it reports) no callback of this connection runs again. */
@@ -24,21 +22,29 @@
 #include "common.h"
 #include "reply.h"
 #include "resp.h"
+#include "sys.h"
 #include "tls.h"
 
-/* Coalesces writes: connections with new output are flushed once per loop
- * turn from a uv_prepare callback, just before the loop blocks. */
+/* Coalesces writes: connections with new output are written once per
+ * loop turn (redlock__flusher_run, which the transport calls just before
+ * its loop blocks: libuv's from a uv_prepare callback). */
 typedef struct redlock__flusher {
-  uv_prepare_t prepare;
+  uv_prepare_t prepare;       /* the libuv transport's */
+  redlock__sys *sys;
   redlock__queue dirty;
-  int active;
+  int active;                 /* the transport was asked for a run */
   redlock__ns now_ns;         /* 0, or read once in this flush by a
                                  flush callback (for the others) */
+  void (*closed)(struct redlock__flusher *fl);
+  void *data;                 /* the owner's */
 } redlock__flusher;
 
-int redlock__flusher_init(uv_loop_t *loop, redlock__flusher *fl);
-/* uv_close()s the prepare handle; `cb` runs when it is closed. */
-void redlock__flusher_close(redlock__flusher *fl, uv_close_cb cb);
+int redlock__flusher_init(redlock__sys *sys, redlock__flusher *fl);
+/* `closed` runs later, once the transport let go of the flusher. */
+void redlock__flusher_close(redlock__flusher *fl,
+                            void (*closed)(redlock__flusher *fl));
+/* The transport's turn: every connection with new output is written. */
+void redlock__flusher_run(redlock__flusher *fl);
 
 typedef struct redlock__conn redlock__conn;
 
@@ -65,16 +71,17 @@ typedef enum {
 struct redlock__sock;
 
 struct redlock__conn {
-  uv_loop_t *loop;
+  redlock__sys *sys;
   redlock__flusher *fl;
   const redlock__conn_cbs *cbs;
   void *data;                 /* the owner's */
-  struct redlock__sock *sock; /* the poll handle; NULL when closed */
-  int fd;
+  struct redlock__sock *sock; /* libuv transport: the poll handle */
+  int fd;                     /* libuv transport: the socket, or -1 */
   redlock__conn_state state;
   unsigned gen;               /* bumped by every close */
-  int armed;                  /* events passed to uv_poll_start */
-  int want_write;             /* waiting for POLLOUT */
+  int armed;                  /* libuv: events passed to uv_poll_start */
+  int want_write;             /* the transport does not take our bytes
+                                 now (connecting, or its buffer full) */
   int dirty;                  /* on the flusher's list */
   int flushing;               /* inside the flush callback */
   int got_reply;              /* a reply came on this connection */
@@ -87,7 +94,7 @@ struct redlock__conn {
   redlock__reader reader;
 };
 
-void redlock__conn_init(redlock__conn *c, uv_loop_t *loop,
+void redlock__conn_init(redlock__conn *c, redlock__sys *sys,
                         redlock__flusher *fl, const redlock__conn_cbs *cbs,
                         void *data);
 /* *sa from host, an IP literal, and port: 1; 0 when host is a name (to
@@ -121,5 +128,16 @@ int redlock__conn_read_now(redlock__conn *c);
 void redlock__conn_close(redlock__conn *c);
 /* Frees the buffers (after the last close). */
 void redlock__conn_free(redlock__conn *c);
+
+/* ---- for transports (sys.h) ---------------------------------------------- */
+/* Bytes that arrived (plaintext): every complete reply goes up. 0, or -1
+ * when the connection was closed (by a failure or a callback). */
+int redlock__conn_input(redlock__conn *c, const char *p, size_t n);
+/* Connected: OPEN, and the owner is told. 0, or -1 when a callback closed
+ * it (its generation moved). */
+int redlock__conn_ready(redlock__conn *c);
+/* Fails and closes the connection, then reports it (err: EIO, EPROTO,
+ * ENOMEM). */
+void redlock__conn_fail(redlock__conn *c, int err, const char *msg);
 
 #endif

@@ -1914,7 +1914,7 @@ void redlock__node_init(redlock__node *n, redlock__node_env *env,
   memset(uri, 0, sizeof(*uri));
   redlock__queue_init(&n->pending);
   redlock__queue_init(&n->waiting);
-  redlock__conn_init(&n->conn, env->loop, env->flusher, &node_conn_cbs, n);
+  redlock__conn_init(&n->conn, env->sys, env->flusher, &node_conn_cbs, n);
   redlock__timer_init(env->sys, &n->deadline_timer);
   redlock__timer_init(env->sys, &n->conn_timer);
   n->deadline_timer.data = n;

@@ -342,7 +342,7 @@ static void s_connect(redlock__sentinel *s) {
 }
 
 void redlock__sentinel_start(redlock__sentinel *s) {
-  redlock__conn_init(&s->conn, s->env->loop, s->env->flusher, &s_cbs, s);
+  redlock__conn_init(&s->conn, s->env->sys, s->env->flusher, &s_cbs, s);
   redlock__timer_init(s->env->sys, &s->timer);
   s->timer.data = s;
   s->handles_open = 1;

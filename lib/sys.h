@@ -23,12 +23,16 @@
 #define REDLOCK_SYS_H
 
 #include <netdb.h>
+#include <sys/socket.h>
 
 #include "common.h"
 
 typedef struct redlock__sys redlock__sys;
 typedef struct redlock__timer redlock__timer;
 typedef struct redlock__resolve redlock__resolve;
+struct redlock__conn;
+struct redlock__flusher;
+struct redlock__tls_ctx;
 
 typedef void (*redlock__timer_cb)(redlock__timer *t);
 /* `ai`: the addresses (freed by the implementation after the call), or
@@ -72,6 +76,30 @@ typedef struct redlock__sys_ops {
                  redlock__resolve_cb cb);
   /* Asks for cb to come soon (status < 0 if not resolved yet). */
   void (*resolve_cancel)(redlock__resolve *r);
+
+  /* The transport under redlock__conn (conn.h), which calls these. Open:
+   * to `sa` (TCP), or the unix socket `path` when sa is NULL, with `tls`
+   * a TLS session to `host` on top. 0: the transport reports
+   * redlock__conn_ready or redlock__conn_fail later, never from inside
+   * this call. Else EIO or ENOMEM with err set, and nothing follows. */
+  int (*conn_open)(struct redlock__conn *c, const struct sockaddr *sa,
+                   const char *path, struct redlock__tls_ctx *tls,
+                   const char *host, char *err, size_t errlen);
+  /* Writes c->out (an OPEN connection), as much as it takes now. 0, or
+   * -1 when the connection failed (closed and reported). */
+  int (*conn_write)(struct redlock__conn *c);
+  /* Delivers what has arrived by now (an OPEN connection). 0, or -1 when
+   * the connection was closed meanwhile. */
+  int (*conn_read)(struct redlock__conn *c);
+  /* The transport's part of a close: nothing of it runs after. */
+  void (*conn_close)(struct redlock__conn *c);
+  /* The transport's part of freeing (after the last close). */
+  void (*conn_free)(struct redlock__conn *c);
+  int (*flusher_init)(redlock__sys *s, struct redlock__flusher *fl);
+  /* Calls redlock__flusher_run once, later in this loop turn. */
+  void (*flusher_arm)(struct redlock__flusher *fl);
+  /* fl->closed runs later. */
+  void (*flusher_close)(struct redlock__flusher *fl);
 } redlock__sys_ops;
 
 struct redlock__sys {

@@ -5,9 +5,11 @@
  *
  * The clock is redlock__clock_ns() (clock.c: CLOCK_BOOTTIME); random bytes
  * come from uv_random (getrandom(2)); timers are uv_timer_t and run on
- * the loop's time, as they did before the seam. */
+ * the loop's time, as they did before the seam; the transport is
+ * conn_uv.c's. */
 #include <string.h>
 
+#include "conn_uv.h"
 #include "sys.h"
 
 static redlock__ns uv_now_ns(redlock__sys *s) {
@@ -88,9 +90,23 @@ static void uv_resolve_cancel_(redlock__resolve *r) {
 }
 
 static const redlock__sys_ops uv_ops = {
-    uv_now_ns,        uv_random_bytes,  uv_timer_init_,     uv_timer_start_,
-    uv_timer_stop_,   uv_timer_close_,  uv_timer_closing_,  uv_resolve_,
+    uv_now_ns,
+    uv_random_bytes,
+    uv_timer_init_,
+    uv_timer_start_,
+    uv_timer_stop_,
+    uv_timer_close_,
+    uv_timer_closing_,
+    uv_resolve_,
     uv_resolve_cancel_,
+    redlock__uvconn_open,
+    redlock__uvconn_write,
+    redlock__uvconn_read,
+    redlock__uvconn_close,
+    redlock__uvconn_free,
+    redlock__uvconn_flusher_init,
+    redlock__uvconn_flusher_arm,
+    redlock__uvconn_flusher_close,
 };
 
 void redlock__sys_uv_init(redlock__sys *s, uv_loop_t *loop) {

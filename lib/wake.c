@@ -235,7 +235,7 @@ static int subs_create(redlock__wake *w) {
     redlock__sub *s = &w->subs[i];
     s->w = w;
     s->idx = i;
-    redlock__conn_init(&s->conn, w->env->loop, w->env->flusher, &sub_cbs,
+    redlock__conn_init(&s->conn, w->env->sys, w->env->flusher, &sub_cbs,
                        s);
     redlock__timer_init(w->env->sys, &s->timer);
     s->timer.data = s;
