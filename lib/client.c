@@ -564,8 +564,7 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   c->close_timer.data = c;
   redlock__timer_init(c->sys, &c->recheck_timer);
   c->recheck_timer.data = c;
-  redlock__tq_init(&c->tq, c->sys, redlock__lock_tq_fire, redlock__wd_flush,
-                   c);
+  redlock__tq_init(&c->tq, c->sys, redlock__wd_flush, c);
   c->handles_open = 4;
   c->wake.nodes = c->nodes;
   c->wake.n = c->n;

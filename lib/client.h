@@ -117,8 +117,7 @@ void redlock__client_join(redlock_client_t *c, redlock__member *m);
 void redlock__client_leave(redlock_client_t *c);
 
 /* The lock layer's side of the client's timer queue and renewal batches
- * (lock.c, watchdog.c): the client wires them in and frees the pool. */
-void redlock__lock_tq_fire(redlock__tq *tq, redlock__tq_entry *e);
+ * (watchdog.c): the client wires it in and frees the pool. */
 void redlock__wd_flush(redlock__tq *tq);
 void redlock__batch_pool_free(redlock_client_t *c);
 /* Frees a pooled round (its link is its first member: round.c). */

@@ -146,29 +146,22 @@ int redlock__lock_rw_names(redlock_lock_t *l) {
   return 0;
 }
 
+static void lock_on_timer(redlock_lock_t *l);
+
+static void on_tmr(redlock__tq_entry *e) {
+  lock_on_timer(REDLOCK__CONTAINER_OF(e, redlock_lock_t, tmr));
+}
+
+static void on_reap(redlock__tq_entry *e) {
+  lock_reap(REDLOCK__CONTAINER_OF(e, redlock_lock_t, tmr));
+}
+
 void redlock__lock_timer(redlock_lock_t *l, int64_t ms) {
-  redlock__tq_start(&l->client->tq, &l->tmr, ms);
+  redlock__tq_start(&l->client->tq, &l->tmr, ms, on_tmr);
 }
 
 void redlock__lock_timer_stop(redlock_lock_t *l) {
   redlock__tq_stop(&l->client->tq, &l->tmr);
-}
-
-static void lock_on_timer(redlock_lock_t *l);
-
-void redlock__lock_tq_fire(redlock__tq *tq, redlock__tq_entry *e) {
-  (void)tq;
-  switch (e->kind) {
-    case REDLOCK__TQ_TIMER:
-      lock_on_timer(REDLOCK__CONTAINER_OF(e, redlock_lock_t, tmr));
-      return;
-    case REDLOCK__TQ_REAP:
-      lock_reap(REDLOCK__CONTAINER_OF(e, redlock_lock_t, tmr));
-      return;
-    case REDLOCK__TQ_WD:
-      redlock__wd_on_timer(REDLOCK__CONTAINER_OF(e, redlock_lock_t, wd));
-      return;
-  }
 }
 
 void redlock__lock_ref(redlock_lock_t *l) {
@@ -180,8 +173,7 @@ void redlock__lock_unref(redlock_lock_t *l) {
   if (--l->refs == 0) {
     redlock__tq *tq = &l->client->tq;
     redlock__tq_stop(tq, &l->wd);
-    l->tmr.kind = REDLOCK__TQ_REAP;
-    redlock__tq_start(tq, &l->tmr, 0);
+    redlock__tq_start(tq, &l->tmr, 0, on_reap);
   }
 }
 
@@ -782,8 +774,6 @@ int redlock_lock_new_multi(redlock_client_t *c,
   l->token = l->tok_inline;
   l->client = c;
   l->refs = 1;   /* the user's */
-  l->tmr.kind = REDLOCK__TQ_TIMER;
-  l->wd.kind = REDLOCK__TQ_WD;
   l->member.abort = on_member_abort;
   redlock__client_join(c, &l->member);
   *out = l;

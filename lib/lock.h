@@ -249,8 +249,6 @@ void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s);
  * timer queue: its mode (timer_mode) runs after ms. */
 void redlock__lock_timer(redlock_lock_t *l, int64_t ms);
 void redlock__lock_timer_stop(redlock_lock_t *l);
-/* The client's timer queue entries of a lock handle. */
-enum { REDLOCK__TQ_TIMER = 1, REDLOCK__TQ_WD, REDLOCK__TQ_REAP };
 void redlock__lock_ref(redlock_lock_t *l);
 void redlock__lock_unref(redlock_lock_t *l);
 /* Ends the user's operation with l->status: the callback runs now, or on
@@ -380,8 +378,6 @@ void redlock__wd_stop(redlock_lock_t *l);
 void redlock__wd_declare_lost(redlock_lock_t *l, int reason);
 /* The user's extend ended with status: keep the watchdog in step. */
 void redlock__wd_after_user_extend(redlock_lock_t *l, int status);
-/* The watchdog's entry on the client's timer queue ran. */
-void redlock__wd_on_timer(redlock_lock_t *l);
 /* One decided extension of the watchdog (a round's, or a batch's). */
 typedef struct redlock__wd_outcome {
   redlock__round_state st;

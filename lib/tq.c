@@ -2,7 +2,7 @@
  *
  * Owns: a binary min-heap of entries ordered by (due, seq) and the one
  * libuv timer armed for its top. Does not own: the entries (they live in
- * lock handles) or what running one means (the `fire` function).
+ * lock handles) or what running one means (each entry's `fire`).
  *
  * Invariants
  *  1. The libuv timer is armed exactly when the heap is not empty, for the
@@ -106,13 +106,12 @@ static void remove_at(redlock__tq *tq, uint32_t i) {
 }
 
 void redlock__tq_init(redlock__tq *tq, redlock__sys *sys,
-                      redlock__tq_fire_fn fire, redlock__tq_done_fn done,
+                      redlock__tq_done_fn done,
                       void *arg) {
   memset(tq, 0, sizeof(*tq));
   redlock__timer_init(sys, &tq->timer);
   tq->timer.data = tq;
   tq->armed = UINT64_MAX;
-  tq->fire = fire;
   tq->done = done;
   tq->arg = arg;
 }
@@ -152,7 +151,8 @@ void redlock__tq_unreserve(redlock__tq *tq, uint32_t k) {
   }
 }
 
-void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms) {
+void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms,
+                       redlock__tq_fire_fn fire) {
   redlock__ns now;
   if (ms <= 0) {
     /* As soon as possible: any past reading is as good as a new one (the
@@ -167,6 +167,7 @@ void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms) {
     remove_at(tq, e->pos - 1);
   REDLOCK__ASSERT(tq->n < tq->cap && tq->n < tq->reserved);
   e->due = now + (redlock__ns)ms * REDLOCK__NS_PER_MS;
+  e->fire = fire;
   e->seq = tq->seq++;
   place(tq, tq->n, e);
   tq->n++;
@@ -205,7 +206,7 @@ static void on_tq_timer(redlock__timer *t) {
     if (e->early_ms > 0)
       batching = 1;
     ran = 1;
-    tq->fire(tq, e);
+    e->fire(e);
   }
   if (ran && tq->done != NULL)
     tq->done(tq);

@@ -2,7 +2,7 @@
  *
  * A binary min-heap of deadlines on the library's clock (redlock__sys_now)
  * with one timer of the seam (sys.h) armed for the earliest: a lock handle carries two
- * 24-byte entries instead of two 152-byte uv_timer_t, and starting or
+ * 32-byte entries instead of two 152-byte uv_timer_t, and starting or
  * stopping an entry costs no libuv call unless the earliest deadline moves
  * earlier. */
 #ifndef REDLOCK_TQ_H
@@ -11,20 +11,22 @@
 #include "common.h"
 #include "sys.h"
 
-typedef struct redlock__tq_entry {
+typedef struct redlock__tq_entry redlock__tq_entry;
+/* What an entry runs when it is due (it is no longer queued then). */
+typedef void (*redlock__tq_fire_fn)(redlock__tq_entry *e);
+
+struct redlock__tq_entry {
   redlock__ns due;     /* redlock__sys_now() */
   uint64_t seq;        /* equal dues run in start order */
   uint32_t pos;        /* heap slot + 1; 0 when not queued */
   uint16_t early_ms;   /* may run this much before due, when another
                           entry runs in the same pass (batching) */
-  uint8_t kind;        /* the owner's: which entry of which object */
-} redlock__tq_entry;
+  redlock__tq_fire_fn fire;   /* the latest start's */
+};
 
 typedef struct redlock__tq redlock__tq;
 
-/* Runs each expired entry (it is no longer queued when called), then
- * `done` once per pass that ran at least one entry. */
-typedef void (*redlock__tq_fire_fn)(redlock__tq *tq, redlock__tq_entry *e);
+/* Runs once per pass that ran at least one entry, after them. */
 typedef void (*redlock__tq_done_fn)(redlock__tq *tq);
 
 struct redlock__tq {
@@ -36,23 +38,24 @@ struct redlock__tq {
   uint64_t seq;
   uint64_t armed;      /* the timer's due; UINT64_MAX when stopped */
   redlock__ns seen;    /* the latest redlock__sys_now() read here */
-  redlock__tq_fire_fn fire;
   redlock__tq_done_fn done;
   void *arg;
 };
 
 void redlock__tq_init(redlock__tq *tq, redlock__sys *sys,
-                      redlock__tq_fire_fn fire, redlock__tq_done_fn done,
+                      redlock__tq_done_fn done,
                       void *arg);
 /* Room for k more entries (an object reserves a slot for each of its
  * entries when it is made, so that starting one never fails): 0 or
  * ENOMEM. unreserve gives the slots back (the entries must be stopped). */
 int redlock__tq_reserve(redlock__tq *tq, uint32_t k);
 void redlock__tq_unreserve(redlock__tq *tq, uint32_t k);
-/* (Re)starts e (which has a reserved slot) to run in `ms` from now (the
- * library's clock, never earlier). An entry started while the queue runs
- * expired entries runs in a later pass, never in the same one. */
-void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms);
+/* (Re)starts e (which has a reserved slot) to run `fire` in `ms` from now
+ * (the library's clock, never earlier), as uv_timer_start does. An entry
+ * started while the queue runs expired entries runs in a later pass,
+ * never in the same one. */
+void redlock__tq_start(redlock__tq *tq, redlock__tq_entry *e, int64_t ms,
+                       redlock__tq_fire_fn fire);
 void redlock__tq_stop(redlock__tq *tq, redlock__tq_entry *e);
 static inline int redlock__tq_active(const redlock__tq_entry *e) {
   return e->pos != 0;

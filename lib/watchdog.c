@@ -22,12 +22,19 @@
 
 #include "lock.h"
 
+static void wd_on_timer(redlock_lock_t *l);
+
+/* The watchdog's entry on the client's timer queue ran. */
+static void on_wd(redlock__tq_entry *e) {
+  wd_on_timer(REDLOCK__CONTAINER_OF(e, redlock_lock_t, wd));
+}
+
 /* The watchdog's entry on the client's timer queue: exactly at `ms`. */
 static void wd_arm(redlock_lock_t *l, int64_t ms) {
   if (ms < 1)
     ms = 1;
   l->wd.early_ms = 0;
-  redlock__tq_start(&l->client->tq, &l->wd, ms);
+  redlock__tq_start(&l->client->tq, &l->wd, ms, on_wd);
 }
 
 /* Plain locks renew in batches (batch.c); the others with a round. */
@@ -181,7 +188,7 @@ static redlock__cmd wd_cmd(const redlock_lock_t *l) {
   return REDLOCK__CMD_EXTEND;
 }
 
-void redlock__wd_on_timer(redlock_lock_t *l) {
+static void wd_on_timer(redlock_lock_t *l) {
   redlock__ns now = redlock__sys_now(l->client->sys);
   if (l->state != REDLOCK__LOCK_HELD || !l->auto_extend || l->user_freed ||
       l->client->closing)
