@@ -96,22 +96,14 @@ void redlock__acquire_unwait(redlock_lock_t *l) {
 /* ---- attempts ------------------------------------------------------------ */
 
 static redlock__cmd set_cmd(const redlock_lock_t *l) {
-  switch (l->kind) {
-    case REDLOCK__KIND_PLAIN: {
-      const char *old[REDLOCK__STALE_PER_KEY];
-      if (l->want_fence)
-        return REDLOCK__CMD_FENCED_ACQUIRE;
-      /* Keys of our own may linger (issue 14): take them over. */
-      return redlock__stale_tokens(l, old) > 0 ? REDLOCK__CMD_TAKEOVER
-                                               : REDLOCK__CMD_SET_NX;
-    }
-    case REDLOCK__KIND_MULTI:
-      return REDLOCK__CMD_MULTI_ACQUIRE;
-    case REDLOCK__KIND_READ:
-    case REDLOCK__KIND_WRITE:
-      return REDLOCK__CMD_RW_ACQUIRE;
-  }
-  return REDLOCK__CMD_SET_NX;
+  const char *old[REDLOCK__STALE_PER_KEY];
+  if (l->kind != REDLOCK__KIND_PLAIN)
+    return redlock__kind_of(l)->acquire;
+  if (l->want_fence)
+    return REDLOCK__CMD_FENCED_ACQUIRE;
+  /* Keys of our own may linger (issue 14): take them over. */
+  return redlock__stale_tokens(l, old) > 0 ? REDLOCK__CMD_TAKEOVER
+                                           : REDLOCK__CMD_SET_NX;
 }
 
 /* Ends the acquisition with `status` (no more attempts). */

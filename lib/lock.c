@@ -243,30 +243,32 @@ void redlock__lock_drop_round(redlock_lock_t *l) {
   redlock__round_detach(r);
 }
 
+static const redlock__kind_cmds kinds[] = {
+    [REDLOCK__KIND_PLAIN] = {REDLOCK__CMD_SET_NX, REDLOCK__CMD_EXTEND,
+                             REDLOCK__CMD_RELEASE, REDLOCK__CMD_RELEASE, 0,
+                             1},
+    [REDLOCK__KIND_MULTI] = {REDLOCK__CMD_MULTI_ACQUIRE,
+                             REDLOCK__CMD_MULTI_EXTEND,
+                             REDLOCK__CMD_MULTI_RELEASE,
+                             REDLOCK__CMD_MULTI_RELEASE, 0, 0},
+    [REDLOCK__KIND_READ] = {REDLOCK__CMD_RW_ACQUIRE, REDLOCK__CMD_RW_EXTEND,
+                            REDLOCK__CMD_RW_RELEASE, REDLOCK__CMD_RW_GIVEUP,
+                            1, 0},
+    [REDLOCK__KIND_WRITE] = {REDLOCK__CMD_RW_ACQUIRE, REDLOCK__CMD_RW_EXTEND,
+                             REDLOCK__CMD_RW_RELEASE, REDLOCK__CMD_RW_GIVEUP,
+                             1, 0},
+};
+
+const redlock__kind_cmds *redlock__kind_of(const redlock_lock_t *l) {
+  return &kinds[l->kind];
+}
+
 static redlock__cmd release_cmd(const redlock_lock_t *l) {
-  switch (l->kind) {
-    case REDLOCK__KIND_PLAIN:
-      return REDLOCK__CMD_RELEASE;
-    case REDLOCK__KIND_MULTI:
-      return REDLOCK__CMD_MULTI_RELEASE;
-    case REDLOCK__KIND_READ:
-    case REDLOCK__KIND_WRITE:
-      return REDLOCK__CMD_RW_RELEASE;
-  }
-  return REDLOCK__CMD_RELEASE;
+  return kinds[l->kind].release;
 }
 
 static redlock__cmd extend_cmd(const redlock_lock_t *l) {
-  switch (l->kind) {
-    case REDLOCK__KIND_PLAIN:
-      return REDLOCK__CMD_EXTEND;
-    case REDLOCK__KIND_MULTI:
-      return REDLOCK__CMD_MULTI_EXTEND;
-    case REDLOCK__KIND_READ:
-    case REDLOCK__KIND_WRITE:
-      return REDLOCK__CMD_RW_EXTEND;
-  }
-  return REDLOCK__CMD_EXTEND;
+  return kinds[l->kind].extend;
 }
 
 /* Fire and forget: one command to every master (skipping where r gave
@@ -382,9 +384,9 @@ int64_t redlock__rw_lease_ms(const redlock_lock_t *l) {
 
 void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r,
                             unsigned flags) {
-  if (REDLOCK__KIND_IS_RW(l->kind) && l->intent[0] != '\0' &&
+  if (kinds[l->kind].withdraws && l->intent[0] != '\0' &&
       redlock__rw_lease_ms(l) > 0)
-    send_where(l, REDLOCK__CMD_RW_GIVEUP, r, REDLOCK_VOTE_YES, flags);
+    send_where(l, kinds[l->kind].giveup, r, REDLOCK_VOTE_YES, flags);
 }
 
 /* ---- completing operations ----------------------------------------------- */

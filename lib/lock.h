@@ -89,6 +89,20 @@ typedef enum {
 #define REDLOCK__KIND_IS_RW(k) \
   ((k) == REDLOCK__KIND_READ || (k) == REDLOCK__KIND_WRITE)
 
+/* What each kind of lock sends: the one place that chooses (lock.c). A
+ * plain acquisition may send FENCED_ACQUIRE or TAKEOVER instead (the
+ * acquisition's options and own stale keys: acquire.c). */
+typedef struct redlock__kind_cmds {
+  redlock__cmd acquire;
+  redlock__cmd extend;
+  redlock__cmd release;
+  redlock__cmd giveup;   /* a waiter withdraws its place (if `withdraws`) */
+  uint8_t withdraws;     /* its waiters hold places between attempts */
+  uint8_t batched;       /* renewals may go in a batch (batch.c) */
+} redlock__kind_cmds;
+
+const redlock__kind_cmds *redlock__kind_of(const redlock_lock_t *l);
+
 /* The handle's state (one enum, changed only by redlock__lock_set_state):
  *
  *   IDLE --acquire--> ACQUIRING --granted--> HELD --release--> IDLE

@@ -39,7 +39,7 @@ static void wd_arm(redlock_lock_t *l, int64_t ms) {
 
 /* Plain locks renew in batches (batch.c); the others with a round. */
 static int wd_batched(const redlock_lock_t *l) {
-  return l->kind == REDLOCK__KIND_PLAIN && !l->heal &&
+  return redlock__kind_of(l)->batched && !l->heal &&
          l->client->renew_batch > 0;
 }
 
@@ -175,19 +175,6 @@ void redlock__wd_flush(redlock__tq *tq) {
   redlock__batch_flush((redlock_client_t *)tq->arg);
 }
 
-static redlock__cmd wd_cmd(const redlock_lock_t *l) {
-  switch (l->kind) {
-    case REDLOCK__KIND_PLAIN:
-      return REDLOCK__CMD_EXTEND;
-    case REDLOCK__KIND_MULTI:
-      return REDLOCK__CMD_MULTI_EXTEND;
-    case REDLOCK__KIND_READ:
-    case REDLOCK__KIND_WRITE:
-      return REDLOCK__CMD_RW_EXTEND;
-  }
-  return REDLOCK__CMD_EXTEND;
-}
-
 static void wd_on_timer(redlock_lock_t *l) {
   redlock__ns now = redlock__sys_now(l->client->sys);
   if (l->state != REDLOCK__LOCK_HELD || !l->auto_extend || l->user_freed ||
@@ -216,7 +203,7 @@ static void wd_on_timer(redlock_lock_t *l) {
     wd_arm(l, wd_left_ns(l, now) / (int64_t)REDLOCK__NS_PER_MS + 1);
     return;
   }
-  if (redlock__lock_round(l, wd_cmd(l), l->ttl_ms, on_wd_decided, NULL) ==
+  if (redlock__lock_round(l, redlock__kind_of(l)->extend, l->ttl_ms, on_wd_decided, NULL) ==
       NULL) {
     l->slot = REDLOCK__SLOT_FREE;
     wd_arm_retry(l, now);
