@@ -167,7 +167,7 @@ static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
      * deadline either. The round stays for the result's votes. */
     l->end_at_deadline = 1;
     l->retry_status = status;
-    l->timer_mode = REDLOCK__TIMER_RETRY;
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY);
     redlock__lock_timer(l, 1);
     return;
   }
@@ -181,7 +181,7 @@ static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
     return;
   }
   redlock__lock_drop_round(l);
-  l->timer_mode = REDLOCK__TIMER_RETRY;
+  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY);
   redlock__lock_timer(l, delay);
 }
 
@@ -241,7 +241,7 @@ static void pttl_finish(redlock_lock_t *l, redlock__round *r, int reached,
   int64_t until = reached ? until_quorum_free(r, c->quorum, now) : -1;
   if (l->timer_mode == REDLOCK__TIMER_PTTL) {
     redlock__lock_timer_stop(l);
-    l->timer_mode = REDLOCK__TIMER_IDLE;
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
   }
   /* The result keeps showing the refused attempt's votes. */
   redlock__round_stop(r);
@@ -264,7 +264,7 @@ static void on_pttl_decided(redlock__round *r, redlock__round_state st,
     /* A quorum answered: wait for the others as long again (+1 ms), not
      * for a hung master's command timeout. */
     uint64_t grace = (now - r->start) / REDLOCK__NS_PER_MS + 1;
-    l->timer_mode = REDLOCK__TIMER_PTTL;
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_PTTL);
     redlock__lock_timer(l, (int64_t)grace);
     return;
   }
@@ -272,7 +272,7 @@ static void on_pttl_decided(redlock__round *r, redlock__round_state st,
 }
 
 void redlock__acquire_pttl_grace(redlock_lock_t *l) {
-  l->timer_mode = REDLOCK__TIMER_IDLE;
+  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
   if (l->round != NULL && l->refused != NULL)
     pttl_finish(l, l->round, 1, redlock__sys_now(l->client->sys));
 }
@@ -330,7 +330,7 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
     l->round = NULL;
     l->retry_status = status;
     l->next_delay_ms = delay;
-    l->phase = REDLOCK__PHASE_PTTL;
+    redlock__lock_set_phase(l, REDLOCK__PHASE_PTTL);
     if (redlock__lock_round(l, l->kind == REDLOCK__KIND_MULTI
                                    ? REDLOCK__CMD_MULTI_PTTL
                                    : REDLOCK__CMD_PTTL,
@@ -386,7 +386,7 @@ static void on_set_decided(redlock__round *r, redlock__round_state st,
        * validity still counts from the first round. */
       redlock__round *first = r;
       l->round = NULL;
-      l->phase = REDLOCK__PHASE_FENCE;
+      redlock__lock_set_phase(l, REDLOCK__PHASE_FENCE);
       if (redlock__lock_round(l, REDLOCK__CMD_FENCE, first->value_max,
                               on_fence_decided, first) == NULL) {
         l->round = first;
@@ -440,7 +440,7 @@ static void attempt_set(redlock_lock_t *l) {
   l->fence = 0;
   l->woken = 0;   /* this attempt sees any release heard before it */
   l->client->lst.attempts++;
-  l->phase = REDLOCK__PHASE_SET;
+  redlock__lock_set_phase(l, REDLOCK__PHASE_SET);
   l->acquire_start = redlock__sys_now(l->client->sys);
   if (redlock__lock_round(l, set_cmd(l), l->ttl_ms, on_set_decided, NULL) ==
       NULL)
@@ -470,7 +470,7 @@ void redlock__acquire_attempt(redlock_lock_t *l) {
     /* The wait deadline has come (schedule_retry); a timer that ran a
      * little early (the loop's cached time) waits once more. */
     if (redlock__sys_now(l->client->sys) < l->wait_deadline) {
-      l->timer_mode = REDLOCK__TIMER_RETRY;
+      redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY);
       redlock__lock_timer(l, 1);
       return;
     }
@@ -497,7 +497,7 @@ void redlock__acquire_attempt(redlock_lock_t *l) {
     }
     /* Record the ttl for the restart guard first (guard.c): a quorum
      * holds it before any SET of this ttl can land. */
-    l->phase = REDLOCK__PHASE_RAISE;
+    redlock__lock_set_phase(l, REDLOCK__PHASE_RAISE);
     if (redlock__lock_round(l, REDLOCK__CMD_MAXTTL_RAISE, l->ttl_ms,
                             on_raise_decided, NULL) == NULL)
       acquire_fail(l, REDLOCK_ENOMEM);
@@ -561,7 +561,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
     /* Re-entered by its owner: one more hold. A longer ttl than the
      * lock's is applied with an extend round; otherwise nothing goes on
      * the wire. */
-    l->op = REDLOCK__OP_ACQUIRE;
+    redlock__lock_set_op(l, REDLOCK__OP_ACQUIRE);
     l->cb = cb;
     l->cb_arg = arg;
     l->attempts = 0;
@@ -616,13 +616,13 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   l->lost = 0;
   l->fence = 0;
   l->holds = 0;
-  l->op = REDLOCK__OP_ACQUIRE;
+  redlock__lock_set_op(l, REDLOCK__OP_ACQUIRE);
   l->cb = cb;
   l->cb_arg = arg;
   l->result_validity_ms = 0;
   l->result_elapsed_us = 0;
   redlock__lock_ref(l);   /* the operation's */
-  l->slot = REDLOCK__SLOT_USER;
+  redlock__lock_set_slot(l, REDLOCK__SLOT_USER);
   l->ttl_ms = ttl_ms;
   l->op_ttl_ms = ttl_ms;
   l->attempts = 0;

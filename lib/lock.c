@@ -425,9 +425,9 @@ static void lock_deliver(redlock_lock_t *l) {
   int op = l->op;
   redlock__acquire_unwait(l);
   l->cb = NULL;
-  l->op = REDLOCK__OP_NONE;
+  redlock__lock_set_op(l, REDLOCK__OP_NONE);
   if (l->slot == REDLOCK__SLOT_USER) {
-    l->slot = REDLOCK__SLOT_FREE;
+    redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
     l->round = NULL;   /* detached after the callback */
   } else {
     r = NULL;
@@ -468,7 +468,7 @@ void redlock__lock_complete(redlock_lock_t *l, int status) {
   }
   if (l->client->in_api > 0) {
     /* Decided inside the public call: never call back from there. */
-    l->timer_mode = REDLOCK__TIMER_DELIVER;
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_DELIVER);
     redlock__lock_timer(l, 0);
     return;
   }
@@ -478,7 +478,7 @@ void redlock__lock_complete(redlock_lock_t *l, int status) {
 /* Starts the user's operation: op, callback, reference. */
 static void op_begin(redlock_lock_t *l, redlock__op op, redlock_lock_cb cb,
                      void *arg) {
-  l->op = op;
+  redlock__lock_set_op(l, op);
   l->cb = cb;
   l->cb_arg = arg;
   l->result_validity_ms = 0;
@@ -493,7 +493,7 @@ static void take_slot(redlock_lock_t *l) {
     redlock__tq_stop(&l->client->tq, &l->wd);
     redlock__lock_drop_round(l);
   }
-  l->slot = REDLOCK__SLOT_USER;
+  redlock__lock_set_slot(l, REDLOCK__SLOT_USER);
 }
 
 /* ---- extend -------------------------------------------------------------- */
@@ -514,7 +514,7 @@ static void on_extend_raised(redlock__round *r, redlock__round_state st,
     return;
   }
   redlock__lock_drop_round(l);
-  l->phase = REDLOCK__PHASE_EXTEND;
+  redlock__lock_set_phase(l, REDLOCK__PHASE_EXTEND);
   if (redlock__lock_round(l, extend_cmd(l), l->op_ttl_ms, on_extend_decided,
                           NULL) == NULL)
     redlock__lock_complete(l, REDLOCK_ENOMEM);
@@ -571,13 +571,13 @@ static void start_extend(redlock_lock_t *l) {
   if (redlock__guard_needs_raise(g, l->op_ttl_ms) && g->mode_ms != 0)
     redlock__guard_raise_async(g, l->op_ttl_ms);   /* best effort */
   else if (redlock__guard_needs_raise(g, l->op_ttl_ms)) {
-    l->phase = REDLOCK__PHASE_RAISE;
+    redlock__lock_set_phase(l, REDLOCK__PHASE_RAISE);
     if (redlock__lock_round(l, REDLOCK__CMD_MAXTTL_RAISE, l->op_ttl_ms,
                             on_extend_raised, NULL) == NULL)
       redlock__lock_complete(l, REDLOCK_ENOMEM);
     return;
   }
-  l->phase = REDLOCK__PHASE_EXTEND;
+  redlock__lock_set_phase(l, REDLOCK__PHASE_EXTEND);
   if (redlock__lock_round(l, extend_cmd(l), l->op_ttl_ms, on_extend_decided,
                           NULL) == NULL)
     redlock__lock_complete(l, REDLOCK_ENOMEM);
@@ -614,7 +614,7 @@ static void inspect_deliver(redlock_lock_t *l, int status) {
   redlock_result res;
   l->iround = NULL;
   l->icb = NULL;
-  l->op = REDLOCK__OP_NONE;
+  redlock__lock_set_op(l, REDLOCK__OP_NONE);
   memset(&res, 0, sizeof(res));
   res.status = status;
   res.attempts = 1;
@@ -643,7 +643,7 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
     l->status = REDLOCK_ENOQUORUM;   /* every master must have it */
   if (l->client->in_api > 0) {
     /* Every master failed at once: deliver on the next loop turn. */
-    l->timer_mode = REDLOCK__TIMER_INSPECT;
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_INSPECT);
     redlock__lock_timer(l, 0);
     return;
   }
@@ -654,7 +654,7 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
 
 static void lock_on_timer(redlock_lock_t *l) {
   int mode = l->timer_mode;
-  l->timer_mode = REDLOCK__TIMER_IDLE;
+  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
   switch (mode) {
     case REDLOCK__TIMER_RETRY:
       redlock__acquire_attempt(l);
@@ -927,7 +927,7 @@ int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   take_slot(l);
   redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   l->holds = 0;
-  l->phase = REDLOCK__PHASE_RELEASE;
+  redlock__lock_set_phase(l, REDLOCK__PHASE_RELEASE);
   l->client->in_api++;
   if (redlock__lock_round(l, release_cmd(l), l->ttl_ms, on_release_decided,
                           NULL) == NULL)
@@ -943,7 +943,7 @@ static int side_round(redlock_lock_t *l, redlock__cmd cmd, int64_t value,
   redlock__round *r = redlock__round_get(l->client);
   if (r == NULL)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-  l->op = REDLOCK__OP_INSPECT;
+  redlock__lock_set_op(l, REDLOCK__OP_INSPECT);
   l->icb = cb;
   l->icb_arg = arg;
   redlock__lock_ref(l);   /* the operation's */
@@ -1067,7 +1067,7 @@ int redlock_lock_cancel(redlock_lock_t *l) {
     redlock__wd_after_user_extend(l, REDLOCK_ECANCELED);
   } else {
     redlock__lock_timer_stop(l);
-    l->timer_mode = REDLOCK__TIMER_IDLE;
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
     redlock__acquire_abort(l);
   }
   redlock__lock_complete(l, REDLOCK_ECANCELED);
@@ -1083,11 +1083,11 @@ static void on_member_abort(redlock__member *m) {
   redlock__wd_stop(l);
   if (l->op == REDLOCK__OP_INSPECT) {
     redlock__lock_timer_stop(l);
-    l->timer_mode = REDLOCK__TIMER_IDLE;
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
     inspect_deliver(l, REDLOCK_ECANCELED);
   } else if (l->op != REDLOCK__OP_NONE) {
     redlock__lock_timer_stop(l);
-    l->timer_mode = REDLOCK__TIMER_IDLE;
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
     if (l->op == REDLOCK__OP_ACQUIRE)
       redlock__acquire_abort(l);
     l->status = REDLOCK_ECANCELED;

@@ -263,6 +263,23 @@ void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s);
  * timer queue: its mode (timer_mode) runs after ms. */
 void redlock__lock_timer(redlock_lock_t *l, int64_t ms);
 void redlock__lock_timer_stop(redlock_lock_t *l);
+/* The handle's other machines change only here, as its state does
+ * through redlock__lock_set_state (one place to watch or trace). */
+static inline void redlock__lock_set_op(redlock_lock_t *l, redlock__op op) {
+  l->op = op;
+}
+static inline void redlock__lock_set_slot(redlock_lock_t *l,
+                                          redlock__slot slot) {
+  l->slot = slot;
+}
+static inline void redlock__lock_set_phase(redlock_lock_t *l,
+                                           redlock__phase phase) {
+  l->phase = phase;
+}
+static inline void redlock__lock_set_timer_mode(redlock_lock_t *l,
+                                                int mode) {
+  l->timer_mode = (uint8_t)mode;
+}
 void redlock__lock_ref(redlock_lock_t *l);
 void redlock__lock_unref(redlock_lock_t *l);
 /* Ends the user's operation with l->status: the callback runs now, or on

@@ -89,7 +89,7 @@ void redlock__wd_stop(redlock_lock_t *l) {
   redlock__tq_stop(&l->client->tq, &l->wd);
   if (l->slot == REDLOCK__SLOT_WATCHDOG) {
     redlock__lock_drop_round(l);   /* its late votes no longer count */
-    l->slot = REDLOCK__SLOT_FREE;
+    redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
   }
 }
 
@@ -141,7 +141,7 @@ void redlock__wd_decided(redlock_lock_t *l, const redlock__wd_outcome *o,
     redlock__lock_event(l, REDLOCK_EV_AUTO_EXTEND, &res);
   }
   redlock__lock_drop_round(l);
-  l->slot = REDLOCK__SLOT_FREE;
+  redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
   if (ok) {
     l->valid_until = deadline;
     redlock__wd_arm_renewal(l);
@@ -191,12 +191,12 @@ static void wd_on_timer(redlock_lock_t *l) {
     wd_arm_retry(l, now);
     return;
   }
-  l->slot = REDLOCK__SLOT_WATCHDOG;
-  l->phase = REDLOCK__PHASE_EXTEND;
+  redlock__lock_set_slot(l, REDLOCK__SLOT_WATCHDOG);
+  redlock__lock_set_phase(l, REDLOCK__PHASE_EXTEND);
   if (wd_batched(l)) {
     /* Sent at the end of this timer pass with the others due now. */
     if (redlock__batch_add(l) != 0) {
-      l->slot = REDLOCK__SLOT_FREE;
+      redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
       wd_arm_retry(l, now);
       return;
     }
@@ -205,7 +205,7 @@ static void wd_on_timer(redlock_lock_t *l) {
   }
   if (redlock__lock_round(l, redlock__kind_of(l)->extend, l->ttl_ms, on_wd_decided, NULL) ==
       NULL) {
-    l->slot = REDLOCK__SLOT_FREE;
+    redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
     wd_arm_retry(l, now);
     return;
   }
