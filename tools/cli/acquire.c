@@ -91,3 +91,49 @@ void on_release_cmd(redlock_lock_t *l, int status,
   report_result("release", status, r);
   finish(status == 0 ? EXIT_OK : EXIT_FAIL);
 }
+
+/* ---- the commands (main.c's table) --------------------------------------- */
+
+/* --wait for acquire (one attempt unless given) and run (forever unless
+ * given). */
+void wait_opts(redlock_acquire_opts *ao) {
+  int64_t wait = opt.wait_ms;
+  if (!opt.wait_given && cmd_bit == C_ACQUIRE)
+    wait = 0;
+  if (wait == 0) {
+    ao->wait_ms = -1;                  /* one attempt */
+  } else if (wait > 0) {
+    ao->wait_ms = (int)wait;
+    ao->retry_count = INT_MAX;
+  } else {
+    ao->retry_count = INT_MAX;         /* forever */
+  }
+}
+
+void check_acquire(void) {
+  if (stdout_closed) {
+    fprintf(stderr, "redlock: acquire: standard output is closed: the "
+            "token would be lost (nothing acquired)\n");
+    exit(EXIT_FAIL);
+  }
+}
+
+int start_acquire(void) {
+  redlock_acquire_opts ao;
+  memset(&ao, 0, sizeof(ao));
+  wait_opts(&ao);
+  ao.fence = opt.fence;
+  ao.wake = opt.wake;
+  return redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_acquire_cmd, NULL);
+}
+
+int start_extend(void) {
+  int rc = redlock_lock_adopt(lock, opt.token);
+  return rc != 0 ? rc
+                 : redlock_lock_extend(lock, opt.ttl_ms, on_extend_cmd, NULL);
+}
+
+int start_release(void) {
+  int rc = redlock_lock_adopt(lock, opt.token);
+  return rc != 0 ? rc : redlock_lock_release(lock, on_release_cmd, NULL);
+}

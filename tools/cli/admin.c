@@ -153,3 +153,36 @@ void on_leader_cmd(redlock_client_t *c, int status,
   }
   finish(status == 0 && identity[0] != '\0' ? EXIT_OK : EXIT_FAIL);
 }
+
+/* ---- the commands (main.c's table) --------------------------------------- */
+
+int start_leader(void) {
+  if (!opt.watch)
+    return redlock_election_leader(client, key, strlen(key), on_leader_cmd,
+                                   NULL);
+  uv_timer_init(&loop, &watch_timer);
+  if (open_signals() != 0) {
+    fprintf(stderr, "redlock: cannot set up signals: %s\n",
+            strerror(errno));
+    exit(EXIT_FAIL);
+  }
+  return redlock_election_leader(client, key, strlen(key),
+                                 on_leader_watched, NULL);
+}
+
+void close_leader(void) {
+  close_signals();
+  close_watch();
+}
+
+void check_unlock(void) {
+  if (!opt.force)
+    usage_error("unlock deletes KEY whoever holds it: say --force (to "
+                "give up a lock you hold, use release with its token)");
+}
+
+int start_unlock(void) {
+  return opt.n_also > 0
+             ? redlock_lock_force_release(lock, on_unlock_done, NULL)
+             : redlock_lock_inspect(lock, on_unlock_inspected, NULL);
+}

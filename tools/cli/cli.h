@@ -3,8 +3,10 @@
  * (one loop, one client, one lock or election per run), and the functions
  * one subcommand's file calls in another's.
  *
- * The files, one per concern (each subcommand with its help text):
- *   main.c     main(): closed descriptors, parsing, the client, dispatch
+ * The files, one per concern (each subcommand with its help text and
+ * its start: a new subcommand is a file plus a row of cli_commands):
+ *   main.c     main(): closed descriptors, parsing, the client, the
+ *              command table, dispatch
  *   options.c  the option table, parsing, durations, booleans, credentials
  *   output.c   JSON, results, --stats-file, finish()
  *   wait.c     never silent: why a wait goes on, and when it must not
@@ -69,6 +71,33 @@ enum {
   O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL, O_FORCE,
   O_WATCH
 };
+
+/* A subcommand: one row of cli_commands (main.c). */
+typedef enum {
+  ARGS_KEY,          /* KEY */
+  ARGS_KEY_TOKEN,    /* KEY TOKEN */
+  ARGS_KEY_CMD,      /* KEY [--] CMD [ARGS...] */
+  ARGS_NONE          /* nothing (a probe key is used) */
+} cli_args;
+
+typedef struct cli_command {
+  const char *name;
+  unsigned bit;                /* C_*: which options apply */
+  const char *help;
+  cli_args args;
+  int lock_handle;             /* needs the lock handle (make_client) */
+  /* Before the client exists: usage errors (exits), or NULL. */
+  void (*check)(void);
+  /* Starts the work on the loop: a library call's status (EINVAL: a
+   * usage error). */
+  int (*start)(void);
+  /* finish(): stops what start set up (signals, timers), or NULL. */
+  void (*close)(void);
+} cli_command;
+
+extern const cli_command cli_commands[];
+extern const size_t n_cli_commands;
+extern const cli_command *command;   /* the one running */
 
 typedef struct optdef {
   const char *name;   /* without "--" */
@@ -181,6 +210,12 @@ void on_client_event(redlock_client_t *c, const redlock_event *ev,
 extern const char help_acquire[];
 extern const char help_extend[];
 extern const char help_release[];
+extern int stdout_closed;
+void wait_opts(redlock_acquire_opts *ao);
+void check_acquire(void);
+int start_acquire(void);
+int start_extend(void);
+int start_release(void);
 void on_acquire_cmd(redlock_lock_t *l, int status,
                     const redlock_result *r, void *arg);
 void on_extend_cmd(redlock_lock_t *l, int status,
@@ -192,6 +227,9 @@ void on_release_cmd(redlock_lock_t *l, int status,
 extern const char help_guard[];
 extern const char help_stats[];
 extern const char help_status[];
+int start_status(void);
+int start_stats(void);
+int start_guard(void);
 void on_guard_cmd(redlock_lock_t *l, int status,
                   const redlock_result *r, void *arg);
 void on_status_cmd(redlock_lock_t *l, int status,
@@ -203,6 +241,10 @@ void on_stats_cmd(redlock_lock_t *l, int status,
 extern const char help_leader[];
 extern const char help_unlock[];
 extern uv_timer_t watch_timer;
+void check_unlock(void);
+int start_leader(void);
+int start_unlock(void);
+void close_leader(void);
 void on_leader_watched(redlock_client_t *c, int status,
                        const char *identity, int64_t ttl_ms,
                        void *arg);
@@ -222,6 +264,8 @@ extern int lost;
 extern int sig_pipe[2];
 extern uv_process_t child;
 void close_signals(void);
+int start_run(void);
+int start_elect(void);
 int open_signals(void);
 void on_election_change(redlock_election_t *e,
                         redlock_election_event ev, int reason,

@@ -36,7 +36,31 @@ const char *cmd_name;
 unsigned cmd_bit;
 int exit_code = EXIT_FAIL;
 int finishing;          /* the exit code is decided */
-static int stdout_closed;      /* started with fd 1 closed */
+int stdout_closed;      /* started with fd 1 closed */
+
+/* The subcommands (a new one: its file, with help, start and close, and a
+ * row here). */
+const cli_command cli_commands[] = {
+    {"run", C_RUN, help_run, ARGS_KEY_CMD, 1, NULL, start_run,
+     close_signals},
+    {"acquire", C_ACQUIRE, help_acquire, ARGS_KEY, 1, check_acquire,
+     start_acquire, NULL},
+    {"extend", C_EXTEND, help_extend, ARGS_KEY_TOKEN, 1, NULL, start_extend,
+     NULL},
+    {"release", C_RELEASE, help_release, ARGS_KEY_TOKEN, 1, NULL,
+     start_release, NULL},
+    {"status", C_STATUS, help_status, ARGS_KEY, 1, NULL, start_status, NULL},
+    {"elect", C_ELECT, help_elect, ARGS_KEY_CMD, 0, NULL, start_elect,
+     close_signals},
+    {"leader", C_LEADER, help_leader, ARGS_KEY, 0, NULL, start_leader,
+     close_leader},
+    {"stats", C_STATS, help_stats, ARGS_NONE, 1, NULL, start_stats, NULL},
+    {"guard", C_GUARD, help_guard, ARGS_NONE, 1, NULL, start_guard, NULL},
+    {"unlock", C_UNLOCK, help_unlock, ARGS_KEY, 1, check_unlock,
+     start_unlock, NULL},
+};
+const size_t n_cli_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
+const cli_command *command;
 
 static int make_client(void) {
   static const char *servers[REDLOCK_MAX_SERVERS];
@@ -132,7 +156,7 @@ static int make_client(void) {
   }
   if (opt.rw != 0 && (opt.n_also > 0 || opt.fence))
     usage_error("--read/--write do not combine with --also or --fence");
-  if (cmd_bit & (C_ELECT | C_LEADER)) {
+  if (!command->lock_handle) {
     free(copy);
     return 0;   /* an election handle, or no handle at all */
   }
@@ -164,7 +188,6 @@ int main(int argc, char **argv) {
   int n_pos;
   int run_at;
   int rc;
-  redlock_acquire_opts ao;
 
   if (argc >= 5 && strcmp(argv[1], EXEC_HELPER) == 0)
     return exec_helper(argc, argv);
@@ -192,7 +215,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   run_at = parse_args(argc, argv, pos, &n_pos);
-  if (cmd_bit == C_STATS || cmd_bit == C_GUARD) {
+  if (command->args == ARGS_NONE) {
     if (n_pos != 0)
       usage_error("%s: unexpected argument '%s'", cmd_name, pos[0]);
     pos[0] = "__redlock__:probe";   /* read, never written */
@@ -201,21 +224,17 @@ int main(int argc, char **argv) {
   if (n_pos < 1 || pos[0][0] == '\0')
     usage_error("%s: missing KEY", cmd_name);
   key = pos[0];
-  if (cmd_bit & (C_RUN | C_ELECT)) {
+  if (command->args == ARGS_KEY_CMD) {
     child_argv = argv + run_at;
-  } else if (cmd_bit == C_EXTEND || cmd_bit == C_RELEASE) {
+  } else if (command->args == ARGS_KEY_TOKEN) {
     if (n_pos != 2)
       usage_error("%s: expected KEY TOKEN", cmd_name);
     opt.token = pos[1];
   } else if (n_pos != 1) {
     usage_error("%s: unexpected argument '%s'", cmd_name, pos[1]);
   }
-
-  if (stdout_closed && cmd_bit == C_ACQUIRE) {
-    fprintf(stderr, "redlock: acquire: standard output is closed: the "
-            "token would be lost (nothing acquired)\n");
-    return EXIT_FAIL;
-  }
+  if (command->check != NULL)
+    command->check();
   if ((cmd_bit & (C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT)) && opt.ttl_given) {
     /* A lock must outlive its own round trips: a 2 ms ttl was accepted
      * and run spun on it silently. */
@@ -241,98 +260,7 @@ int main(int argc, char **argv) {
     uv_loop_close(&loop);
     return rc;
   }
-  memset(&ao, 0, sizeof(ao));
-  if (cmd_bit == C_ACQUIRE || cmd_bit == C_RUN) {
-    int64_t wait = opt.wait_ms;
-    if (!opt.wait_given && cmd_bit == C_ACQUIRE)
-      wait = 0;
-    if (wait == 0) {
-      ao.wait_ms = -1;                  /* one attempt */
-    } else if (wait > 0) {
-      ao.wait_ms = (int)wait;
-      ao.retry_count = INT_MAX;
-    } else {
-      ao.retry_count = INT_MAX;         /* forever */
-    }
-  }
-  if (cmd_bit == C_RUN) {
-    ao.auto_extend = 1;
-    ao.heal = opt.heal;
-    ao.fence = opt.fence;
-    ao.wake = opt.wake;
-    ao.on_lost = on_lost;
-    ao.lost_margin_ms = (int)lost_margin_ms();
-    if (open_signals() != 0) {
-      fprintf(stderr, "redlock: cannot set up signals: %s\n",
-              strerror(errno));
-      return EXIT_FAIL;
-    }
-    rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_run_acquired, NULL);
-    start_stats_file();
-  } else if (cmd_bit == C_ACQUIRE) {
-    ao.fence = opt.fence;
-    ao.wake = opt.wake;
-    rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_acquire_cmd, NULL);
-  } else if (cmd_bit == C_EXTEND) {
-    rc = redlock_lock_adopt(lock, opt.token);
-    if (rc == 0)
-      rc = redlock_lock_extend(lock, opt.ttl_ms, on_extend_cmd, NULL);
-  } else if (cmd_bit == C_RELEASE) {
-    rc = redlock_lock_adopt(lock, opt.token);
-    if (rc == 0)
-      rc = redlock_lock_release(lock, on_release_cmd, NULL);
-  } else if (cmd_bit == C_ELECT) {
-    static char default_id[128];
-    redlock_election_opts eo;
-    if (opt.id == NULL) {
-      char host[64];
-      if (gethostname(host, sizeof(host)) != 0)
-        snprintf(host, sizeof(host), "localhost");
-      host[sizeof(host) - 1] = '\0';
-      snprintf(default_id, sizeof(default_id), "%s:%ld", host,
-               (long)getpid());
-      opt.id = default_id;
-    }
-    memset(&eo, 0, sizeof(eo));
-    eo.ttl_ms = opt.ttl_given ? opt.ttl_ms : 10000;
-    eo.retry_delay_ms = 200;
-    eo.on_change = on_election_change;
-    rc = redlock_election_new(client, key, strlen(key), opt.id, &eo,
-                              &election);
-    if (rc == 0 && open_signals() != 0) {
-      fprintf(stderr, "redlock: cannot set up signals: %s\n",
-              strerror(errno));
-      return EXIT_FAIL;
-    }
-    if (rc == 0)
-      rc = redlock_election_campaign(election);
-    start_stats_file();
-  } else if (cmd_bit == C_LEADER && opt.watch) {
-    uv_timer_init(&loop, &watch_timer);
-    if (open_signals() != 0) {
-      fprintf(stderr, "redlock: cannot set up signals: %s\n",
-              strerror(errno));
-      return EXIT_FAIL;
-    }
-    rc = redlock_election_leader(client, key, strlen(key),
-                                 on_leader_watched, NULL);
-  } else if (cmd_bit == C_LEADER) {
-    rc = redlock_election_leader(client, key, strlen(key), on_leader_cmd,
-                                 NULL);
-  } else if (cmd_bit == C_UNLOCK) {
-    if (!opt.force)
-      usage_error("unlock deletes KEY whoever holds it: say --force (to "
-                  "give up a lock you hold, use release with its token)");
-    rc = opt.n_also > 0 ? redlock_lock_force_release(lock, on_unlock_done,
-                                                     NULL)
-                        : redlock_lock_inspect(lock, on_unlock_inspected,
-                                               NULL);
-  } else {
-    rc = redlock_lock_inspect(lock, cmd_bit == C_STATS   ? on_stats_cmd
-                                    : cmd_bit == C_GUARD ? on_guard_cmd
-                                                         : on_status_cmd,
-                              NULL);
-  }
+  rc = command->start();
   if (rc == REDLOCK_EINVAL)
     usage_error("%s", lib_error());
   if (rc != 0) {

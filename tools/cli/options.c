@@ -105,19 +105,6 @@ static const char usage_exits[] =
     "  redlock extend --ttl 1m deploy \"$tok\"; redlock release deploy \"$tok\"\n"
     "  redlock status deploy\n";
 
-static const struct {
-  const char *name;
-  unsigned bit;
-  const char *help;
-} commands[] = {
-    {"run", C_RUN, help_run},         {"acquire", C_ACQUIRE, help_acquire},
-    {"extend", C_EXTEND, help_extend}, {"release", C_RELEASE, help_release},
-    {"status", C_STATUS, help_status},
-    {"elect", C_ELECT, help_elect},    {"leader", C_LEADER, help_leader},
-    {"stats", C_STATS, help_stats},    {"guard", C_GUARD, help_guard},
-    {"unlock", C_UNLOCK, help_unlock},
-};
-#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
@@ -416,8 +403,8 @@ static const optdef *find_short(char c) {
 
 static int find_command(const char *a) {
   size_t i;
-  for (i = 0; i < N_COMMANDS; i++)
-    if (strcmp(commands[i].name, a) == 0)
+  for (i = 0; i < n_cli_commands; i++)
+    if (strcmp(cli_commands[i].name, a) == 0)
       return (int)i;
   return -1;
 }
@@ -447,7 +434,7 @@ static int scan_command(int argc, char **argv, int *at) {
 }
 
 static void print_help(int cmd_index) {
-  fputs(cmd_index >= 0 ? commands[cmd_index].help : usage_text, stdout);
+  fputs(cmd_index >= 0 ? cli_commands[cmd_index].help : usage_text, stdout);
   if (cmd_index < 0) {
     fputs(usage_options, stdout);
     fputs(usage_exits, stdout);
@@ -673,8 +660,9 @@ int parse_args(int argc, char **argv, const char **positional,
   if (cmd_index < 0)
     usage_error("unknown command '%s' (run, acquire, extend, release, "
                 "status, elect, leader, stats, guard, unlock)", argv[cmd_at]);
-  cmd_name = commands[cmd_index].name;
-  cmd_bit = commands[cmd_index].bit;
+  command = &cli_commands[cmd_index];
+  cmd_name = command->name;
+  cmd_bit = command->bit;
 
   for (i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -688,9 +676,9 @@ int parse_args(int argc, char **argv, const char **positional,
       i++;
       /* The rest is positional: run's KEY if not given yet, then its
        * command; the other commands' KEY and TOKEN. */
-      if ((cmd_bit & (C_RUN | C_ELECT)) && *n_pos == 0 && i < argc)
+      if (command->args == ARGS_KEY_CMD && *n_pos == 0 && i < argc)
         positional[(*n_pos)++] = argv[i++];
-      if (!(cmd_bit & (C_RUN | C_ELECT)))
+      if (command->args != ARGS_KEY_CMD)
         for (; i < argc; i++) {
           if (*n_pos == 2)
             usage_error("%s: unexpected argument '%s'", cmd_name, argv[i]);
@@ -736,7 +724,7 @@ int parse_args(int argc, char **argv, const char **positional,
     }
     if (!seen_cmd)
       continue;   /* cannot happen: the first positional is the command */
-    if ((cmd_bit & (C_RUN | C_ELECT)) && *n_pos == 1) {
+    if (command->args == ARGS_KEY_CMD && *n_pos == 1) {
       /* run KEY CMD...: the command starts here, options stop. */
       break;
     }
@@ -744,7 +732,7 @@ int parse_args(int argc, char **argv, const char **positional,
     if (*n_pos > 2)
       usage_error("%s: unexpected argument '%s'", cmd_name, a);
   }
-  if (cmd_bit & (C_RUN | C_ELECT)) {
+  if (command->args == ARGS_KEY_CMD) {
     if (i >= argc)
       usage_error("%s: expected KEY [--] CMD [ARGS...]", cmd_name);
     return i;

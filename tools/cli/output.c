@@ -361,8 +361,8 @@ void finish(int code) {
     return;
   finishing = 1;
   exit_code = code;
-  close_signals();
-  close_watch();
+  if (command != NULL && command->close != NULL)
+    command->close();   /* signals, timers */
   /* With --stats-file, release before the last write so that it shows
    * (an election resigns: its release comes as an event). */
   if (stats_timer_open && client != NULL) {

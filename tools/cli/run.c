@@ -802,3 +802,57 @@ void on_run_acquired(redlock_lock_t *l, int status,
     write_stats_reported();   /* held: 1, at once */
   start_child();
 }
+
+/* ---- the commands (main.c's table) --------------------------------------- */
+
+static void signals_or_exit(void) {
+  if (open_signals() != 0) {
+    fprintf(stderr, "redlock: cannot set up signals: %s\n",
+            strerror(errno));
+    exit(EXIT_FAIL);
+  }
+}
+
+int start_run(void) {
+  redlock_acquire_opts ao;
+  int rc;
+  memset(&ao, 0, sizeof(ao));
+  wait_opts(&ao);
+  ao.auto_extend = 1;
+  ao.heal = opt.heal;
+  ao.fence = opt.fence;
+  ao.wake = opt.wake;
+  ao.on_lost = on_lost;
+  ao.lost_margin_ms = (int)lost_margin_ms();
+  signals_or_exit();
+  rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_run_acquired, NULL);
+  start_stats_file();
+  return rc;
+}
+
+int start_elect(void) {
+  static char default_id[128];
+  redlock_election_opts eo;
+  int rc;
+  if (opt.id == NULL) {
+    char host[64];
+    if (gethostname(host, sizeof(host)) != 0)
+      snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(default_id, sizeof(default_id), "%s:%ld", host,
+             (long)getpid());
+    opt.id = default_id;
+  }
+  memset(&eo, 0, sizeof(eo));
+  eo.ttl_ms = opt.ttl_given ? opt.ttl_ms : 10000;
+  eo.retry_delay_ms = 200;
+  eo.on_change = on_election_change;
+  rc = redlock_election_new(client, key, strlen(key), opt.id, &eo,
+                            &election);
+  if (rc == 0)
+    signals_or_exit();
+  if (rc == 0)
+    rc = redlock_election_campaign(election);
+  start_stats_file();
+  return rc;
+}

@@ -446,3 +446,17 @@ void on_stats_cmd(redlock_lock_t *l, int status,
   print_stats();
   finish(status == 0 ? EXIT_OK : EXIT_FAIL);
 }
+
+/* ---- the commands (main.c's table) --------------------------------------- */
+
+int start_status(void) {
+  return redlock_lock_inspect(lock, on_status_cmd, NULL);
+}
+
+int start_stats(void) {
+  return redlock_lock_inspect(lock, on_stats_cmd, NULL);
+}
+
+int start_guard(void) {
+  return redlock_lock_inspect(lock, on_guard_cmd, NULL);
+}
