@@ -93,6 +93,9 @@ typedef struct cli_command {
   int (*start)(void);
   /* finish(): stops what start set up (signals, timers), or NULL. */
   void (*close)(void);
+  /* The client's events while it runs (the wait's, on_client_event, or
+   * one that passes the others to it), or NULL. */
+  void (*event)(redlock_client_t *c, const redlock_event *ev, void *arg);
 } cli_command;
 
 extern const cli_command cli_commands[];
@@ -265,6 +268,7 @@ extern int sig_pipe[2];
 extern uv_process_t child;
 void close_signals(void);
 int start_run(void);
+void on_run_event(redlock_client_t *c, const redlock_event *ev, void *arg);
 int start_elect(void);
 int open_signals(void);
 void on_election_change(redlock_election_t *e,
@@ -273,7 +277,6 @@ void on_election_change(redlock_election_t *e,
 void on_lost(redlock_lock_t *l, int reason, void *arg);
 int64_t lost_margin_ms(void);
 int exec_helper(int argc, char **argv);
-void on_job_extended(int64_t validity_ms);
 void on_run_acquired(redlock_lock_t *l, int status,
                      const redlock_result *r, void *arg);
 

@@ -42,22 +42,25 @@ int stdout_closed;      /* started with fd 1 closed */
  * row here). */
 const cli_command cli_commands[] = {
     {"run", C_RUN, help_run, ARGS_KEY_CMD, 1, NULL, start_run,
-     close_signals},
+     close_signals, on_run_event},
     {"acquire", C_ACQUIRE, help_acquire, ARGS_KEY, 1, check_acquire,
-     start_acquire, NULL},
+     start_acquire, NULL, on_client_event},
     {"extend", C_EXTEND, help_extend, ARGS_KEY_TOKEN, 1, NULL, start_extend,
-     NULL},
+     NULL, NULL},
     {"release", C_RELEASE, help_release, ARGS_KEY_TOKEN, 1, NULL,
-     start_release, NULL},
-    {"status", C_STATUS, help_status, ARGS_KEY, 1, NULL, start_status, NULL},
+     start_release, NULL, NULL},
+    {"status", C_STATUS, help_status, ARGS_KEY, 1, NULL, start_status, NULL,
+     NULL},
     {"elect", C_ELECT, help_elect, ARGS_KEY_CMD, 0, NULL, start_elect,
-     close_signals},
+     close_signals, on_run_event},
     {"leader", C_LEADER, help_leader, ARGS_KEY, 0, NULL, start_leader,
-     close_leader},
-    {"stats", C_STATS, help_stats, ARGS_NONE, 1, NULL, start_stats, NULL},
-    {"guard", C_GUARD, help_guard, ARGS_NONE, 1, NULL, start_guard, NULL},
+     close_leader, NULL},
+    {"stats", C_STATS, help_stats, ARGS_NONE, 1, NULL, start_stats, NULL,
+     NULL},
+    {"guard", C_GUARD, help_guard, ARGS_NONE, 1, NULL, start_guard, NULL,
+     NULL},
     {"unlock", C_UNLOCK, help_unlock, ARGS_KEY, 1, check_unlock,
-     start_unlock, NULL},
+     start_unlock, NULL, NULL},
 };
 const size_t n_cli_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 const cli_command *command;
@@ -252,8 +255,8 @@ int main(int argc, char **argv) {
     return rc;
 
   wait_start_ms = uv_now(&loop);
-  if (cmd_bit & (C_ACQUIRE | C_RUN | C_ELECT))
-    redlock_client_set_event_hook(client, on_client_event, NULL);
+  if (command->event != NULL)
+    redlock_client_set_event_hook(client, command->event, NULL);
   if ((rc = check_stats_file()) != 0) {
     finish(rc);
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -373,7 +373,7 @@ static int64_t boot_ns(void) {
 
 /* An auto-extension succeeded with validity_ms left: the helper's
  * deadline moves (whole ms, rounded down: never after the library's). */
-void on_job_extended(int64_t validity_ms) {
+static void on_job_extended(int64_t validity_ms) {
   int64_t until;
   if (cmd_bit == C_ELECT && expired_wait && !child_running && !finishing &&
       !stopping) {
@@ -804,6 +804,21 @@ void on_run_acquired(redlock_lock_t *l, int status,
 }
 
 /* ---- the commands (main.c's table) --------------------------------------- */
+
+/* run's and elect's events: an extension moves the helper's deadline;
+ * the rest is the wait's (wait.c). */
+void on_run_event(redlock_client_t *c, const redlock_event *ev, void *arg) {
+  if (ev->kind == REDLOCK_EV_RELEASE && final_release &&
+      cmd_bit == C_ELECT) {
+    finish_close();   /* the resignation's release came */
+    return;
+  }
+  if (ev->kind == REDLOCK_EV_AUTO_EXTEND && ev->status == 0) {
+    on_job_extended(ev->result->validity_ms);   /* the helper's deadline */
+    return;
+  }
+  on_client_event(c, ev, arg);
+}
 
 static void signals_or_exit(void) {
   if (open_signals() != 0) {

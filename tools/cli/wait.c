@@ -130,16 +130,6 @@ void on_client_event(redlock_client_t *c, const redlock_event *ev,
   int code;
   (void)c;
   (void)arg;
-  if (ev->kind == REDLOCK_EV_RELEASE && final_release &&
-      cmd_bit == C_ELECT) {
-    finish_close();   /* the resignation's release came */
-    return;
-  }
-  if (ev->kind == REDLOCK_EV_AUTO_EXTEND && ev->status == 0 &&
-      (cmd_bit & (C_RUN | C_ELECT))) {
-    on_job_extended(ev->result->validity_ms);   /* the helper's deadline */
-    return;
-  }
   if (ev->kind != REDLOCK_EV_ATTEMPT || finishing)
     return;
   code = config_verdict(ev->result, 0);
