@@ -1,6 +1,8 @@
-/* node.c: one Redis master.
+/* node.c: one node: a connection's worth of state to one Redis server (a
+ * plain master, one primary of a cluster master, a sentinel group's
+ * primary).
  *
- * Owns: the connection to one master (conn.c) and its life cycle (async
+ * Owns: the connection to that server (conn.c) and its life cycle (async
  * DNS, connect, handshake, reconnect with capped exponential backoff and
  * jitter), the FIFO of requests in flight with one deadline timer for the
  * oldest, and the releases to send again after a reconnect. Does not own:
