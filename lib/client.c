@@ -540,7 +540,6 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
 
   /* From here nothing fails. */
   c->loop = loop;
-  c->env.loop = loop;
   c->env.flusher = &c->flusher;
   c->env.username = c->username;
   c->env.password = c->password;

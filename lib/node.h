@@ -97,8 +97,8 @@ typedef enum {
 
 /* What every node of a client shares (owned by the client). */
 typedef struct redlock__node_env {
-  redlock__sys *sys;              /* the seam: clock, timers, resolver */
-  uv_loop_t *loop;
+  redlock__sys *sys;              /* the seam: clock, timers, resolver,
+                                     transport */
   redlock__flusher *flusher;
   redlock__tls_ctx *tls;          /* for rediss:// masters, or NULL */
   int64_t connect_timeout_ms;
