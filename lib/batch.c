@@ -70,10 +70,18 @@ struct redlock__batch {
   uint16_t slot[REDLOCK__BATCH_MAX];
 };
 
+static void batch_free(redlock__queue *link) {
+  redlock__free(link);
+}
+
+static void batch_drain(redlock__pool *p);
+
 static redlock__batch *batch_get(redlock_client_t *c) {
   redlock__batch *b;
-  if (!redlock__queue_empty(&c->free_batches)) {
-    redlock__queue *q = c->free_batches.next;
+  c->batches.free_item = batch_free;   /* the client frees the pool */
+  c->batches.drain = batch_drain;
+  if (!redlock__queue_empty(&c->batches.items)) {
+    redlock__queue *q = c->batches.items.next;
     redlock__queue_remove(q);
     b = (redlock__batch *)q;   /* link is the first member */
   } else {
@@ -104,7 +112,7 @@ static void batch_put(redlock__batch *b) {
   redlock_client_t *c = b->client;
   if (c->open_batch == b)
     c->open_batch = NULL;
-  redlock__queue_insert_tail(&c->free_batches, &b->link);
+  redlock__queue_insert_tail(&c->batches.items, &b->link);
 }
 
 static void batch_maybe_put(redlock__batch *b) {
@@ -112,14 +120,11 @@ static void batch_maybe_put(redlock__batch *b) {
     batch_put(b);
 }
 
-void redlock__batch_pool_free(redlock_client_t *c) {
+/* The client frees its pool: the batch being gathered goes back first. */
+static void batch_drain(redlock__pool *p) {
+  redlock_client_t *c = REDLOCK__CONTAINER_OF(p, redlock_client_t, batches);
   if (c->open_batch != NULL)
     batch_put(c->open_batch);
-  while (!redlock__queue_empty(&c->free_batches)) {
-    redlock__queue *q = c->free_batches.next;
-    redlock__queue_remove(q);
-    redlock__free(q);
-  }
 }
 
 /* ---- votes and decisions ------------------------------------------------- */

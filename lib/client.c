@@ -94,12 +94,8 @@ static void client_free_memory(redlock_client_t *c) {
     redlock__free(c->displays[i]);
   redlock__free(c->clusters);
   redlock__free(c->displays);
-  while (!redlock__queue_empty(&c->free_rounds)) {
-    redlock__queue *q = c->free_rounds.next;
-    redlock__queue_remove(q);
-    redlock__round_free(q);   /* the link is a round's first member */
-  }
-  redlock__batch_pool_free(c);
+  redlock__pool_free(&c->rounds);
+  redlock__pool_free(&c->batches);
   redlock__tq_free(&c->tq);
   redlock__node_env_free(&c->env);
   redlock__wake_free(&c->wake);
@@ -428,8 +424,8 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   c->sys = sys;
   c->env.sys = sys;
   redlock__queue_init(&c->members);
-  redlock__queue_init(&c->free_rounds);
-  redlock__queue_init(&c->free_batches);
+  redlock__pool_init(&c->rounds);
+  redlock__pool_init(&c->batches);
   redlock__queue_init(&c->env.free_reqs);
   redlock__wake_init(&c->wake, &c->env, NULL, 0);
   rc = check_config(cfg, c);

@@ -82,7 +82,7 @@ struct redlock_client_s {
   redlock__guard guard;
   redlock__wake wake;
   redlock__queue members;      /* every live lock handle */
-  redlock__queue free_rounds;  /* pooled rounds (lock.c); link first */
+  redlock__pool rounds;        /* pooled rounds (round.c) */
   redlock_node_result *idle;   /* n results for calls without a round */
   uint64_t prng;
   unsigned in_api;             /* > 0 inside a public call */
@@ -98,7 +98,7 @@ struct redlock_client_s {
   redlock__tq tq;              /* every lock handle's timers (lock.c) */
   struct redlock__batch *open_batch;   /* renewals being gathered
                                           (watchdog.c), or NULL */
-  redlock__queue free_batches; /* pooled batches; link first */
+  redlock__pool batches;       /* pooled batches (batch.c) */
   int renew_batch;             /* locks per renewal batch; 0 = off */
   uint64_t batch_eval;         /* masters that said NOSCRIPT to a batch */
   redlock__stale stale[REDLOCK__STALE_MAX];   /* a ring (lock.c) */
@@ -116,12 +116,9 @@ struct redlock_client_s {
 void redlock__client_join(redlock_client_t *c, redlock__member *m);
 void redlock__client_leave(redlock_client_t *c);
 
-/* The lock layer's side of the client's timer queue and renewal batches
- * (watchdog.c): the client wires it in and frees the pool. */
+/* The lock layer's side of the client's timer queue (watchdog.c): the
+ * client wires it in. */
 void redlock__wd_flush(redlock__tq *tq);
-void redlock__batch_pool_free(redlock_client_t *c);
-/* Frees a pooled round (its link is its first member: round.c). */
-void redlock__round_free(redlock__queue *link);
 
 /* redlock_client_new over another seam (sys.h) than libuv's on `loop`. */
 int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,

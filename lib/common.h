@@ -84,6 +84,34 @@ static inline void redlock__queue_remove(redlock__queue *q) {
 struct redlock__sys;
 int redlock__token_new(struct redlock__sys *sys, char *out);
 
+/* ---- pools --------------------------------------------------------------- */
+/* Blocks kept for reuse, each linked by its first member. The file that
+ * makes the blocks (round.c, batch.c) sets free_item, and `drain` when
+ * some may be out of the list; whoever owns the pool (the client) frees
+ * it without knowing what the blocks are. */
+typedef struct redlock__pool {
+  redlock__queue items;
+  void (*free_item)(redlock__queue *link);
+  void (*drain)(struct redlock__pool *p);   /* NULL, or: put back what
+                                               is out, before freeing */
+} redlock__pool;
+
+static inline void redlock__pool_init(redlock__pool *p) {
+  redlock__queue_init(&p->items);
+  p->free_item = NULL;
+  p->drain = NULL;
+}
+
+static inline void redlock__pool_free(redlock__pool *p) {
+  if (p->drain != NULL)
+    p->drain(p);
+  while (!redlock__queue_empty(&p->items)) {
+    redlock__queue *q = p->items.next;
+    redlock__queue_remove(q);
+    p->free_item(q);
+  }
+}
+
 /* ---- the validity clock (clock.c) -------------------------------------- */
 /* Nanoseconds on CLOCK_BOOTTIME, which keeps counting while the machine
  * is suspended (the masters' ttls do too); CLOCK_MONOTONIC where there is

@@ -33,8 +33,8 @@ static char *errbuf(const redlock__round *r, unsigned i) {
 redlock__round *redlock__round_get(redlock_client_t *c) {
   redlock__round *r;
   unsigned i;
-  if (!redlock__queue_empty(&c->free_rounds)) {
-    redlock__queue *q = c->free_rounds.next;
+  if (!redlock__queue_empty(&c->rounds.items)) {
+    redlock__queue *q = c->rounds.items.next;
     redlock__queue_remove(q);
     r = (redlock__round *)q;   /* link is the first member */
   } else {
@@ -143,7 +143,7 @@ static inline void round_unwait(redlock__round *r) {
     round_unwait_all(r);
 }
 
-void redlock__round_free(redlock__queue *link) {
+static void round_free(redlock__queue *link) {
   redlock__round *r = (redlock__round *)link;
   redlock__buf_free(&r->cmd_buf);
   redlock__free(r->part);
@@ -152,7 +152,8 @@ void redlock__round_free(redlock__queue *link) {
 
 static void round_put(redlock__round *r) {
   round_unwait(r);
-  redlock__queue_insert_tail(&r->client->free_rounds, &r->link);
+  r->client->rounds.free_item = round_free;   /* the client frees them */
+  redlock__queue_insert_tail(&r->client->rounds.items, &r->link);
 }
 
 void redlock__round_detach(redlock__round *r) {
