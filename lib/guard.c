@@ -769,8 +769,15 @@ static void on_stamp_reply(redlock__req *req, const redlock__reply *r,
                                                            : "no reply"));
 }
 
-/* Master i's mark on node j (a plain node that is up and not of master
- * i), checked: done on j once j answered the HSET with an integer
+/* Can node j hold a mark of master i: a plain node that is up and not of
+ * master i? */
+static int mark_target(const redlock__guard *g, unsigned i, unsigned j) {
+  const redlock__node *node = &g->nodes[j];
+  return g->broke_key != NULL && node->cluster == NULL && !node->lazy &&
+         node->master != i && node->state == REDLOCK__NODE_UP;
+}
+
+/* Master i's mark on node j (mark_target), checked: done on j once j answered the HSET with an integer
  * (on_stamp_reply). A restarted j lost it: this client stamps it again
  * at j's every handshake, and a failed write at the next tick after its
  * backoff (redlock__guard_tick). */
@@ -780,8 +787,7 @@ static void stamp_on(redlock__guard *g, unsigned i, unsigned j) {
   size_t lens[4];
   char field[300];
   redlock__req *req;
-  if (g->broke_key == NULL || node->cluster != NULL || node->lazy ||
-      node->master == i || node->state != REDLOCK__NODE_UP)
+  if (!mark_target(g, i, j))
     return;
   req = redlock__node_req(node);
   if (req == NULL) {
@@ -868,8 +874,7 @@ static void forget_on(redlock__guard *g, unsigned i, unsigned j,
   size_t lens[6];
   char field[300];
   redlock__req *req;
-  if (g->broke_key == NULL || node->cluster != NULL || node->lazy ||
-      node->master == i || node->state != REDLOCK__NODE_UP)
+  if (!mark_target(g, i, j))
     return;
   req = redlock__node_req(node);
   if (req == NULL)

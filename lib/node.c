@@ -115,6 +115,36 @@ static int node_send_handshake_rest(redlock__node *n);
 static int hs_send(redlock__node *n, int kind, int argc,
                    const char *const *argv, const size_t *lens);
 
+/* What the handshake reads of a master's configuration, and reads again
+ * every few seconds (redlock__node_recheck): by handshake step. */
+typedef struct conf_read {
+  int kind;
+  int argc;
+  const char *argv[3];
+  size_t lens[3];
+} conf_read;
+
+static const conf_read conf_reads[] = {
+    {HS_PERSIST, 2, {"INFO", "persistence", NULL}, {4, 11, 0}},
+    {HS_FSYNC, 3, {"CONFIG", "GET", "appendfsync"}, {6, 3, 11}},
+    {HS_MINREP, 3, {"CONFIG", "GET", "min-replicas-to-write"}, {6, 3, 21}},
+    {HS_MINLAG, 3, {"CONFIG", "GET", "min-replicas-max-lag"}, {6, 3, 20}},
+};
+
+static const conf_read *conf_read_of(int kind) {
+  size_t i;
+  for (i = 0; i < sizeof(conf_reads) / sizeof(conf_reads[0]); i++)
+    if (conf_reads[i].kind == kind)
+      return &conf_reads[i];
+  REDLOCK__ASSERT(0);
+  return &conf_reads[0];
+}
+
+static int hs_send_read(redlock__node *n, int kind) {
+  const conf_read *c = conf_read_of(kind);
+  return hs_send(n, kind, c->argc, c->argv, c->lens);
+}
+
 /* A name resolution in flight. Allocated apart from the node: a node that
  * gives up on it (connect deadline, close) lets go of it, and the late
  * callback only frees it. */
@@ -1287,39 +1317,15 @@ static int node_send_handshake_rest(redlock__node *n) {
   lens[1] = 11;
   if (hs_send(n, HS_REPL, 2, argv, lens) != 0)
     return REDLOCK_ENOMEM;
-  if (env->guarded || n->declared) {
-    /* Durable masters need no restart delay (guard.c). */
-    argv[0] = "INFO";
-    lens[0] = 4;
-    argv[1] = "persistence";
-    lens[1] = 11;
-    if (hs_send(n, HS_PERSIST, 2, argv, lens) != 0)
-      return REDLOCK_ENOMEM;
-    argv[0] = "CONFIG";
-    lens[0] = 6;
-    argv[1] = "GET";
-    lens[1] = 3;
-    argv[2] = "appendfsync";
-    lens[2] = 11;
-    if (hs_send(n, HS_FSYNC, 3, argv, lens) != 0)
-      return REDLOCK_ENOMEM;
-  }
-  if (redlock__node_checks_isolation(n)) {
-    /* Does this primary stop accepting writes when cut off from its
-     * replicas (DESIGN, Sentinel)? */
-    argv[0] = "CONFIG";
-    lens[0] = 6;
-    argv[1] = "GET";
-    lens[1] = 3;
-    argv[2] = "min-replicas-to-write";
-    lens[2] = 21;
-    if (hs_send(n, HS_MINREP, 3, argv, lens) != 0)
-      return REDLOCK_ENOMEM;
-    argv[2] = "min-replicas-max-lag";
-    lens[2] = 20;
-    if (hs_send(n, HS_MINLAG, 3, argv, lens) != 0)
-      return REDLOCK_ENOMEM;
-  }
+  if ((env->guarded || n->declared) &&
+      /* Durable masters need no restart delay (guard.c). */
+      (hs_send_read(n, HS_PERSIST) != 0 || hs_send_read(n, HS_FSYNC) != 0))
+    return REDLOCK_ENOMEM;
+  if (redlock__node_checks_isolation(n) &&
+      /* Does this primary stop accepting writes when cut off from its
+       * replicas (DESIGN, Sentinel)? */
+      (hs_send_read(n, HS_MINREP) != 0 || hs_send_read(n, HS_MINLAG) != 0))
+    return REDLOCK_ENOMEM;
   if (env->maxttl_key != NULL) {
     argv[0] = "GET";
     lens[0] = 3;
@@ -1397,32 +1403,22 @@ static int recheck_send(redlock__node *n, int kind, int argc,
 }
 
 void redlock__node_recheck(redlock__node *n) {
-  static const char *const info[2] = {"INFO", "persistence"};
-  static const size_t info_lens[2] = {4, 11};
-  static const char *const cfg[3] = {"CONFIG", "GET", "appendfsync"};
-  static const size_t cfg_lens[3] = {6, 3, 11};
-  static const char *const mr[3] = {"CONFIG", "GET",
-                                    "min-replicas-to-write"};
-  static const size_t mr_lens[3] = {6, 3, 21};
-  static const char *const ml[3] = {"CONFIG", "GET", "min-replicas-max-lag"};
-  static const size_t ml_lens[3] = {6, 3, 20};
+  int kinds[4], k = 0, i;
   if (n->state != REDLOCK__NODE_UP || n->rechecking || n->closing)
     return;
-  n->recheck_left = 0;
   if (n->declared) {
-    if (recheck_send(n, HS_PERSIST, 2, info, info_lens) != 0)
-      return;
-    n->recheck_left++;
-    if (recheck_send(n, HS_FSYNC, 3, cfg, cfg_lens) != 0)
-      return;
-    n->recheck_left++;
+    kinds[k++] = HS_PERSIST;
+    kinds[k++] = HS_FSYNC;
   }
   if (redlock__node_checks_isolation(n)) {
-    if (recheck_send(n, HS_MINREP, 3, mr, mr_lens) != 0)
-      return;
-    n->recheck_left++;
-    if (recheck_send(n, HS_MINLAG, 3, ml, ml_lens) != 0)
-      return;
+    kinds[k++] = HS_MINREP;
+    kinds[k++] = HS_MINLAG;
+  }
+  n->recheck_left = 0;
+  for (i = 0; i < k; i++) {
+    const conf_read *c = conf_read_of(kinds[i]);
+    if (recheck_send(n, kinds[i], c->argc, c->argv, c->lens) != 0)
+      break;
     n->recheck_left++;
   }
   n->rechecking = n->recheck_left > 0;

@@ -373,6 +373,21 @@ static void ephemeral_range(int *lo, int *hi) {
 /* A port free now, outside the ephemeral range when there is room below
  * it (random, so parallel tests rarely pick the same), else one the
  * kernel picks. The caller retries when its server cannot bind it. */
+int harness_blackhole(int *port) {
+  struct sockaddr_in a;
+  socklen_t len = sizeof(a);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT(fd >= 0);
+  memset(&a, 0, sizeof(a));
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 128), 0);
+  ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
 int harness_free_port(void) {
   static uint64_t seed;
   struct sockaddr_in a;

@@ -199,6 +199,10 @@ void harness_addrs(const harness_server *srv, int n, const char **out);
 
 /* A port on 127.0.0.1 on which nothing listens (bound, then closed). */
 int harness_free_port(void);
+/* A loopback listener that accepts connections (the kernel's backlog) and
+ * never answers: a master that is a black hole. Its fd (close it to end
+ * it); *port gets its port. */
+int harness_blackhole(int *port);
 
 /* ---- synchronous admin commands (hiredis sync API, 2 s timeout) ------- */
 

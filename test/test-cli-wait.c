@@ -42,21 +42,6 @@ static char err[300];
 /* A black hole on a free loopback port: listening, never accepting (the
  * kernel completes connections into the backlog; nothing is ever read
  * or answered). Closed by the test (and with it). */
-static int blackhole(int *port) {
-  struct sockaddr_in a;
-  socklen_t len = sizeof(a);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT(fd >= 0);
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 128), 0);
-  ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
 int main(int argc, char **argv) {
   harness_server srv[N];
   char servers[256], bad[256], ran[300];
@@ -226,7 +211,7 @@ int main(int argc, char **argv) {
   {
     int bh[2], bport[2];
     for (i = 0; i < 2; i++)
-      bh[i] = blackhole(&bport[i]);
+      bh[i] = harness_blackhole(&bport[i]);
     snprintf(bad, sizeof(bad), "127.0.0.1:%d,127.0.0.1:%d,%s", bport[0],
              bport[1], harness_addr(&srv[2]));
     t0 = harness_now_ms();

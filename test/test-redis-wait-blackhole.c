@@ -19,21 +19,6 @@
 
 #include "tutil.h"
 
-static int blackhole(int *port) {
-  struct sockaddr_in a;
-  socklen_t len = sizeof(a);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT(fd >= 0);
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 128), 0);
-  ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
 int main(void) {
   harness_server srv[1];
   uv_loop_t loop;
@@ -51,7 +36,7 @@ int main(void) {
   memset(srv, 0, sizeof(srv));
   harness_start(srv, 1);
   for (i = 0; i < 2; i++) {
-    bh[i] = blackhole(&port[i]);
+    bh[i] = harness_blackhole(&port[i]);
     snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", port[i]);
   }
   servers[0] = harness_addr(&srv[0]);
