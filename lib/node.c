@@ -13,7 +13,7 @@
  *     SCRIPT LOAD of every script, INFO server, GET of the recorded longest
  *     ttl; a sentinel group's primary: CONFIG GET min-replicas-to-write
  *     and min-replicas-max-lag), and only once ALL of it answered without
- *     error: the releases kept from failed attempts (abandoned[]), then the
+ *     error: the releases kept from failed attempts (kept[]), then the
  *     requests queued while connecting (waiting, bytes in wait_buf), in
  *     submission order.
  *     Nothing else is ever written before the handshake succeeded. The
@@ -227,31 +227,31 @@ static void node_keep(redlock__node *n, char *cmd, size_t len) {
     redlock__free(cmd);
     return;
   }
-  if (n->abandoned == NULL) {
-    n->abandoned = redlock__calloc(REDLOCK__ABANDONED_MAX,
-                                   sizeof(*n->abandoned));
-    n->abandoned_len = redlock__calloc(REDLOCK__ABANDONED_MAX,
-                                       sizeof(*n->abandoned_len));
-    if (n->abandoned == NULL || n->abandoned_len == NULL) {
-      redlock__free(n->abandoned);
-      redlock__free(n->abandoned_len);
-      n->abandoned = NULL;
-      n->abandoned_len = NULL;
+  if (n->kept == NULL) {
+    n->kept = redlock__calloc(REDLOCK__KEPT_MAX,
+                                   sizeof(*n->kept));
+    n->kept_len = redlock__calloc(REDLOCK__KEPT_MAX,
+                                       sizeof(*n->kept_len));
+    if (n->kept == NULL || n->kept_len == NULL) {
+      redlock__free(n->kept);
+      redlock__free(n->kept_len);
+      n->kept = NULL;
+      n->kept_len = NULL;
       redlock__free(cmd);   /* the key still expires by its ttl */
       return;
     }
   }
-  if (n->n_abandoned == REDLOCK__ABANDONED_MAX) {
-    redlock__free(n->abandoned[0]);
-    memmove(n->abandoned, n->abandoned + 1,
-            (REDLOCK__ABANDONED_MAX - 1) * sizeof(n->abandoned[0]));
-    memmove(n->abandoned_len, n->abandoned_len + 1,
-            (REDLOCK__ABANDONED_MAX - 1) * sizeof(n->abandoned_len[0]));
-    n->n_abandoned--;
+  if (n->n_kept == REDLOCK__KEPT_MAX) {
+    redlock__free(n->kept[0]);
+    memmove(n->kept, n->kept + 1,
+            (REDLOCK__KEPT_MAX - 1) * sizeof(n->kept[0]));
+    memmove(n->kept_len, n->kept_len + 1,
+            (REDLOCK__KEPT_MAX - 1) * sizeof(n->kept_len[0]));
+    n->n_kept--;
   }
-  n->abandoned[n->n_abandoned] = cmd;
-  n->abandoned_len[n->n_abandoned] = len;
-  n->n_abandoned++;
+  n->kept[n->n_kept] = cmd;
+  n->kept_len[n->n_kept] = len;
+  n->n_kept++;
 }
 
 /* A REDELIVER request failed by a connection error: keep its command. */
@@ -947,26 +947,26 @@ static void node_up(redlock__node *n) {
   n->errstr[0] = '\0';
   redlock__timer_stop(&n->conn_timer);
   /* Releases kept from failed attempts first ... */
-  for (i = 0; i < n->n_abandoned; i++) {
+  for (i = 0; i < n->n_kept; i++) {
     redlock__req *req = redlock__node_req(n);
     if (req == NULL ||
-        redlock__conn_send_raw(&n->conn, n->abandoned[i],
-                               n->abandoned_len[i]) != 0) {
+        redlock__conn_send_raw(&n->conn, n->kept[i],
+                               n->kept_len[i]) != 0) {
       if (req != NULL)
         req_put(env, req);
-      redlock__free(n->abandoned[i]);
+      redlock__free(n->kept[i]);
       continue;
     }
     /* If this one fails too it is kept again. */
     req->flags = REDLOCK__REQ_REDELIVER;
-    req->cmd = n->abandoned[i];
-    req->cmd_len = n->abandoned_len[i];
+    req->cmd = n->kept[i];
+    req->cmd_len = n->kept_len[i];
     req->sent_ns = now;
     req->deadline_ns = deadline;
     redlock__queue_insert_tail(&n->pending, &req->q);
     n->n_pending++;
   }
-  n->n_abandoned = 0;
+  n->n_kept = 0;
   /* ... then what was queued while connecting, in order. */
   if (redlock__buf_pending(&n->wait_buf) > 0 &&
       redlock__conn_send_raw(&n->conn, n->wait_buf.data + n->wait_buf.off,
@@ -1933,9 +1933,9 @@ static void node_finish_close(redlock__node *n) {
     return;
   n->state = REDLOCK__NODE_CLOSED;
   redlock__conn_close(&n->conn);
-  for (i = 0; i < n->n_abandoned; i++)
-    redlock__free(n->abandoned[i]);
-  n->n_abandoned = 0;
+  for (i = 0; i < n->n_kept; i++)
+    redlock__free(n->kept[i]);
+  n->n_kept = 0;
   redlock__timer_close(&n->deadline_timer, on_node_timer_closed);
   redlock__timer_close(&n->conn_timer, on_node_timer_closed);
 }
@@ -1967,10 +1967,10 @@ void redlock__node_close(redlock__node *n) {
 void redlock__node_free(redlock__node *n) {
   redlock__free(n->own_keys);
   n->own_keys = NULL;
-  redlock__free(n->abandoned);
-  redlock__free(n->abandoned_len);
-  n->abandoned = NULL;
-  n->abandoned_len = NULL;
+  redlock__free(n->kept);
+  redlock__free(n->kept_len);
+  n->kept = NULL;
+  n->kept_len = NULL;
   redlock__conn_free(&n->conn);
   redlock__buf_free(&n->wait_buf);
   redlock__uri_free(&n->uri);

@@ -149,7 +149,7 @@ typedef enum {
   REDLOCK__NODE_CLOSED
 } redlock__node_state;
 
-#define REDLOCK__ABANDONED_MAX 256   /* releases kept per node */
+#define REDLOCK__KEPT_MAX 256   /* releases kept per node */
 
 /* Counters of one master (redlock_client_stats copies them out). */
 typedef struct redlock__node_stats {
@@ -283,11 +283,11 @@ struct redlock__node {
                                   operation may try it at once */
   redlock__node_stats st;
   /* Releases to send again after the next handshake: */
-  char **abandoned;            /* REDLOCK__ABANDONED_MAX entries, made on
+  char **kept;                 /* up to REDLOCK__KEPT_MAX, made on
                                   first use (a Redis Cluster has many
                                   nodes that never keep one) */
-  size_t *abandoned_len;
-  unsigned n_abandoned;
+  size_t *kept_len;
+  unsigned n_kept;
 };
 
 /* Takes ownership of the parsed address (moves it; *uri is zeroed). */
