@@ -373,7 +373,7 @@ static void ephemeral_range(int *lo, int *hi) {
 /* A port free now, outside the ephemeral range when there is room below
  * it (random, so parallel tests rarely pick the same), else one the
  * kernel picks. The caller retries when its server cannot bind it. */
-int harness_blackhole(int *port) {
+int harness_listener(int *port) {
   struct sockaddr_in a;
   socklen_t len = sizeof(a);
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

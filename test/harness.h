@@ -199,10 +199,10 @@ void harness_addrs(const harness_server *srv, int n, const char **out);
 
 /* A port on 127.0.0.1 on which nothing listens (bound, then closed). */
 int harness_free_port(void);
-/* A loopback listener that accepts connections (the kernel's backlog) and
- * never answers: a master that is a black hole. Its fd (close it to end
- * it); *port gets its port. */
-int harness_blackhole(int *port);
+/* A listening socket on 127.0.0.1 and a free port (*port): its fd, to
+ * accept from (a fake server) or not (a master that is a black hole: the
+ * kernel's backlog takes the connections, nothing answers). */
+int harness_listener(int *port);
 
 /* ---- synchronous admin commands (hiredis sync API, 2 s timeout) ------- */
 

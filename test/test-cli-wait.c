@@ -211,7 +211,7 @@ int main(int argc, char **argv) {
   {
     int bh[2], bport[2];
     for (i = 0; i < 2; i++)
-      bh[i] = harness_blackhole(&bport[i]);
+      bh[i] = harness_listener(&bport[i]);
     snprintf(bad, sizeof(bad), "127.0.0.1:%d,127.0.0.1:%d,%s", bport[0],
              bport[1], harness_addr(&srv[2]));
     t0 = harness_now_ms();

@@ -44,23 +44,6 @@
 static const char *ids[2] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
                              "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"};
 
-static int listen_any(int *port) {
-  struct sockaddr_in a;
-  socklen_t len = sizeof(a);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  ASSERT(fd >= 0);
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  memset(&a, 0, sizeof(a));
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 128), 0);
-  ASSERT_EQ(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
 typedef struct fconn {
   int fd;
   int node;          /* 0: A, 1: B */
@@ -231,8 +214,8 @@ int main(void) {
                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT(accepted != MAP_FAILED);
   *accepted = 0;
-  lfd[0] = listen_any(&ports[0]);
-  lfd[1] = listen_any(&ports[1]);
+  lfd[0] = harness_listener(&ports[0]);
+  lfd[1] = harness_listener(&ports[1]);
   pid = fork();
   ASSERT(pid >= 0);
   if (pid == 0) {
@@ -328,7 +311,7 @@ int main(void) {
     int bh[SEEDS], bport[SEEDS], k;
     size_t at;
     for (k = 0; k < SEEDS; k++)
-      bh[k] = listen_any(&bport[k]);
+      bh[k] = harness_listener(&bport[k]);
     at = (size_t)snprintf(uri, sizeof(uri),
                           "redis+cluster://127.0.0.1:%d", bport[0]);
     for (k = 1; k < SEEDS; k++)

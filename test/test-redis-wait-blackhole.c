@@ -36,7 +36,7 @@ int main(void) {
   memset(srv, 0, sizeof(srv));
   harness_start(srv, 1);
   for (i = 0; i < 2; i++) {
-    bh[i] = harness_blackhole(&port[i]);
+    bh[i] = harness_listener(&port[i]);
     snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", port[i]);
   }
   servers[0] = harness_addr(&srv[0]);
