@@ -231,7 +231,7 @@ def _probe(masters, mode, bound):
 
 @pytest.mark.parametrize("mode", ["close", "release"])
 def test_signal_handler_may_close_or_release(masters, mode):
-    out = _probe(masters, mode, 60)
+    out = _probe(masters, mode, 30)
     assert "handler ran" in out and "closed" in out, out
     assert "validity after 0.0" in out, out
 
@@ -532,7 +532,7 @@ def test_async_with_in_a_forked_child(masters, client_of):
         with libredlock.Client(masters.addrs, restart_guard=-1,
                                command_timeout=0.5) as c3:
             return asyncio.run(once(c3, "safety-fork-async-child"))
-    code, out = _in_child(child, 30)
+    code, out = _in_child(child, 20)
     assert code == 0 and out == "True", out
 
 
