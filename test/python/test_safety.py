@@ -615,3 +615,57 @@ def test_no_collection_runs_on_the_librarys_thread(masters, client_of):
     gc.collect()
     wait_for(lambda: masters.holding("safety-gc-y", tok) == 0, 5,
              "the collected lock's release")
+
+
+CYCLE_PROBE = r'''
+import gc, sys
+import libredlock
+
+servers = sys.argv[1].split(",")
+gc.disable()
+c = libredlock.Client(servers, restart_guard=-1, command_timeout=0.5)
+lock = c.lock("safety-cycle", ttl=30).acquire()
+print("token", lock.token, flush=True)
+
+class Box:
+    pass
+
+b = Box()
+b.me = b          # a reference cycle that holds the client and the lock
+b.client = c
+b.lock = lock
+del b, c, lock
+# The client, its handle and the lock are garbage together: the handle's
+# finalizer (a weakref callback) runs before Client.__del__ and
+# Lock.__del__, which must then find the handle gone, not use it.
+print("collected", gc.collect() > 0, flush=True)
+print("done", flush=True)
+'''
+
+
+def test_a_client_collected_in_a_cycle_is_closed_once(masters):
+    """A client (with a lock it holds) that is garbage only as part of a
+    reference cycle: the collector runs the handle's finalizer (which
+    shuts the C client down and frees it) before Client.__del__ and
+    Lock.__del__. They called into the freed handle: libuv aborted on
+    its destroyed mutex (SIGABRT), or worse. Now they find it closed, and
+    the lock was released by the shutdown."""
+    import subprocess
+    import sys
+
+    import support
+    p = support.spawn([sys.executable, "-c", CYCLE_PROBE,
+                       ",".join(masters.addrs)],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      text=True)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        support.stop(p)
+        out, err = p.communicate()
+        pytest.fail(f"the process hung; it printed {out!r}")
+    assert p.returncode == 0, (p.returncode, out, err[-2000:])
+    assert "collected True" in out and "done" in out, out
+    tok = out.split("token", 1)[1].split()[0]
+    assert masters.holding("safety-cycle", tok) == 0, (
+        "the lock of the collected client is still held")

@@ -184,7 +184,7 @@ class _Handle:
     Holds no reference to the Client (its finalizer)."""
 
     __slots__ = ("f", "ptr", "gate", "closed", "gen", "held", "elections",
-                 "reading", "__weakref__")
+                 "reading", "freed", "__weakref__")
 
     def __init__(self, f, ptr):
         self.f = f
@@ -198,10 +198,19 @@ class _Handle:
         self.gen = _fork_generation
         self.held = {}        # id -> _Held: locks held now
         self.elections = {}   # id -> Election
-        weakref.finalize(self, _free_handle, f, ptr, self.gen).atexit = False
+        # Set by the finalizer once the C handle is freed. In a garbage
+        # cycle (a client kept by an object that refers to itself) the
+        # collector runs that finalizer (a weakref callback) before the
+        # __del__ of the Client and its Locks, which still see this
+        # object: they must find the handle gone, not call into it.
+        self.freed = [False]
+        weakref.finalize(self, _free_handle, f, ptr, self.gen,
+                         self.freed).atexit = False
 
     def enter(self):
         """The C handle, for a call; raises ClientClosed once closed."""
+        if self.freed[0]:
+            self.closed = True
         if self.closed:
             raise ClientClosed("the client is closed", "ECANCELED")
         if self.gen != _fork_generation:
@@ -211,6 +220,9 @@ class _Handle:
         return self.ptr
 
     def close(self):
+        if self.freed[0]:
+            self.closed = True   # shut down and freed by the finalizer
+            return
         if self.gen != _fork_generation:
             # A parent's client in a forked child: not ours to shut down
             # (and its gate may have been held by a parent's thread).
@@ -251,8 +263,9 @@ class _Handle:
         self.elections.clear()
 
 
-def _free_handle(f, ptr, gen):
+def _free_handle(f, ptr, gen, freed):
     """The handle's finalizer: no thread can be in a call on it."""
+    freed[0] = True   # first: nothing may call into it from now on
     if gen != _fork_generation:
         return   # the parent's: its thread is not in this process
     f.redlock_sync_shutdown(ptr)
