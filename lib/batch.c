@@ -42,7 +42,6 @@
  *     sent, the user's command queues behind it). */
 #include <string.h>
 
-#include "cluster.h"
 #include "lock.h"
 #include "node.h"
 #include "pure.h"
@@ -224,7 +223,7 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
   redlock_client_t *c = b->client;
   unsigned i = req->idx;
   redlock__ns now = r != NULL ? req->reply_ns : redlock__sys_now(b->client->sys);
-  int cl = c->clusters[i] != NULL;
+  int cl = c->masters[i].ops->by_slot;
   unsigned at = cl ? req->tag >> 16 : 0;
   unsigned len = cl ? req->tag & 0xffff : b->n;
   unsigned k;
@@ -293,9 +292,9 @@ static void sort_by_slot(redlock__batch *b) {
   }
 }
 
-/* Cluster master i: one command per slot (invariant 4). */
-static void cluster_send(redlock__batch *b, unsigned i, int eval,
-                         int uniform) {
+/* Master i routes by slot: one command per slot (invariant 4). */
+static void slot_send(redlock__batch *b, unsigned i, int eval,
+                      int uniform) {
   redlock_client_t *c = b->client;
   const redlock__script *s = redlock__script_of(REDLOCK__CMD_BATCH_EXTEND);
   const char *argv[3 + 3 * REDLOCK__BATCH_MAX];
@@ -330,7 +329,7 @@ static void cluster_send(redlock__batch *b, unsigned i, int eval,
       argv[argc] = nums[k];
       lens[argc++] = redlock__fmt_i64(nums[k], b->ttl[b->order[at + k]]);
     }
-    n = redlock__cluster_route(c->clusters[i], b->slot[b->order[at]]);
+    n = redlock__master_route(&c->masters[i], b->slot[b->order[at]]);
     req = redlock__node_req(n);
     if (req != NULL) {
       req->cb = on_batch_reply;
@@ -380,7 +379,7 @@ static void batch_send(redlock__batch *b) {
     return;
   }
   for (i = 0; i < c->n; i++)
-    if (c->clusters[i] != NULL) {
+    if (c->masters[i].ops->by_slot) {
       sort_by_slot(b);
       break;
     }
@@ -414,8 +413,8 @@ static void batch_send(redlock__batch *b) {
     int rc = REDLOCK_ENOMEM;
     b->errs[i] = 0;
     b->lat_us[i] = 0;
-    if (c->clusters[i] != NULL) {
-      cluster_send(b, i, eval, uniform);
+    if (c->masters[i].ops->by_slot) {
+      slot_send(b, i, eval, uniform);
       continue;
     }
     req = redlock__node_req(n);

@@ -79,20 +79,11 @@ static void client_free_memory(redlock_client_t *c) {
   if (c->nodes != NULL)
     for (i = 0; i < c->n_nodes; i++)
       redlock__node_free(&c->nodes[i]);
-  for (i = 0; c->clusters != NULL && i < c->n; i++)
-    if (c->clusters[i] != NULL) {
-      redlock__cluster_free(c->clusters[i]);
-      redlock__free(c->clusters[i]);
-    }
-  for (i = 0; c->sentinels != NULL && i < c->n; i++)
-    if (c->sentinels[i] != NULL) {
-      redlock__sentinel_free(c->sentinels[i]);
-      redlock__free(c->sentinels[i]);
-    }
-  redlock__free(c->sentinels);
+  for (i = 0; c->masters != NULL && i < c->n; i++)
+    redlock__master_free(&c->masters[i]);
   for (i = 0; c->displays != NULL && i < c->n; i++)
     redlock__free(c->displays[i]);
-  redlock__free(c->clusters);
+  redlock__free(c->masters);
   redlock__free(c->displays);
   redlock__pool_free(&c->rounds);
   redlock__pool_free(&c->batches);
@@ -267,7 +258,8 @@ static void on_recheck(redlock__timer *t) {
     redlock__node *n = &c->nodes[i];
     if (n->state != REDLOCK__NODE_UP)
       continue;
-    if (c->restart_guard_ms >= 0 || n->cluster != NULL)
+    if (c->restart_guard_ms >= 0 ||
+        c->masters[n->master].ops->identity_checks)
       redlock__node_check_identity(n);
     if ((n->declared || redlock__node_checks_isolation(n)) &&
         c->ticks % RECHECK_TICKS == 0)
@@ -276,8 +268,7 @@ static void on_recheck(redlock__timer *t) {
   redlock__guard_tick(&c->guard);   /* marks whose write failed */
   if (c->ticks % REFRESH_TICKS == 0)
     for (i = 0; i < c->n; i++)
-      if (c->clusters[i] != NULL)
-        redlock__cluster_refresh(c->clusters[i]);
+      c->masters[i].ops->refresh(&c->masters[i]);
 }
 
 /* ---- node events --------------------------------------------------------- */
@@ -301,8 +292,7 @@ static void on_node_state(redlock__node *n, redlock__node_event ev,
       return;
     case REDLOCK__NODE_EV_DOWN:
       redlock__guard_node_down(&c->guard, n->index);
-      if (n->cluster != NULL)
-        redlock__cluster_node_down(n->cluster, n);
+      c->masters[n->master].ops->node_down(&c->masters[n->master], n);
       return;
     case REDLOCK__NODE_EV_CLOSED:
       c->nodes_open--;
@@ -317,72 +307,10 @@ static void on_node_state(redlock__node *n, redlock__node_event ev,
   }
 }
 
-/* Master i is a Redis Cluster: its first node (node slot i) starts at the
- * first seed; its other node slots wait for the topology (lazy). Each gets
- * the cluster URI's credentials and TLS. Nothing here fails but memory of
- * the credentials' copies (then a node goes without them and AUTH fails:
- * reported as any refused password). */
-static void init_cluster(redlock_client_t *c, unsigned i, redlock__uri *u,
-                         int declared, unsigned *next_slot) {
-  redlock__cluster *cl = c->clusters[i];
-  unsigned k;
-  char display[300];
-  int v6 = strchr(u->host, ':') != NULL;
-  cl->nodes = c->nodes;
-  cl->cap = REDLOCK__CLUSTER_NODES;
-  cl->slot_of[0] = i;
-  for (k = 1; k < cl->cap; k++) {
-    redlock__uri blank;
-    redlock__node *n;
-    memset(&blank, 0, sizeof(blank));
-    blank.tls = u->tls;
-    blank.username = u->username ? redlock__strdup(u->username) : NULL;
-    blank.password = u->password ? redlock__strdup(u->password) : NULL;
-    cl->slot_of[k] = *next_slot;
-    n = &c->nodes[*next_slot];
-    redlock__node_init(n, &c->env, *next_slot, &blank);
-    n->master = i;
-    n->cluster = cl;
-    n->lazy = 1;
-    n->declared = declared;
-    (*next_slot)++;
-  }
-  /* The first node's own display is its address (the master's is the
-   * cluster URI, in c->displays). */
-  snprintf(display, sizeof(display), "%s%s%s:%d", v6 ? "[" : "", u->host,
-           v6 ? "]" : "", u->port);
-  redlock__free(u->display);
-  u->display = redlock__strdup(display);
-  redlock__node_init(&c->nodes[i], &c->env, i, u);
-  c->nodes[i].cluster = cl;
-}
-
-/* Master i is a sentinel group: its node has no address until the
- * sentinels name the primary (lazy); it keeps the URI's credentials, db
- * and TLS. */
-static void init_sentinel(redlock_client_t *c, unsigned i, redlock__uri *u) {
-  redlock__uri data;
-  redlock__node *n = &c->nodes[i];
-  memset(&data, 0, sizeof(data));
-  data.tls = u->tls;
-  data.db = u->db;
-  data.username = u->username;
-  data.password = u->password;
-  u->username = NULL;
-  u->password = NULL;
-  data.display = redlock__strdup("(no primary named yet)");
-  redlock__node_init(n, &c->env, i, &data);
-  n->sentinel = 1;
-  n->isolation_unchecked = u->isolation_unchecked;
-  n->lazy = 1;
-  redlock__strlcpy(n->errstr, c->sentinels[i]->errstr, sizeof(n->errstr));
-  redlock__uri_free(u);
-}
-
 static void on_stale(redlock__node *n) {
   redlock_client_t *c = n->env->arg;
-  if (c->sentinels[n->master] != NULL)
-    redlock__sentinel_stale(c->sentinels[n->master]);
+  redlock__master *m = &c->masters[n->master];
+  m->ops->stale(m);
 }
 
 int redlock_client_new(uv_loop_t *loop, const redlock_client_config *cfg,
@@ -457,7 +385,7 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
                            i + 1, uris[i].display, cfg->key_prefix);
         goto fail;
       }
-      c->n_nodes += REDLOCK__CLUSTER_NODES - 1;
+      c->n_nodes += redlock__master_node_slots(&uris[i]) - 1;
     }
   }
   for (i = 0; i < c->n; i++) {
@@ -486,29 +414,17 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   c->key_prefix_len = c->key_prefix ? strlen(c->key_prefix) : 0;
   c->nodes = redlock__calloc(c->n_nodes, sizeof(*c->nodes));
   c->displays = redlock__calloc(c->n, sizeof(*c->displays));
-  c->clusters = redlock__calloc(c->n, sizeof(*c->clusters));
-  c->sentinels = redlock__calloc(c->n, sizeof(*c->sentinels));
-  if (c->nodes == NULL || c->displays == NULL || c->clusters == NULL ||
-      c->sentinels == NULL)
+  c->masters = redlock__calloc(c->n, sizeof(*c->masters));
+  if (c->nodes == NULL || c->displays == NULL || c->masters == NULL)
     goto nomem;
   for (i = 0; i < c->n; i++) {
     c->displays[i] = redlock__strdup(uris[i].display);
     if (c->displays[i] == NULL)
       goto nomem;
-    if (uris[i].kind == REDLOCK__URI_SENTINEL) {
-      c->sentinels[i] = redlock__calloc(1, sizeof(*c->sentinels[i]));
-      if (c->sentinels[i] == NULL ||
-          redlock__sentinel_init(c->sentinels[i], &c->env, &c->nodes[i],
-                                 &uris[i]) != 0)
-        goto nomem;
-    }
-    if (uris[i].kind == REDLOCK__URI_CLUSTER) {
-      c->clusters[i] = redlock__calloc(1, sizeof(*c->clusters[i]));
-      if (c->clusters[i] == NULL ||
-          redlock__cluster_init(c->clusters[i], &uris[i], c->key_prefix,
-                                c->key_prefix_len) != 0)
-        goto nomem;
-    }
+    if (redlock__master_new(&c->masters[i], (unsigned)i, c->nodes, &c->env,
+                            &uris[i], c->key_prefix,
+                            c->key_prefix_len) != 0)
+      goto nomem;
   }
   c->idle = redlock__calloc(c->n, sizeof(*c->idle));
   c->warnings = redlock__calloc(c->n_nodes, sizeof(*c->warnings));
@@ -566,12 +482,8 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   next_slot = c->n;
   for (i = 0; i < c->n; i++) {
     int declared = uris[i].durable || cfg->durable;
-    if (c->clusters[i] != NULL)
-      init_cluster(c, (unsigned)i, &uris[i], declared, &next_slot);
-    else if (c->sentinels[i] != NULL)
-      init_sentinel(c, (unsigned)i, &uris[i]);
-    else
-      redlock__node_init(&c->nodes[i], &c->env, (unsigned)i, &uris[i]);
+    c->masters[i].ops->init_nodes(&c->masters[i], &c->env, &uris[i],
+                                  declared, &next_slot);
     c->nodes[i].declared = declared;
     c->declared |= declared;
     c->idle[i].server = c->displays[i];
@@ -590,12 +502,8 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   if (c->declared || c->restart_guard_ms >= 0 || c->n_nodes > c->n ||
       checked > 0)
     redlock__timer_start(&c->recheck_timer, on_recheck, TICK_MS, TICK_MS);
-  for (i = 0; i < c->n; i++) {
-    if (c->sentinels[i] != NULL)
-      redlock__sentinel_start(c->sentinels[i]);
-    else
-      redlock__node_start(&c->nodes[i]);
-  }
+  for (i = 0; i < c->n; i++)
+    c->masters[i].ops->start(&c->masters[i]);
   *out = c;
   return 0;
 
@@ -649,7 +557,7 @@ static void on_tq_closed(redlock__timer *t) {
 
 static void client_maybe_finish(redlock_client_t *c) {
   if (c->close_stage != 1 || c->nodes_open != 0 || !c->wake_closed ||
-      c->sentinels_open != 0 || !redlock__queue_empty(&c->members))
+      c->masters_open != 0 || !redlock__queue_empty(&c->members))
     return;
   c->close_stage = 2;   /* the final close runs once */
   redlock__flusher_close(&c->flusher, on_flusher_closed);
@@ -658,9 +566,9 @@ static void client_maybe_finish(redlock_client_t *c) {
   redlock__tq_close(&c->tq, on_tq_closed);
 }
 
-static void on_sentinel_closed(void *arg) {
+static void on_master_closed(void *arg) {
   redlock_client_t *c = arg;
-  c->sentinels_open--;
+  c->masters_open--;
   client_maybe_finish(c);
 }
 
@@ -711,12 +619,12 @@ static void on_close_timer(redlock__timer *t) {
     m->abort(m);
   }
   redlock__guard_close(&c->guard);
+  /* Counted first: a master's close may report at once. */
+  c->masters_open = c->n + 1;
   for (i = 0; i < c->n; i++)
-    if (c->sentinels[i] != NULL)
-      c->sentinels_open++;
-  for (i = 0; i < c->n; i++)
-    if (c->sentinels[i] != NULL)
-      redlock__sentinel_close(c->sentinels[i], on_sentinel_closed, c);
+    if (!c->masters[i].ops->close(&c->masters[i], on_master_closed, c))
+      c->masters_open--;
+  c->masters_open--;
   redlock__wake_close(&c->wake, on_wake_closed, c);
   for (i = 0; i < c->n_nodes; i++)
     redlock__node_close(&c->nodes[i]);
@@ -751,36 +659,13 @@ unsigned redlock_client_n_up(const redlock_client_t *c) {
   unsigned up = 0;
   if (c == NULL)
     return 0;
-  for (i = 0; i < c->n; i++) {
-    const redlock__cluster *cl = c->clusters[i];
-    unsigned k, any = c->nodes[i].state == REDLOCK__NODE_UP;
-    for (k = 1; cl != NULL && k < cl->cap && !any; k++)
-      any = c->nodes[cl->slot_of[k]].state == REDLOCK__NODE_UP;
-    up += any;
-  }
+  for (i = 0; i < c->n; i++)
+    up += c->masters[i].ops->up(&c->masters[i]) != 0;
   return up;
 }
 
 uv_loop_t *redlock_client_loop(const redlock_client_t *c) {
   return c != NULL ? c->loop : NULL;
-}
-
-/* The node slots of master i in use, in order: the first node, then a
- * cluster's other primaries. */
-static unsigned master_nodes_used(const redlock_client_t *c, unsigned i,
-                                  unsigned *out) {
-  const redlock__cluster *cl = c->clusters[i];
-  unsigned k, n = 0;
-  if (cl == NULL) {
-    out[0] = i;
-    return 1;
-  }
-  for (k = 0; k < cl->cap; k++) {
-    const redlock__node *nd = &c->nodes[cl->slot_of[k]];
-    if (!nd->lazy || k == 0)
-      out[n++] = cl->slot_of[k];
-  }
-  return n;
 }
 
 static void fill_info(redlock_client_t *c, unsigned i, unsigned idx,
@@ -815,14 +700,11 @@ static void fill_info(redlock_client_t *c, unsigned i, unsigned idx,
   if (out->counts)
     out->guard_wait_ms = -1;
   out->warning = c->warnings[idx];
-  out->nodes = 1;
-  out->problem = "";
-  if (c->clusters[i] != NULL) {
+  {
+    const redlock__master *m = &c->masters[i];
     unsigned tmp[REDLOCK__CLUSTER_NODES];
-    out->nodes = master_nodes_used(c, i, tmp);
-    out->problem = c->clusters[i]->problem;
-  } else if (c->sentinels[i] != NULL) {
-    out->problem = c->sentinels[i]->errstr;
+    out->nodes = m->ops->nodes(m, tmp, REDLOCK__CLUSTER_NODES);
+    out->problem = m->ops->problem(m);
   }
 }
 
@@ -844,7 +726,7 @@ int redlock_client_node_info(redlock_client_t *c, unsigned i, unsigned k,
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_client_node_info: client, out or index "
                          "out of range");
-  n = master_nodes_used(c, i, tmp);
+  n = c->masters[i].ops->nodes(&c->masters[i], tmp, REDLOCK__CLUSTER_NODES);
   if (k >= n)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_client_node_info: master %u has %u "

@@ -8,6 +8,7 @@
 #include "common.h"
 #include "conn.h"
 #include "guard.h"
+#include "master.h"
 #include "node.h"
 #include "sentinel.h"
 #include "tq.h"
@@ -48,9 +49,10 @@ struct redlock_client_s {
                                   primaries of cluster masters */
   char **displays;             /* n: each master as configured, without
                                   password (results, messages) */
-  redlock__cluster **clusters; /* n: a cluster master's, else NULL */
-  redlock__sentinel **sentinels;   /* n: a sentinel group's, else NULL */
-  unsigned sentinels_open;     /* closing: sentinel timers not closed */
+  redlock__master *masters;    /* n: each master of the quorum (master.h) */
+  unsigned masters_open;       /* closing: masters not closed (their
+                                  state beside the nodes: a sentinel
+                                  group's connection and timer) */
   unsigned quorum;
   double drift_factor;
   int64_t command_timeout_ms;

@@ -284,12 +284,12 @@ static void send_where(redlock_lock_t *l, redlock__cmd cmd,
   unsigned i;
   for (i = 0; i < c->n; i++) {
     redlock__req *req;
-    if (c->clusters[i] != NULL) {
+    if (c->masters[i].ops->by_slot) {
       /* A split vote's NO says nothing of the other slots' keys. */
       if (r != NULL && r->res[i].vote == skip &&
           (r->nparts == NULL || r->nparts[i] == 0))
         continue;
-      redlock__round_cluster_send(l, i, cmd, l->ttl_ms, flags);
+      redlock__round_slot_send(l, i, cmd, l->ttl_ms, flags);
       continue;
     }
     if (r != NULL && r->res[i].vote == skip)

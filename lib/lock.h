@@ -351,10 +351,11 @@ redlock__round *redlock__round_get(redlock_client_t *c);
 /* Sends cmd to every master (only where only_yes voted YES, if given). */
 void redlock__round_send(redlock__round *r, const redlock__round *only_yes);
 void redlock__round_detach(redlock__round *r);
-/* Fire and forget to cluster master i (routed, split over slots). */
-void redlock__round_cluster_send(redlock_lock_t *l, unsigned i,
-                                 redlock__cmd cmd, int64_t ttl_ms,
-                                 unsigned flags);
+/* Fire and forget to master i, one that routes by slot (split over
+ * slots). */
+void redlock__round_slot_send(redlock_lock_t *l, unsigned i,
+                              redlock__cmd cmd, int64_t ttl_ms,
+                              unsigned flags);
 /* The round decides nothing more (its late replies are only consumed). */
 void redlock__round_stop(redlock__round *r);
 /* Encodes the command of `cmd` for lock l: EVALSHA, or EVAL with

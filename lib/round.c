@@ -725,11 +725,11 @@ static unsigned group_keys(const redlock_lock_t *l, redlock__cmd cmd,
   return g->n;
 }
 
-/* Sends part k of master i (a cluster's). */
+/* Sends part k of master i (one that routes by slot). */
 static void part_submit(redlock__round *r, unsigned i, unsigned k,
                         int eval) {
   redlock_client_t *c = r->client;
-  redlock__cluster *cl = c->clusters[i];
+  redlock__master *m = &c->masters[i];
   redlock_lock_t *l = r->lock;
   const char *argv[REDLOCK__ARGV_MAX];
   size_t lens[REDLOCK__ARGV_MAX];
@@ -750,7 +750,7 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
     sub.names = &g.names[g.first[k]];
     sub.name_lens = &g.lens[g.first[k]];
     sub.n_names = g.first[k + 1] - g.first[k];
-    n = redlock__cluster_route(cl, g.slot[g.first[k]]);
+    n = redlock__master_route(m, g.slot[g.first[k]]);
   }
   /* sub points into g: encoded while g lives. */
   argc = redlock__lock_argv_sub(l, r->cmd, r->ttl_ms,
@@ -790,20 +790,18 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
   }
 }
 
-/* A cluster master: how many parts (0: one command routed by the key's
- * slot). With `fill`, the records' parts get their nodes. */
-static unsigned cluster_parts(redlock__round *r, unsigned i, int fill) {
-  redlock_client_t *c = r->client;
-  redlock__cluster *cl = c->clusters[i];
+/* A master that routes by slot: how many parts (0: one command routed by
+ * the key's slot). With `fill`, the records' parts get their nodes (every
+ * node that keeps a copy of the record). */
+static unsigned master_parts(redlock__round *r, unsigned i, int fill) {
+  redlock__master *m = &r->client->masters[i];
   redlock__cmd cmd = r->cmd;
   unsigned k, np = 0;
   if (cmd == REDLOCK__CMD_MAXTTL_RAISE || cmd == REDLOCK__CMD_MAXTTL_SET) {
-    for (k = 0; k < cl->cap; k++)
-      if (!c->nodes[cl->slot_of[k]].lazy) {
-        if (fill)
-          part_of(r, i, np)->node = (uint16_t)cl->slot_of[k];
-        np++;
-      }
+    uint16_t nodes[REDLOCK__MAX_PARTS];
+    np = m->ops->record_nodes(m, nodes, REDLOCK__MAX_PARTS);
+    for (k = 0; fill && k < np; k++)
+      part_of(r, i, k)->node = nodes[k];
     return np;
   }
   if (multi_keys(cmd)) {
@@ -825,14 +823,11 @@ static int cluster_names(redlock__cmd cmd) {
 
 static void round_submit(redlock__round *r, unsigned i, int eval) {
   redlock_client_t *c = r->client;
-  redlock__node *n = &c->nodes[i];
+  redlock__master *m = &c->masters[i];
+  redlock__node *n = redlock__master_route(m, redlock__lock_key_slot(r->lock));
   redlock__req *req;
   int rc = REDLOCK_ENOMEM;
-  if (c->clusters[i] != NULL) {
-    n = redlock__cluster_route(c->clusters[i],
-                               redlock__lock_key_slot(r->lock));
-    r->vnode[i] = (uint16_t)n->index;
-  }
+  r->vnode[i] = (uint16_t)n->index;
   req = redlock__node_req(n);
   if (req != NULL) {
     req->cb = on_round_reply;
@@ -841,7 +836,7 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
     req->tag = eval ? 1 : 0;
     req->flags = (uint8_t)req_flags(r);
     req->until_ns = req_until(r);
-    if (eval || (c->clusters[i] != NULL && cluster_names(r->cmd))) {
+    if (eval || (m->ops->by_slot && cluster_names(r->cmd))) {
       /* NOSCRIPT: this master alone gets the script's text; a cluster's
        * node gets its own names (slot.c). */
       const char *argv[REDLOCK__ARGV_MAX];
@@ -852,7 +847,7 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
       memset(&sub, 0, sizeof(sub));
       argc = redlock__lock_argv_sub(r->lock, r->cmd, r->ttl_ms,
                                     eval ? REDLOCK__ARGV_EVAL : 0u,
-                                    c->clusters[i] != NULL ? &sub : NULL,
+                                    m->ops->by_slot ? &sub : NULL,
                                     argv, lens, nums);
       rc = redlock__node_submit(n, req, argc, argv, lens);
     } else {
@@ -882,7 +877,7 @@ static void parts_send(redlock__round *r, unsigned i) {
       return;
     }
   }
-  np = cluster_parts(r, i, 1);
+  np = master_parts(r, i, 1);
   if (np == 0) {
     set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_EIO,
                "no primary of the cluster is known", 0, 0);
@@ -914,9 +909,9 @@ void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
                  "no key of ours there", 0, 0);
       continue;
     }
-    if (c->clusters[i] != NULL &&
+    if (c->masters[i].ops->by_slot &&
         (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
-         r->cmd == REDLOCK__CMD_MAXTTL_SET || cluster_parts(r, i, 0) > 0)) {
+         r->cmd == REDLOCK__CMD_MAXTTL_SET || master_parts(r, i, 0) > 0)) {
       parts_send(r, i);
       continue;
     }
@@ -925,13 +920,13 @@ void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
   round_check(r, 0);
 }
 
-/* Fire and forget to a cluster master (lock.c's releases and giveups):
- * routed by slot, split over slots for multi-key commands; REDELIVER. */
-void redlock__round_cluster_send(redlock_lock_t *l, unsigned i,
-                                 redlock__cmd cmd, int64_t ttl_ms,
-                                 unsigned flags) {
+/* Fire and forget to a master that routes by slot (lock.c's releases and
+ * giveups): split over slots for multi-key commands; REDELIVER. */
+void redlock__round_slot_send(redlock_lock_t *l, unsigned i,
+                              redlock__cmd cmd, int64_t ttl_ms,
+                              unsigned flags) {
   redlock_client_t *c = l->client;
-  redlock__cluster *cl = c->clusters[i];
+  redlock__master *m = &c->masters[i];
   const char *argv[REDLOCK__ARGV_MAX];
   size_t lens[REDLOCK__ARGV_MAX];
   char nums[3][24];
@@ -949,9 +944,9 @@ void redlock__round_cluster_send(redlock_lock_t *l, unsigned i,
       sub.names = &g.names[g.first[k]];
       sub.name_lens = &g.lens[g.first[k]];
       sub.n_names = g.first[k + 1] - g.first[k];
-      n = redlock__cluster_route(cl, g.slot[g.first[k]]);
+      n = redlock__master_route(m, g.slot[g.first[k]]);
     } else {
-      n = redlock__cluster_route(cl, redlock__lock_key_slot(l));
+      n = redlock__master_route(m, redlock__lock_key_slot(l));
     }
     argc = redlock__lock_argv_sub(l, cmd, ttl_ms, flags, &sub, argv, lens,
                                   nums);

@@ -68,11 +68,13 @@ int redlock_client_stats(const redlock_client_t *c, redlock_stats *out) {
   for (i = 0; i < c->n; i++) {
     redlock_master_stats *m = &out->masters[i];
     m->server = c->displays[i];
-    m->primaries = 1;
-    if (c->clusters[i] != NULL) {
-      m->moved = c->clusters[i]->moved;
-      m->asked = c->clusters[i]->asked;
-      m->primaries = redlock__cluster_used(c->clusters[i]);
+    {
+      const redlock__master *ma = &c->masters[i];
+      uint64_t moved, asked;
+      ma->ops->redirections(ma, &moved, &asked);
+      m->moved = moved;
+      m->asked = asked;
+      m->primaries = ma->ops->used(ma);
     }
   }
   /* Every node that was ever used adds to its master's counters; a

@@ -1,0 +1,306 @@
+/* master.c: the kinds of master behind one interface (see master.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "master.h"
+
+/* ---- plain and sentinel: one node ---------------------------------------- */
+
+static redlock__node *one_route(redlock__master *m, unsigned slot) {
+  (void)slot;
+  return &m->nodes[m->index];
+}
+
+static unsigned one_record_nodes(const redlock__master *m, uint16_t *out,
+                                 unsigned max) {
+  if (max == 0)
+    return 0;
+  out[0] = (uint16_t)m->index;
+  return 1;
+}
+
+static unsigned one_nodes(const redlock__master *m, unsigned *out,
+                          unsigned max) {
+  if (max == 0)
+    return 0;
+  out[0] = m->index;
+  return 1;
+}
+
+static int one_up(const redlock__master *m) {
+  return m->nodes[m->index].state == REDLOCK__NODE_UP;
+}
+
+static unsigned one_used(const redlock__master *m) {
+  (void)m;
+  return 1;
+}
+
+static void no_redirections(const redlock__master *m, uint64_t *moved,
+                            uint64_t *asked) {
+  (void)m;
+  *moved = 0;
+  *asked = 0;
+}
+
+static void no_refresh(redlock__master *m) {
+  (void)m;
+}
+
+static const char *plain_problem(const redlock__master *m) {
+  (void)m;
+  return "";
+}
+
+static const char *sentinel_problem(const redlock__master *m) {
+  return m->sentinel->errstr;
+}
+
+static void plain_init_nodes(redlock__master *m, redlock__node_env *env,
+                             redlock__uri *u, int declared,
+                             unsigned *next_slot) {
+  (void)declared;
+  (void)next_slot;
+  redlock__node_init(&m->nodes[m->index], env, m->index, u);
+}
+
+static void node_start(redlock__master *m) {
+  redlock__node_start(&m->nodes[m->index]);
+}
+
+static int nothing_to_close(redlock__master *m, void (*closed)(void *),
+                            void *arg) {
+  (void)m;
+  (void)closed;
+  (void)arg;
+  return 0;
+}
+
+static void no_node_down(redlock__master *m, redlock__node *n) {
+  (void)m;
+  (void)n;
+}
+
+static void no_stale(redlock__master *m) {
+  (void)m;
+}
+
+static const redlock__master_ops plain_ops = {
+    "plain",         0,
+    one_route,       one_record_nodes,
+    one_nodes,       one_up,
+    one_used,        no_redirections,
+    no_refresh,      plain_problem,
+    0,               plain_init_nodes,
+    node_start,      nothing_to_close,
+    no_node_down,    no_stale,
+};
+
+/* A sentinel group: its node has no address until the sentinels name the
+ * primary (lazy); it keeps the URI's credentials, db and TLS. */
+static void sentinel_init_nodes(redlock__master *m, redlock__node_env *env,
+                                redlock__uri *u, int declared,
+                                unsigned *next_slot) {
+  redlock__uri data;
+  redlock__node *n = &m->nodes[m->index];
+  (void)declared;
+  (void)next_slot;
+  memset(&data, 0, sizeof(data));
+  data.tls = u->tls;
+  data.db = u->db;
+  data.username = u->username;
+  data.password = u->password;
+  u->username = NULL;
+  u->password = NULL;
+  data.display = redlock__strdup("(no primary named yet)");
+  redlock__node_init(n, env, m->index, &data);
+  n->sentinel = 1;
+  n->isolation_unchecked = u->isolation_unchecked;
+  n->lazy = 1;
+  redlock__strlcpy(n->errstr, m->sentinel->errstr, sizeof(n->errstr));
+  redlock__uri_free(u);
+}
+
+static void sentinel_start(redlock__master *m) {
+  redlock__sentinel_start(m->sentinel);
+}
+
+static int sentinel_close(redlock__master *m, void (*closed)(void *),
+                          void *arg) {
+  redlock__sentinel_close(m->sentinel, closed, arg);
+  return 1;
+}
+
+static void sentinel_stale(redlock__master *m) {
+  redlock__sentinel_stale(m->sentinel);
+}
+
+static const redlock__master_ops sentinel_ops = {
+    "sentinel",      0,
+    one_route,       one_record_nodes,
+    one_nodes,       one_up,
+    one_used,        no_redirections,
+    no_refresh,      sentinel_problem,
+    0,               sentinel_init_nodes,
+    sentinel_start,  sentinel_close,
+    no_node_down,    sentinel_stale,
+};
+
+/* ---- cluster: a node per primary ----------------------------------------- */
+
+static redlock__node *cluster_route(redlock__master *m, unsigned slot) {
+  return redlock__cluster_route(m->cluster, slot);
+}
+
+/* Every primary in use keeps its own copy of the record. */
+static unsigned cluster_record_nodes(const redlock__master *m, uint16_t *out,
+                                     unsigned max) {
+  const redlock__cluster *cl = m->cluster;
+  unsigned k, n = 0;
+  for (k = 0; k < cl->cap && n < max; k++)
+    if (!m->nodes[cl->slot_of[k]].lazy)
+      out[n++] = (uint16_t)cl->slot_of[k];
+  return n;
+}
+
+static unsigned cluster_nodes(const redlock__master *m, unsigned *out,
+                              unsigned max) {
+  const redlock__cluster *cl = m->cluster;
+  unsigned k, n = 0;
+  for (k = 0; k < cl->cap && n < max; k++)
+    if (!m->nodes[cl->slot_of[k]].lazy || k == 0)
+      out[n++] = cl->slot_of[k];
+  return n;
+}
+
+static int cluster_up(const redlock__master *m) {
+  const redlock__cluster *cl = m->cluster;
+  unsigned k;
+  for (k = 0; k < cl->cap; k++)
+    if (m->nodes[cl->slot_of[k]].state == REDLOCK__NODE_UP)
+      return 1;
+  return 0;
+}
+
+static unsigned cluster_used(const redlock__master *m) {
+  return redlock__cluster_used(m->cluster);
+}
+
+static void cluster_redirections(const redlock__master *m, uint64_t *moved,
+                                 uint64_t *asked) {
+  *moved = m->cluster->moved;
+  *asked = m->cluster->asked;
+}
+
+static void cluster_refresh(redlock__master *m) {
+  redlock__cluster_refresh(m->cluster);
+}
+
+static const char *cluster_problem(const redlock__master *m) {
+  return m->cluster->problem;
+}
+
+/* A Redis Cluster: its first node (node slot `index`) starts at the first
+ * seed; its other node slots wait for the topology (lazy). Each gets the
+ * cluster URI's credentials and TLS. Nothing here fails but memory of the
+ * credentials' copies (then a node goes without them and AUTH fails:
+ * reported as any refused password). */
+static void cluster_init_nodes(redlock__master *m, redlock__node_env *env,
+                               redlock__uri *u, int declared,
+                               unsigned *next_slot) {
+  redlock__cluster *cl = m->cluster;
+  unsigned k, i = m->index;
+  char display[300];
+  int v6 = strchr(u->host, ':') != NULL;
+  cl->nodes = m->nodes;
+  cl->cap = REDLOCK__CLUSTER_NODES;
+  cl->slot_of[0] = i;
+  for (k = 1; k < cl->cap; k++) {
+    redlock__uri blank;
+    redlock__node *n;
+    memset(&blank, 0, sizeof(blank));
+    blank.tls = u->tls;
+    blank.username = u->username ? redlock__strdup(u->username) : NULL;
+    blank.password = u->password ? redlock__strdup(u->password) : NULL;
+    cl->slot_of[k] = *next_slot;
+    n = &m->nodes[*next_slot];
+    redlock__node_init(n, env, *next_slot, &blank);
+    n->master = i;
+    n->cluster = cl;
+    n->lazy = 1;
+    n->declared = declared;
+    (*next_slot)++;
+  }
+  /* The first node's own display is its address (the master's is the
+   * cluster URI). */
+  snprintf(display, sizeof(display), "%s%s%s:%d", v6 ? "[" : "", u->host,
+           v6 ? "]" : "", u->port);
+  redlock__free(u->display);
+  u->display = redlock__strdup(display);
+  redlock__node_init(&m->nodes[i], env, i, u);
+  m->nodes[i].cluster = cl;
+}
+
+static void cluster_node_down(redlock__master *m, redlock__node *n) {
+  redlock__cluster_node_down(m->cluster, n);
+}
+
+static const redlock__master_ops cluster_ops = {
+    "cluster",          1,
+    cluster_route,      cluster_record_nodes,
+    cluster_nodes,      cluster_up,
+    cluster_used,       cluster_redirections,
+    cluster_refresh,    cluster_problem,
+    1,                  cluster_init_nodes,
+    node_start,         nothing_to_close,
+    cluster_node_down,  no_stale,
+};
+
+/* ---- construction -------------------------------------------------------- */
+
+unsigned redlock__master_node_slots(const redlock__uri *u) {
+  return u->kind == REDLOCK__URI_CLUSTER ? REDLOCK__CLUSTER_NODES : 1;
+}
+
+int redlock__master_new(redlock__master *m, unsigned index,
+                        redlock__node *nodes, redlock__node_env *env,
+                        const redlock__uri *u, const char *prefix,
+                        size_t prefix_len) {
+  memset(m, 0, sizeof(*m));
+  m->index = index;
+  m->nodes = nodes;
+  switch (u->kind) {
+    case REDLOCK__URI_SENTINEL:
+      m->ops = &sentinel_ops;
+      m->sentinel = redlock__calloc(1, sizeof(*m->sentinel));
+      if (m->sentinel == NULL ||
+          redlock__sentinel_init(m->sentinel, env, &nodes[index], u) != 0)
+        return REDLOCK_ENOMEM;
+      return 0;
+    case REDLOCK__URI_CLUSTER:
+      m->ops = &cluster_ops;
+      m->cluster = redlock__calloc(1, sizeof(*m->cluster));
+      if (m->cluster == NULL ||
+          redlock__cluster_init(m->cluster, u, prefix, prefix_len) != 0)
+        return REDLOCK_ENOMEM;
+      return 0;
+    default:
+      m->ops = &plain_ops;
+      return 0;
+  }
+}
+
+void redlock__master_free(redlock__master *m) {
+  if (m->cluster != NULL) {
+    redlock__cluster_free(m->cluster);
+    redlock__free(m->cluster);
+    m->cluster = NULL;
+  }
+  if (m->sentinel != NULL) {
+    redlock__sentinel_free(m->sentinel);
+    redlock__free(m->sentinel);
+    m->sentinel = NULL;
+  }
+}
+
+
