@@ -437,6 +437,7 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
                           c->restart_guard_ms, c->maxttl_key,
                           c->maxttl_keylen) != 0)
     goto nomem;
+  c->guard.masters = c->masters;
   c->guard.clock_key = c->clock_key;
   c->guard.clock_keylen = c->clock_keylen;
   c->guard.broke_key = c->broke_key;
@@ -465,10 +466,8 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   c->env.prng = &c->prng;
   c->env.on_state = on_node_state;
   c->env.arg = c;
-  c->env.topology = redlock__cluster_topology;
-  c->env.redirect = redlock__cluster_redirect;
   c->env.stale = on_stale;
-  c->env.next_seed = redlock__cluster_next_seed;
+  redlock__master_node_hooks(&c->env);
   redlock__flusher_init(c->sys, &c->flusher);
   c->flusher.data = c;
   redlock__timer_init(c->sys, &c->close_timer);
@@ -702,8 +701,8 @@ static void fill_info(redlock_client_t *c, unsigned i, unsigned idx,
   out->warning = c->warnings[idx];
   {
     const redlock__master *m = &c->masters[i];
-    unsigned tmp[REDLOCK__CLUSTER_NODES];
-    out->nodes = m->ops->nodes(m, tmp, REDLOCK__CLUSTER_NODES);
+    unsigned tmp[REDLOCK__MASTER_NODES];
+    out->nodes = m->ops->nodes(m, tmp, REDLOCK__MASTER_NODES);
     out->problem = m->ops->problem(m);
   }
 }
@@ -720,13 +719,14 @@ int redlock_client_master_info(redlock_client_t *c, unsigned i,
 
 int redlock_client_node_info(redlock_client_t *c, unsigned i, unsigned k,
                              redlock_master_info *out) {
-  unsigned tmp[REDLOCK__CLUSTER_NODES];
+  unsigned tmp[REDLOCK__MASTER_NODES];
   unsigned n;
   if (c == NULL || out == NULL || i >= c->n)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_client_node_info: client, out or index "
                          "out of range");
-  n = c->masters[i].ops->nodes(&c->masters[i], tmp, REDLOCK__CLUSTER_NODES);
+  n = c->masters[i].ops->nodes(&c->masters[i], tmp,
+                                REDLOCK__MASTER_NODES);
   if (k >= n)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_client_node_info: master %u has %u "

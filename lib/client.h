@@ -4,13 +4,11 @@
 
 #include <uv.h>
 
-#include "cluster.h"
 #include "common.h"
 #include "conn.h"
 #include "guard.h"
 #include "master.h"
 #include "node.h"
-#include "sentinel.h"
 #include "tq.h"
 #include "wake.h"
 

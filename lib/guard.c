@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster.h"
+#include "master.h"
 #include "guard.h"
 #include "scripts.h"
 
@@ -183,13 +183,14 @@ static int reading_ok(const redlock__node *n) {
 /* The node slots of master m (its first node, a cluster's others). */
 static unsigned master_nodes(const redlock__guard *g, unsigned m,
                              const unsigned **out) {
-  const redlock__node *first = &g->nodes[m];
-  if (first->cluster != NULL) {
-    *out = first->cluster->slot_of;
-    return first->cluster->cap;
-  }
-  *out = NULL;
-  return 1;
+  const redlock__master *ma = &g->masters[m];
+  return ma->ops->node_slots(ma, out);
+}
+
+/* The master that node n belongs to. */
+static const redlock__master_ops *kind_of(const redlock__guard *g,
+                                          const redlock__node *n) {
+  return g->masters[n->master].ops;
 }
 
 static unsigned node_of(const unsigned *list, unsigned m, unsigned k) {
@@ -203,7 +204,7 @@ static unsigned node_of(const unsigned *list, unsigned m, unsigned k) {
 int redlock__guard_skew(const redlock__guard *g, unsigned idx,
                         int64_t *skew, int64_t *unc) {
   int64_t v[REDLOCK_MAX_SERVERS];
-  int64_t w[REDLOCK__CLUSTER_NODES];
+  int64_t w[REDLOCK__MASTER_NODES];
   int64_t med, umax = 0;
   unsigned m, k = 0;
   const redlock__guard_node *me = &g->gn[idx];
@@ -455,7 +456,7 @@ void redlock__guard_wait_clock(redlock__guard *g, unsigned idx,
 static void config_warnings(redlock__guard *g, unsigned idx) {
   const redlock__node *me = &g->nodes[idx];
   unsigned i;
-  if (strcmp(me->role, "slave") == 0 && me->cluster == NULL)
+  if (strcmp(me->role, "slave") == 0 && !kind_of(g, me)->replica_ok)
     warn(g, idx, "%s is a replica (role:slave), not a master: it cannot "
          "take a lock; give the masters themselves", me->uri.display);
   for (i = 0; i < g->n; i++) {
@@ -596,7 +597,7 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
            node->uri.display);
     }
   } else if (node->declared && node->ident[0] != '\0' &&
-             (node->cluster != NULL || node->sentinel)) {
+             !kind_of(g, node)->declaration_clears) {
     /* A cluster's primary, a sentinel group's: a failover cannot be told
      * from a durable restart (7.), so the declaration clears nothing. */
     if (!gn->told_failover) {
@@ -605,7 +606,7 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
            "a replica promoted by a failover holds only what replication "
            "brought it, and Redis does not always report a promotion; "
            "guarded like an undeclared master", node->uri.display,
-           node->sentinel ? "sentinel group" : "Redis Cluster shard");
+           kind_of(g, node)->node_is);
     }
   } else if (node->declared && node->ident[0] != '\0') {
     if (node->durable && strcmp(gn->distrust, node->ident) != 0) {
@@ -702,10 +703,11 @@ void redlock__guard_durable(redlock__guard *g, unsigned idx) {
 
 /* ---- marks of a broken declaration (6.) ---------------------------------- */
 
-/* A plain master: the subject of a mark (a cluster's or a sentinel
- * group's node is never cleared by the declaration, 7.). */
-static int is_plain(const redlock__node *n) {
-  return n->cluster == NULL && !n->sentinel;
+/* A master that a declaration can clear (a plain one): the subject of a
+ * mark (a cluster's or a sentinel group's node is never cleared by the
+ * declaration, 7.). */
+static int is_plain(const redlock__guard *g, const redlock__node *n) {
+  return kind_of(g, n)->declaration_clears;
 }
 
 /* The mark's field: the master's address as the deployment names it. */
@@ -773,7 +775,8 @@ static void on_stamp_reply(redlock__req *req, const redlock__reply *r,
  * master i? */
 static int mark_target(const redlock__guard *g, unsigned i, unsigned j) {
   const redlock__node *node = &g->nodes[j];
-  return g->broke_key != NULL && node->cluster == NULL && !node->lazy &&
+  return g->broke_key != NULL && kind_of(g, node)->holds_marks &&
+         !node->lazy &&
          node->master != i && node->state == REDLOCK__NODE_UP;
 }
 
@@ -816,7 +819,7 @@ static void stamp_on(redlock__guard *g, unsigned i, unsigned j) {
  * replica in this life): stamped on every other master up. */
 static void mark_broken(redlock__guard *g, unsigned i, const char *ident) {
   unsigned j;
-  if (i >= g->n_masters || !is_plain(&g->nodes[i]))
+  if (i >= g->n_masters || !is_plain(g, &g->nodes[i]))
     return;
   redlock__strlcpy(g->gn[i].mark, ident, sizeof(g->gn[i].mark));
   g->gn[i].stamp_gen++;
@@ -851,7 +854,7 @@ unsigned redlock__guard_marks_unconfirmed(const redlock__guard *g,
     if (g->gn[i].mark[0] == '\0')
       continue;
     for (j = 0; j < g->n; j++) {
-      if (g->nodes[j].master == i || g->nodes[j].cluster != NULL)
+      if (g->nodes[j].master == i || !kind_of(g, &g->nodes[j])->holds_marks)
         continue;
       other = 1;
       done |= g->stamp[i * g->n + j] == GUARD_STAMP_DONE;
@@ -941,7 +944,7 @@ static void on_marks_reply(redlock__req *req, const redlock__reply *r,
         continue;
       for (m = 0; m < g->n_masters; m++) {
         mark_field(&g->nodes[m], field, sizeof(field));
-        if (is_plain(&g->nodes[m]) && m != req->idx &&
+        if (is_plain(g, &g->nodes[m]) && m != req->idx &&
             strlen(field) == f->len && memcmp(field, f->str, f->len) == 0)
           redlock__strlcpy(g->gn[m].read_mark, v->str,
                            v->len < sizeof(g->gn[m].read_mark)
@@ -1086,7 +1089,7 @@ static void guard_start_read(redlock__guard *g) {
     }
     /* And the marks of broken declarations it holds (6.): a cluster
      * cannot hold them (its keys are tagged to slots). */
-    if (g->broke_key == NULL || g->nodes[i].cluster != NULL)
+    if (g->broke_key == NULL || !kind_of(g, &g->nodes[i])->holds_marks)
       continue;
     g->read_left++;
     req = redlock__node_req(&g->nodes[i]);

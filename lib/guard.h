@@ -124,6 +124,7 @@ typedef void (*redlock__guard_warn_fn)(void *arg, unsigned idx,
 
 typedef struct redlock__guard {
   redlock__node *nodes;       /* every node slot of the client */
+  const struct redlock__master *masters;   /* n_masters (master.h) */
   unsigned n;                 /* node slots */
   unsigned n_masters;         /* masters (of the quorum): node i < n_masters
                                  is master i's first node, every node

@@ -56,6 +56,19 @@ static const char *sentinel_problem(const redlock__master *m) {
   return m->sentinel->errstr;
 }
 
+static unsigned one_node_slots(const redlock__master *m,
+                               const unsigned **out) {
+  (void)m;
+  *out = NULL;
+  return 1;
+}
+
+static unsigned cluster_node_slots(const redlock__master *m,
+                                   const unsigned **out) {
+  *out = m->cluster->slot_of;
+  return m->cluster->cap;
+}
+
 static void plain_init_nodes(redlock__master *m, redlock__node_env *env,
                              redlock__uri *u, int declared,
                              unsigned *next_slot) {
@@ -86,14 +99,27 @@ static void no_stale(redlock__master *m) {
 }
 
 static const redlock__master_ops plain_ops = {
-    "plain",         0,
-    one_route,       one_record_nodes,
-    one_nodes,       one_up,
-    one_used,        no_redirections,
-    no_refresh,      plain_problem,
-    0,               plain_init_nodes,
-    node_start,      nothing_to_close,
-    no_node_down,    no_stale,
+    .kind = "plain",
+    .by_slot = 0,
+    .route = one_route,
+    .record_nodes = one_record_nodes,
+    .nodes = one_nodes,
+    .up = one_up,
+    .used = one_used,
+    .redirections = no_redirections,
+    .refresh = no_refresh,
+    .problem = plain_problem,
+    .identity_checks = 0,
+    .declaration_clears = 1,
+    .holds_marks = 1,
+    .replica_ok = 0,
+    .node_is = NULL,
+    .node_slots = one_node_slots,
+    .init_nodes = plain_init_nodes,
+    .start = node_start,
+    .close = nothing_to_close,
+    .node_down = no_node_down,
+    .stale = no_stale,
 };
 
 /* A sentinel group: its node has no address until the sentinels name the
@@ -136,14 +162,27 @@ static void sentinel_stale(redlock__master *m) {
 }
 
 static const redlock__master_ops sentinel_ops = {
-    "sentinel",      0,
-    one_route,       one_record_nodes,
-    one_nodes,       one_up,
-    one_used,        no_redirections,
-    no_refresh,      sentinel_problem,
-    0,               sentinel_init_nodes,
-    sentinel_start,  sentinel_close,
-    no_node_down,    sentinel_stale,
+    .kind = "sentinel",
+    .by_slot = 0,
+    .route = one_route,
+    .record_nodes = one_record_nodes,
+    .nodes = one_nodes,
+    .up = one_up,
+    .used = one_used,
+    .redirections = no_redirections,
+    .refresh = no_refresh,
+    .problem = sentinel_problem,
+    .identity_checks = 0,
+    .declaration_clears = 0,
+    .holds_marks = 1,
+    .replica_ok = 0,
+    .node_is = "sentinel group",
+    .node_slots = one_node_slots,
+    .init_nodes = sentinel_init_nodes,
+    .start = sentinel_start,
+    .close = sentinel_close,
+    .node_down = no_node_down,
+    .stale = sentinel_stale,
 };
 
 /* ---- cluster: a node per primary ----------------------------------------- */
@@ -246,14 +285,27 @@ static void cluster_node_down(redlock__master *m, redlock__node *n) {
 }
 
 static const redlock__master_ops cluster_ops = {
-    "cluster",          1,
-    cluster_route,      cluster_record_nodes,
-    cluster_nodes,      cluster_up,
-    cluster_used,       cluster_redirections,
-    cluster_refresh,    cluster_problem,
-    1,                  cluster_init_nodes,
-    node_start,         nothing_to_close,
-    cluster_node_down,  no_stale,
+    .kind = "cluster",
+    .by_slot = 1,
+    .route = cluster_route,
+    .record_nodes = cluster_record_nodes,
+    .nodes = cluster_nodes,
+    .up = cluster_up,
+    .used = cluster_used,
+    .redirections = cluster_redirections,
+    .refresh = cluster_refresh,
+    .problem = cluster_problem,
+    .identity_checks = 1,
+    .declaration_clears = 0,
+    .holds_marks = 0,
+    .replica_ok = 1,
+    .node_is = "Redis Cluster shard",
+    .node_slots = cluster_node_slots,
+    .init_nodes = cluster_init_nodes,
+    .start = node_start,
+    .close = nothing_to_close,
+    .node_down = cluster_node_down,
+    .stale = no_stale,
 };
 
 /* ---- construction -------------------------------------------------------- */
@@ -304,3 +356,9 @@ void redlock__master_free(redlock__master *m) {
 }
 
 
+
+void redlock__master_node_hooks(redlock__node_env *env) {
+  env->topology = redlock__cluster_topology;
+  env->redirect = redlock__cluster_redirect;
+  env->next_seed = redlock__cluster_next_seed;
+}

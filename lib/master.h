@@ -22,6 +22,9 @@
 #include "sentinel.h"
 #include "uri.h"
 
+/* The most nodes a master has (a cluster's node slots). */
+#define REDLOCK__MASTER_NODES REDLOCK__CLUSTER_NODES
+
 typedef struct redlock__master redlock__master;
 
 typedef struct redlock__master_ops {
@@ -51,6 +54,19 @@ typedef struct redlock__master_ops {
   /* Its nodes need the identity check of every tick (a failover behind
    * an open connection makes a new instance: client.c). */
   int identity_checks;
+  /* What the guard must know of it (guard.c, DESIGN "The guard's
+   * argument" 6. and 7.): a durability declaration can clear its nodes
+   * (no failover can replace its data); it can hold the marks of other
+   * masters' broken declarations; a node of it may be a replica (a
+   * cluster's, mid-failover); what its nodes are, for messages (NULL: a
+   * master of its own). */
+  int declaration_clears;
+  int holds_marks;
+  int replica_ok;
+  const char *node_is;
+  /* Every node slot it has (in use or not): how many; *out the list of
+   * their indexes, or NULL when it is the one slot `index`. */
+  unsigned (*node_slots)(const redlock__master *m, const unsigned **out);
   /* Sets up its nodes in the client's array (node slot `index` first,
    * then from *next_slot on); takes u's strings. */
   void (*init_nodes)(redlock__master *m, redlock__node_env *env,
@@ -82,6 +98,9 @@ int redlock__master_new(redlock__master *m, unsigned index,
 /* Node slots that a master of u's kind needs in the client's array. */
 unsigned redlock__master_node_slots(const redlock__uri *u);
 void redlock__master_free(redlock__master *m);
+/* The hooks the nodes call for their master's kind (a cluster node's
+ * topology, redirections and seeds). */
+void redlock__master_node_hooks(redlock__node_env *env);
 
 static inline redlock__node *redlock__master_route(redlock__master *m,
                                                    unsigned slot) {

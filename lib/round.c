@@ -812,9 +812,10 @@ static unsigned master_parts(redlock__round *r, unsigned i, int fill) {
   return 0;
 }
 
-/* Commands whose arguments differ on a cluster master (a same-slot name,
- * a key left out): the others go out as the bytes encoded once. */
-static int cluster_names(redlock__cmd cmd) {
+/* Commands whose arguments differ on a master that routes by slot (a
+ * same-slot name, a key left out): the others go out as the bytes encoded
+ * once. */
+static int slot_names(redlock__cmd cmd) {
   return cmd == REDLOCK__CMD_FENCED_ACQUIRE || cmd == REDLOCK__CMD_FENCE ||
          cmd == REDLOCK__CMD_INSPECT || cmd == REDLOCK__CMD_RW_ACQUIRE ||
          cmd == REDLOCK__CMD_RW_EXTEND || cmd == REDLOCK__CMD_RW_RELEASE ||
@@ -836,7 +837,7 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
     req->tag = eval ? 1 : 0;
     req->flags = (uint8_t)req_flags(r);
     req->until_ns = req_until(r);
-    if (eval || (m->ops->by_slot && cluster_names(r->cmd))) {
+    if (eval || (m->ops->by_slot && slot_names(r->cmd))) {
       /* NOSCRIPT: this master alone gets the script's text; a cluster's
        * node gets its own names (slot.c). */
       const char *argv[REDLOCK__ARGV_MAX];

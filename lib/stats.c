@@ -98,7 +98,8 @@ int redlock_client_stats(const redlock_client_t *c, redlock_stats *out) {
     for (b = 0; b < REDLOCK_HIST_BUCKETS; b++)
       m->latency_hist[b] += n->st.hist[b];
     if (out->n_nodes < REDLOCK_MAX_NODES &&
-        (n->cluster == NULL || n->connects > 0 || !n->lazy)) {
+        (!c->masters[n->master].ops->by_slot || n->connects > 0 ||
+         !n->lazy)) {
       redlock_node_stats *ns = &out->nodes[out->n_nodes++];
       ns->node = n->uri.display;
       ns->master = n->master;
