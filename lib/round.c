@@ -825,7 +825,9 @@ static int slot_names(redlock__cmd cmd) {
 static void round_submit(redlock__round *r, unsigned i, int eval) {
   redlock_client_t *c = r->client;
   redlock__master *m = &c->masters[i];
-  redlock__node *n = redlock__master_route(m, redlock__lock_key_slot(r->lock));
+  /* The key's slot only where it routes (a CRC16 per new handle). */
+  redlock__node *n = redlock__master_route(
+      m, m->ops->by_slot ? redlock__lock_key_slot(r->lock) : 0);
   redlock__req *req;
   int rc = REDLOCK_ENOMEM;
   r->vnode[i] = (uint16_t)n->index;
