@@ -167,7 +167,8 @@ static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
      * deadline either. The round stays for the result's votes. */
     l->end_at_deadline = 1;
     l->retry_status = status;
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY,
+                                 redlock__acquire_attempt);
     redlock__lock_timer(l, 1);
     return;
   }
@@ -181,7 +182,8 @@ static void schedule_retry(redlock_lock_t *l, int status, int64_t delay,
     return;
   }
   redlock__lock_drop_round(l);
-  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY);
+  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY,
+                                 redlock__acquire_attempt);
   redlock__lock_timer(l, delay);
 }
 
@@ -241,7 +243,7 @@ static void pttl_finish(redlock_lock_t *l, redlock__round *r, int reached,
   int64_t until = reached ? until_quorum_free(r, c->quorum, now) : -1;
   if (l->timer_mode == REDLOCK__TIMER_PTTL) {
     redlock__lock_timer_stop(l);
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
   }
   /* The result keeps showing the refused attempt's votes. */
   redlock__round_stop(r);
@@ -264,7 +266,8 @@ static void on_pttl_decided(redlock__round *r, redlock__round_state st,
     /* A quorum answered: wait for the others as long again (+1 ms), not
      * for a hung master's command timeout. */
     uint64_t grace = (now - r->start) / REDLOCK__NS_PER_MS + 1;
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_PTTL);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_PTTL,
+                                 redlock__acquire_pttl_grace);
     redlock__lock_timer(l, (int64_t)grace);
     return;
   }
@@ -272,7 +275,7 @@ static void on_pttl_decided(redlock__round *r, redlock__round_state st,
 }
 
 void redlock__acquire_pttl_grace(redlock_lock_t *l) {
-  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
+  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
   if (l->round != NULL && l->refused != NULL)
     pttl_finish(l, l->round, 1, redlock__sys_now(l->client->sys));
 }
@@ -470,7 +473,8 @@ void redlock__acquire_attempt(redlock_lock_t *l) {
     /* The wait deadline has come (schedule_retry); a timer that ran a
      * little early (the loop's cached time) waits once more. */
     if (redlock__sys_now(l->client->sys) < l->wait_deadline) {
-      redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY);
+      redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY,
+                                 redlock__acquire_attempt);
       redlock__lock_timer(l, 1);
       return;
     }

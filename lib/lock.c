@@ -468,7 +468,7 @@ void redlock__lock_complete(redlock_lock_t *l, int status) {
   }
   if (l->client->in_api > 0) {
     /* Decided inside the public call: never call back from there. */
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_DELIVER);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_DELIVER, lock_deliver);
     redlock__lock_timer(l, 0);
     return;
   }
@@ -633,6 +633,10 @@ static void inspect_deliver(redlock_lock_t *l, int status) {
   redlock__lock_unref(l);   /* the operation's */
 }
 
+static void inspect_deliver_timer(redlock_lock_t *l) {
+  inspect_deliver(l, l->status);
+}
+
 static void on_inspect_decided(redlock__round *r, redlock__round_state st,
                                redlock__ns now) {
   redlock_lock_t *l = r->lock;
@@ -643,7 +647,8 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
     l->status = REDLOCK_ENOQUORUM;   /* every master must have it */
   if (l->client->in_api > 0) {
     /* Every master failed at once: deliver on the next loop turn. */
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_INSPECT);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_INSPECT,
+                                 inspect_deliver_timer);
     redlock__lock_timer(l, 0);
     return;
   }
@@ -653,22 +658,10 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
 /* ---- timers -------------------------------------------------------------- */
 
 static void lock_on_timer(redlock_lock_t *l) {
-  int mode = l->timer_mode;
-  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
-  switch (mode) {
-    case REDLOCK__TIMER_RETRY:
-      redlock__acquire_attempt(l);
-      return;
-    case REDLOCK__TIMER_DELIVER:
-      lock_deliver(l);
-      return;
-    case REDLOCK__TIMER_INSPECT:
-      inspect_deliver(l, l->status);
-      return;
-    case REDLOCK__TIMER_PTTL:
-      redlock__acquire_pttl_grace(l);
-      return;
-  }
+  void (*fn)(redlock_lock_t *l) = l->timer_fn;
+  redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
+  if (fn != NULL)
+    fn(l);
 }
 
 /* ---- public API ---------------------------------------------------------- */
@@ -1067,7 +1060,7 @@ int redlock_lock_cancel(redlock_lock_t *l) {
     redlock__wd_after_user_extend(l, REDLOCK_ECANCELED);
   } else {
     redlock__lock_timer_stop(l);
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
     redlock__acquire_abort(l);
   }
   redlock__lock_complete(l, REDLOCK_ECANCELED);
@@ -1083,11 +1076,11 @@ static void on_member_abort(redlock__member *m) {
   redlock__wd_stop(l);
   if (l->op == REDLOCK__OP_INSPECT) {
     redlock__lock_timer_stop(l);
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
     inspect_deliver(l, REDLOCK_ECANCELED);
   } else if (l->op != REDLOCK__OP_NONE) {
     redlock__lock_timer_stop(l);
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
     if (l->op == REDLOCK__OP_ACQUIRE)
       redlock__acquire_abort(l);
     l->status = REDLOCK_ECANCELED;

@@ -219,6 +219,7 @@ struct redlock_lock_s {
   uint8_t lost;                 /* lost while held, until re-acquired */
   uint8_t user_freed;
   uint8_t timer_mode;
+  void (*timer_fn)(redlock_lock_t *l);   /* what the timer runs (mode's) */
   uint8_t waiting;              /* subscribed to the release channels */
   uint8_t woken;                /* a release was heard during an attempt */
   int retry_status;             /* the refused attempt's (PTTL round) */
@@ -276,9 +277,12 @@ static inline void redlock__lock_set_phase(redlock_lock_t *l,
                                            redlock__phase phase) {
   l->phase = phase;
 }
-static inline void redlock__lock_set_timer_mode(redlock_lock_t *l,
-                                                int mode) {
+/* The handle's timer runs `fn` (the mode says what waits: acquire.c and
+ * lock.c read it); NULL with REDLOCK__TIMER_IDLE. */
+static inline void redlock__lock_set_timer_mode(
+    redlock_lock_t *l, int mode, void (*fn)(redlock_lock_t *l)) {
   l->timer_mode = (uint8_t)mode;
+  l->timer_fn = fn;
 }
 void redlock__lock_ref(redlock_lock_t *l);
 void redlock__lock_unref(redlock_lock_t *l);
