@@ -50,6 +50,7 @@
 struct redlock__batch {
   redlock__queue link;          /* FIRST member: the client's pool */
   redlock_client_t *client;
+  redlock__batch_decided_fn decided;   /* each lock's outcome goes there */
   redlock__ns start;
   unsigned n;                   /* entries */
   unsigned live;                /* entries still attached */
@@ -191,7 +192,7 @@ static void judge(redlock__batch *b, unsigned j, redlock__ns now) {
     fill_results(b, j, res);
     o.nodes = res;
   }
-  redlock__wd_decided(l, &o, now);
+  b->decided(l, &o, now);
   redlock__lock_unref(l);   /* the batch's */
 }
 
@@ -441,7 +442,8 @@ static void batch_send(redlock__batch *b) {
   judge_all(b, redlock__sys_now(b->client->sys));   /* every master may have failed */
 }
 
-int redlock__batch_add(redlock_lock_t *l) {
+int redlock__batch_add(redlock_lock_t *l,
+                       redlock__batch_decided_fn decided) {
   redlock_client_t *c = l->client;
   redlock__batch *b = c->open_batch;
   if (b == NULL) {
@@ -450,6 +452,7 @@ int redlock__batch_add(redlock_lock_t *l) {
       return REDLOCK_ENOMEM;
     c->open_batch = b;
   }
+  b->decided = decided;
   b->lock[b->n] = l;
   b->ttl[b->n] = l->ttl_ms;
   l->batch = b;

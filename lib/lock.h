@@ -426,9 +426,13 @@ void redlock__wd_decided(redlock_lock_t *l, const redlock__wd_outcome *o,
                          redlock__ns now);
 
 /* ---- batch.c ------------------------------------------------------------- */
+/* A renewal's outcome, to the batch's owner (the watchdog). */
+typedef void (*redlock__batch_decided_fn)(redlock_lock_t *l,
+                                          const redlock__wd_outcome *o,
+                                          redlock__ns now);
 /* The lock (slot taken by the watchdog) joins the renewal batch being
- * gathered: 0, or ENOMEM. */
-int redlock__batch_add(redlock_lock_t *l);
+ * gathered; `decided` gets its outcome. 0 or ENOMEM. */
+int redlock__batch_add(redlock_lock_t *l, redlock__batch_decided_fn decided);
 /* Sends the batch being gathered (end of a timer pass). */
 void redlock__batch_flush(redlock_client_t *c);
 /* The lock leaves its batch (its results are only consumed). */

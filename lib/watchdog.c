@@ -195,7 +195,7 @@ static void wd_on_timer(redlock_lock_t *l) {
   redlock__lock_set_phase(l, REDLOCK__PHASE_EXTEND);
   if (wd_batched(l)) {
     /* Sent at the end of this timer pass with the others due now. */
-    if (redlock__batch_add(l) != 0) {
+    if (redlock__batch_add(l, redlock__wd_decided) != 0) {
       redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
       wd_arm_retry(l, now);
       return;
