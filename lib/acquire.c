@@ -536,6 +536,14 @@ void redlock__acquire_abort(redlock_lock_t *l) {
 
 /* ---- the public call ----------------------------------------------------- */
 
+/* What lock.c's operations (cancel, free, the close's abort, a user's
+ * extend, a delivery) need of the acquisition and its watchdog. */
+static const redlock__lock_above above = {
+    redlock__acquire_abort,
+    redlock__acquire_unwait,
+    redlock__wd_after_user_extend,
+};
+
 int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
                          const redlock_acquire_opts *opts, redlock_lock_cb cb,
                          void *arg) {
@@ -545,6 +553,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   if (rc != 0)
     return rc;
   c = l->client;
+  l->above = &above;
   if ((rc = redlock__check_ttl(l, ttl_ms, "redlock_lock_acquire")) != 0)
     return rc;
   if (cb == NULL)
@@ -593,7 +602,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   /* Any auto-extension still running (a lock that just ran out, its
    * extension hung) stops here: one owner of the slot. */
   l->auto_extend = 0;
-  redlock__wd_stop(l);
+  redlock__lock_renewal_stop(l);
   l->max_retries = opts->retry_count == 0  ? c->retry_count
                    : opts->retry_count < 0 ? 0
                                            : (unsigned)opts->retry_count;

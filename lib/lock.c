@@ -183,6 +183,25 @@ redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
 }
 
 
+void redlock__lock_renewal_stop(redlock_lock_t *l) {
+  redlock__tq_stop(&l->client->tq, &l->wd);
+  if (l->slot == REDLOCK__SLOT_WATCHDOG) {
+    redlock__lock_drop_round(l);   /* its late votes no longer count */
+    redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
+  }
+}
+
+void redlock__lock_declare_lost(redlock_lock_t *l, int reason) {
+  redlock__lock_set_state(l, REDLOCK__LOCK_LOST);
+  redlock__tq_stop(&l->client->tq, &l->wd);
+  if (l->lost)
+    return;
+  l->lost = 1;   /* once per acquisition: never two on_lost */
+  l->client->lst.lost++;
+  if (l->auto_extend && l->lost_cb != NULL && !l->user_freed)
+    l->lost_cb(l, reason, l->lost_arg);
+}
+
 /* ---- rounds -------------------------------------------------------------- */
 
 static int is_acquisition(redlock__cmd cmd) {
@@ -423,7 +442,8 @@ static void lock_deliver(redlock_lock_t *l) {
   redlock_result res;
   int status = l->status;
   int op = l->op;
-  redlock__acquire_unwait(l);
+  if (l->above != NULL)
+    l->above->unwait(l);
   l->cb = NULL;
   redlock__lock_set_op(l, REDLOCK__OP_NONE);
   if (l->slot == REDLOCK__SLOT_USER) {
@@ -509,7 +529,8 @@ static void on_extend_raised(redlock__round *r, redlock__round_state st,
   (void)now;
   if (st != REDLOCK__ROUND_REACHED) {
     l->pending_holds = 0;
-    redlock__wd_after_user_extend(l, REDLOCK_ENOQUORUM);
+    if (l->above != NULL)
+      l->above->after_user_extend(l, REDLOCK_ENOQUORUM);
     redlock__lock_complete(l, REDLOCK_ENOQUORUM);
     return;
   }
@@ -547,16 +568,17 @@ static void on_extend_decided(redlock__round *r, redlock__round_state st,
     status = 0;
   } else if (st == REDLOCK__ROUND_REACHED) {
     /* The ttl ran out during the round: not valid any more. */
-    redlock__wd_declare_lost(l, REDLOCK_EEXPIRED);
+    redlock__lock_declare_lost(l, REDLOCK_EEXPIRED);
     status = REDLOCK_EEXPIRED;
   } else if (st == REDLOCK__ROUND_BLOCKED) {
-    redlock__wd_declare_lost(l, REDLOCK_ENOTHELD);
+    redlock__lock_declare_lost(l, REDLOCK_ENOTHELD);
     status = REDLOCK_ENOTHELD;
   } else {
     status = REDLOCK_ENOQUORUM;   /* the cap of invariant 3 stays */
   }
   l->pending_holds = 0;
-  redlock__wd_after_user_extend(l, status);
+  if (l->above != NULL)
+    l->above->after_user_extend(l, status);
   redlock__lock_complete(l, status);
 }
 
@@ -837,7 +859,7 @@ static int free_check(const redlock_lock_t *l, const char *fn) {
 
 static void lock_let_go(redlock_lock_t *l, int release) {
   l->auto_extend = 0;
-  redlock__wd_stop(l);
+  redlock__lock_renewal_stop(l);
   if (release && (l->state == REDLOCK__LOCK_HELD ||
                   l->state == REDLOCK__LOCK_LOST)) {
     l->client->in_api++;
@@ -916,7 +938,7 @@ int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   op_begin(l, REDLOCK__OP_RELEASE, cb, arg);
   /* Stop the extension first: it must not race the release. */
   l->auto_extend = 0;
-  redlock__wd_stop(l);
+  redlock__lock_renewal_stop(l);
   take_slot(l);
   redlock__lock_set_state(l, REDLOCK__LOCK_IDLE);
   l->holds = 0;
@@ -1026,7 +1048,7 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
   if (redlock__lock_token_room(l, len) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   l->auto_extend = 0;
-  redlock__wd_stop(l);   /* a lost lock's extension may still be out */
+  redlock__lock_renewal_stop(l);   /* a lost lock's extension may still be out */
   memcpy(l->token, token, len + 1);
   redlock__lock_set_state(l, REDLOCK__LOCK_ADOPTED);
   l->lost = 0;
@@ -1057,11 +1079,13 @@ int redlock_lock_cancel(redlock_lock_t *l) {
     /* A re-entry waiting for its longer-ttl extend: the lock stays held
      * with its holds; the extension (if any) resumes. */
     l->pending_holds = 0;
-    redlock__wd_after_user_extend(l, REDLOCK_ECANCELED);
+    if (l->above != NULL)
+      l->above->after_user_extend(l, REDLOCK_ECANCELED);
   } else {
     redlock__lock_timer_stop(l);
     redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
-    redlock__acquire_abort(l);
+    if (l->above != NULL)
+      l->above->abort(l);
   }
   redlock__lock_complete(l, REDLOCK_ECANCELED);
   c->in_api--;
@@ -1073,7 +1097,7 @@ int redlock_lock_cancel(redlock_lock_t *l) {
 static void on_member_abort(redlock__member *m) {
   redlock_lock_t *l = REDLOCK__CONTAINER_OF(m, redlock_lock_t, member);
   l->auto_extend = 0;
-  redlock__wd_stop(l);
+  redlock__lock_renewal_stop(l);
   if (l->op == REDLOCK__OP_INSPECT) {
     redlock__lock_timer_stop(l);
     redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
@@ -1082,7 +1106,8 @@ static void on_member_abort(redlock__member *m) {
     redlock__lock_timer_stop(l);
     redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
     if (l->op == REDLOCK__OP_ACQUIRE)
-      redlock__acquire_abort(l);
+      if (l->above != NULL)
+        l->above->abort(l);
     l->status = REDLOCK_ECANCELED;
     lock_deliver(l);
   }

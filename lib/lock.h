@@ -220,6 +220,7 @@ struct redlock_lock_s {
   uint8_t user_freed;
   uint8_t timer_mode;
   void (*timer_fn)(redlock_lock_t *l);   /* what the timer runs (mode's) */
+  const struct redlock__lock_above *above;   /* acquire.c's hooks */
   uint8_t waiting;              /* subscribed to the release channels */
   uint8_t woken;                /* a release was heard during an attempt */
   int retry_status;             /* the refused attempt's (PTTL round) */
@@ -284,6 +285,21 @@ static inline void redlock__lock_set_timer_mode(
   l->timer_mode = (uint8_t)mode;
   l->timer_fn = fn;
 }
+/* What the layers above a handle do when one of lock.c's operations needs
+ * them: set by acquire.c when an acquisition starts (NULL before, when
+ * none of it can be pending). Calls go down, these come back up. */
+typedef struct redlock__lock_above {
+  void (*abort)(redlock_lock_t *l);     /* an acquisition in flight ends */
+  void (*unwait)(redlock_lock_t *l);    /* its wake-up subscriptions go */
+  void (*after_user_extend)(redlock_lock_t *l, int status);   /* the
+                                           watchdog keeps in step */
+} redlock__lock_above;
+/* Stops the renewals: the watchdog's timer entry, and its round if it
+ * owns the slot. */
+void redlock__lock_renewal_stop(redlock_lock_t *l);
+/* The lock is lost: state LOST, and on_lost (auto-extended locks) fires,
+ * at most once per acquisition. */
+void redlock__lock_declare_lost(redlock_lock_t *l, int reason);
 void redlock__lock_ref(redlock_lock_t *l);
 void redlock__lock_unref(redlock_lock_t *l);
 /* Ends the user's operation with l->status: the callback runs now, or on
@@ -407,11 +423,6 @@ void redlock__acquire_pttl_grace(redlock_lock_t *l);
 /* ---- watchdog.c ---------------------------------------------------------- */
 /* Arms the next renewal (after a grant or a successful extension). */
 void redlock__wd_arm_renewal(redlock_lock_t *l);
-/* Stops the watchdog: its timer, and its round if it owns the slot. */
-void redlock__wd_stop(redlock_lock_t *l);
-/* The lock is lost: state LOST, and on_lost (auto-extended locks) fires,
- * at most once per acquisition. */
-void redlock__wd_declare_lost(redlock_lock_t *l, int reason);
 /* The user's extend ended with status: keep the watchdog in step. */
 void redlock__wd_after_user_extend(redlock_lock_t *l, int status);
 /* One decided extension of the watchdog (a round's, or a batch's). */

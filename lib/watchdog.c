@@ -85,28 +85,9 @@ void redlock__wd_arm_renewal(redlock_lock_t *l) {
     l->wd.early_ms = (uint16_t)early;
 }
 
-void redlock__wd_stop(redlock_lock_t *l) {
-  redlock__tq_stop(&l->client->tq, &l->wd);
-  if (l->slot == REDLOCK__SLOT_WATCHDOG) {
-    redlock__lock_drop_round(l);   /* its late votes no longer count */
-    redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
-  }
-}
-
-void redlock__wd_declare_lost(redlock_lock_t *l, int reason) {
-  redlock__lock_set_state(l, REDLOCK__LOCK_LOST);
-  redlock__tq_stop(&l->client->tq, &l->wd);
-  if (l->lost)
-    return;
-  l->lost = 1;   /* once per acquisition: never two on_lost */
-  l->client->lst.lost++;
-  if (l->auto_extend && l->lost_cb != NULL && !l->user_freed)
-    l->lost_cb(l, reason, l->lost_arg);
-}
-
 static void wd_lost(redlock_lock_t *l, int reason) {
-  redlock__wd_stop(l);
-  redlock__wd_declare_lost(l, reason);
+  redlock__lock_renewal_stop(l);
+  redlock__lock_declare_lost(l, reason);
 }
 
 void redlock__wd_decided(redlock_lock_t *l, const redlock__wd_outcome *o,
