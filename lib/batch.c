@@ -42,7 +42,7 @@
  *     sent, the user's command queues behind it). */
 #include <string.h>
 
-#include "lock.h"
+#include "batch.h"
 #include "node.h"
 #include "pure.h"
 #include "resp.h"
@@ -50,7 +50,7 @@
 struct redlock__batch {
   redlock__queue link;          /* FIRST member: the client's pool */
   redlock_client_t *client;
-  redlock__batch_decided_fn decided;   /* each lock's outcome goes there */
+  const redlock__batch_owner *owner;   /* its entries' (never looked into) */
   redlock__ns start;
   unsigned n;                   /* entries */
   unsigned live;                /* entries still attached */
@@ -180,7 +180,7 @@ static void judge(redlock__batch *b, unsigned j, redlock__ns now) {
     return;
   b->lock[j] = NULL;
   b->live--;
-  l->batch = NULL;
+  b->owner->placed(l, NULL, 0);
   o.st = st;
   o.start = b->start;
   o.ttl_ms = b->ttl[j];
@@ -192,8 +192,8 @@ static void judge(redlock__batch *b, unsigned j, redlock__ns now) {
     fill_results(b, j, res);
     o.nodes = res;
   }
-  b->decided(l, &o, now);
-  redlock__lock_unref(l);   /* the batch's */
+  b->owner->decided(l, &o, now);
+  b->owner->unref(l);   /* the batch's */
 }
 
 static void judge_all(redlock__batch *b, redlock__ns now) {
@@ -282,7 +282,7 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
 static void sort_by_slot(redlock__batch *b) {
   unsigned j, k;
   for (j = 0; j < b->n; j++) {
-    b->slot[j] = (uint16_t)redlock__lock_key_slot(b->lock[j]);
+    b->slot[j] = (uint16_t)b->owner->key_slot(b->lock[j]);
     b->order[j] = (uint16_t)j;
   }
   for (j = 1; j < b->n; j++) {
@@ -318,13 +318,14 @@ static void slot_send(redlock__batch *b, unsigned i, int eval,
     lens[2] = redlock__fmt_i64(nums[REDLOCK__BATCH_MAX], (int64_t)len);
     for (k = 0; k < len; k++) {
       redlock_lock_t *l = b->lock[b->order[at + k]];
-      argv[argc] = l->key;
-      lens[argc++] = l->keylen;
+      argv[argc] = b->owner->key(l, &lens[argc]);
+      argc++;
     }
     for (k = 0; k < len; k++) {
       redlock_lock_t *l = b->lock[b->order[at + k]];
-      argv[argc] = l->token;
-      lens[argc++] = strlen(l->token);
+      argv[argc] = b->owner->token(l);
+      lens[argc] = strlen(argv[argc]);
+      argc++;
     }
     for (k = 0; k < (uniform ? 1 : len); k++) {
       argv[argc] = nums[k];
@@ -370,7 +371,7 @@ static void batch_send(redlock__batch *b) {
       continue;
     b->lock[k] = b->lock[j];
     b->ttl[k] = b->ttl[j];
-    b->lock[k]->batch_idx = (uint16_t)k;
+    b->owner->placed(b->lock[k], b, k);
     k++;
   }
   b->n = k;
@@ -390,14 +391,15 @@ static void batch_send(redlock__batch *b) {
   lens[2] = redlock__fmt_i64(nums[REDLOCK__BATCH_MAX], (int64_t)k);
   for (j = 0; j < k; j++) {
     redlock_lock_t *l = b->lock[j];
-    argv[argc] = l->key;
-    lens[argc++] = l->keylen;
+    argv[argc] = b->owner->key(l, &lens[argc]);
+    argc++;
     b->yes[j] = b->no[j] = b->err[j] = 0;
   }
   for (j = 0; j < k; j++) {
     redlock_lock_t *l = b->lock[j];
-    argv[argc] = l->token;
-    lens[argc++] = strlen(l->token);
+    argv[argc] = b->owner->token(l);
+    lens[argc] = strlen(argv[argc]);
+    argc++;
     uniform = uniform && b->ttl[j] == b->ttl[0];
   }
   /* One ttl for all when they share it (fewer bytes, less parsing). */
@@ -442,9 +444,8 @@ static void batch_send(redlock__batch *b) {
   judge_all(b, redlock__sys_now(b->client->sys));   /* every master may have failed */
 }
 
-int redlock__batch_add(redlock_lock_t *l,
-                       redlock__batch_decided_fn decided) {
-  redlock_client_t *c = l->client;
+int redlock__batch_add(redlock_client_t *c, redlock_lock_t *l,
+                       int64_t ttl_ms, const redlock__batch_owner *owner) {
   redlock__batch *b = c->open_batch;
   if (b == NULL) {
     b = batch_get(c);
@@ -452,14 +453,13 @@ int redlock__batch_add(redlock_lock_t *l,
       return REDLOCK_ENOMEM;
     c->open_batch = b;
   }
-  b->decided = decided;
+  b->owner = owner;
   b->lock[b->n] = l;
-  b->ttl[b->n] = l->ttl_ms;
-  l->batch = b;
-  l->batch_idx = (uint16_t)b->n;
+  b->ttl[b->n] = ttl_ms;
+  owner->placed(l, b, b->n);
   b->n++;
   b->live++;
-  redlock__lock_ref(l);
+  owner->ref(l);
   if (b->n >= (unsigned)c->renew_batch)
     batch_send(b);
   return 0;
@@ -470,14 +470,12 @@ void redlock__batch_flush(redlock_client_t *c) {
     batch_send(c->open_batch);
 }
 
-void redlock__batch_detach(redlock_lock_t *l) {
-  redlock__batch *b = l->batch;
-  if (b == NULL)
-    return;
-  REDLOCK__ASSERT(b->lock[l->batch_idx] == l);
-  b->lock[l->batch_idx] = NULL;
+void redlock__batch_detach(redlock__batch *b, unsigned idx) {
+  redlock_lock_t *l = b->lock[idx];
+  REDLOCK__ASSERT(l != NULL);
+  b->lock[idx] = NULL;
   b->live--;
-  l->batch = NULL;
+  b->owner->placed(l, NULL, 0);
   batch_maybe_put(b);
-  redlock__lock_unref(l);
+  b->owner->unref(l);
 }

@@ -202,6 +202,47 @@ void redlock__lock_declare_lost(redlock_lock_t *l, int reason) {
     l->lost_cb(l, reason, l->lost_arg);
 }
 
+/* ---- the handle's side of its rounds (round.h) -------------------------- */
+
+static int owner_argv(const redlock__round *r, unsigned flags,
+                      const redlock__argv_sub *sub, const char **argv,
+                      size_t *lens, char nums[3][24]) {
+  return redlock__lock_argv_sub(r->lock, r->cmd, r->ttl_ms, flags, sub, argv,
+                                lens, nums);
+}
+
+static unsigned owner_groups(const redlock__round *r,
+                             redlock__key_groups *g) {
+  return redlock__lock_groups(r->lock, r->cmd, g);
+}
+
+static unsigned owner_key_slot(const redlock__round *r) {
+  return redlock__lock_key_slot(r->lock);
+}
+
+/* An acquisition's request ends by its wait deadline, or a command
+ * timeout from now when that is later (the last attempt, at the deadline,
+ * still gets its answers): a request queued behind a handshake would
+ * otherwise outlive the wait by the connect timeout (issue 29, item 4).
+ * 0 (no such bound) for the rest. */
+static redlock__ns owner_until(const redlock__round *r) {
+  const redlock_lock_t *l = r->lock;
+  redlock__ns floor;
+  if (l == NULL || l->op != REDLOCK__OP_ACQUIRE || l->wait_deadline == 0)
+    return 0;
+  floor = redlock__sys_now(r->client->sys) +
+          (redlock__ns)r->client->command_timeout_ms * REDLOCK__NS_PER_MS;
+  return l->wait_deadline > floor ? l->wait_deadline : floor;
+}
+
+static void owner_release(redlock_lock_t *l) {
+  redlock__lock_unref(l);
+}
+
+const redlock__round_owner redlock__lock_round_owner = {
+    owner_argv, owner_groups, owner_key_slot, owner_until, owner_release,
+};
+
 /* ---- rounds -------------------------------------------------------------- */
 
 static int is_acquisition(redlock__cmd cmd) {
@@ -223,6 +264,7 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
   if (r == NULL)
     return NULL;
   r->lock = l;
+  r->owner = &redlock__lock_round_owner;
   redlock__lock_ref(l);
   r->decide = fn;
   r->cmd = cmd;
@@ -255,7 +297,8 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
 
 void redlock__lock_drop_round(redlock_lock_t *l) {
   redlock__round *r = l->round;
-  redlock__batch_detach(l);
+  if (l->batch != NULL)
+    redlock__batch_detach(l->batch, l->batch_idx);
   if (r == NULL)
     return;
   l->round = NULL;
@@ -308,7 +351,7 @@ static void send_where(redlock_lock_t *l, redlock__cmd cmd,
       if (r != NULL && r->res[i].vote == skip &&
           (r->nparts == NULL || r->nparts[i] == 0))
         continue;
-      redlock__round_slot_send(l, i, cmd, l->ttl_ms, flags);
+      redlock__lock_slot_send(l, i, cmd, l->ttl_ms, flags);
       continue;
     }
     if (r != NULL && r->res[i].vote == skip)
@@ -339,67 +382,6 @@ void redlock__lock_cleanup(redlock_lock_t *l, const redlock__round *r,
 }
 
 /* ---- own stale keys ------------------------------------------------------ */
-
-static uint64_t key_hash(const redlock_lock_t *l) {
-  uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
-  size_t i;
-  for (i = 0; i < l->keylen; i++)
-    h = (h ^ (uint8_t)l->key[i]) * 1099511628211ULL;
-  return h | 1;   /* never 0 (a free slot) */
-}
-
-void redlock__stale_note(redlock_lock_t *l) {
-  redlock_client_t *c = l->client;
-  redlock__stale *s;
-  if (l->kind != REDLOCK__KIND_PLAIN ||
-      strlen(l->token) != REDLOCK__TOKEN_HEX)
-    return;   /* adopted or election tokens: not ours to take over */
-  s = &c->stale[c->stale_next++ % REDLOCK__STALE_MAX];
-  s->hash = key_hash(l);
-  /* A key of that token lives at most its ttl from now (a SET still on
-   * its way starts its ttl when it lands: bounded by the command timeout
-   * for a live master; a master that comes back later has lost it or
-   * replays it from its AOF, where it expired by the ttl as well). */
-  s->until = redlock__sys_now(l->client->sys) +
-             (redlock__ns)((l->ttl_ms > l->op_ttl_ms ? l->ttl_ms
-                                                     : l->op_ttl_ms) +
-                           c->command_timeout_ms) *
-                 REDLOCK__NS_PER_MS;
-  memcpy(s->token, l->token, sizeof(s->token));
-  if (s->until > c->stale_until)
-    c->stale_until = s->until;
-}
-
-unsigned redlock__stale_tokens(const redlock_lock_t *l,
-                               const char **tokens) {
-  const redlock_client_t *c = l->client;
-  uint64_t h;
-  redlock__ns now;
-  unsigned k = 0, i;
-  if (l->kind != REDLOCK__KIND_PLAIN || c->stale_until == 0)
-    return 0;   /* the acquisition's hot path: nothing given up, ever */
-  now = redlock__sys_now(l->client->sys);
-  if (now >= c->stale_until)
-    return 0;   /* every given-up token expired */
-  h = key_hash(l);
-  for (i = 1; i <= REDLOCK__STALE_MAX && k < REDLOCK__STALE_PER_KEY; i++) {
-    const redlock__stale *s =
-        &c->stale[(c->stale_next - i) % REDLOCK__STALE_MAX];
-    if (s->hash == h && s->until > now)
-      tokens[k++] = s->token;
-  }
-  return k;
-}
-
-int64_t redlock__rw_lease_ms(const redlock_lock_t *l) {
-  if (l->max_retries == 0 && l->wait_deadline == 0)
-    return 0;   /* one attempt: nobody waits */
-  /* The longest gap between two attempts: the attempt itself, a round
-   * before it (the ttl record's raise), the retry delay with its jitter,
-   * and slack for a busy loop. */
-  return l->retry_delay_ms + l->retry_jitter_ms +
-         2 * l->client->command_timeout_ms + 100;
-}
 
 void redlock__lock_withdraw(redlock_lock_t *l, const redlock__round *r,
                             unsigned flags) {
@@ -964,6 +946,7 @@ static int side_round(redlock_lock_t *l, redlock__cmd cmd, int64_t value,
   redlock__lock_ref(l);   /* the operation's */
   redlock__lock_ref(l);   /* the attached round's */
   r->lock = l;
+  r->owner = &redlock__lock_round_owner;
   r->decide = on_inspect_decided;
   r->cmd = cmd;
   r->ttl_ms = value;

@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lock.h"
+#include "round.h"
 
 static void on_guard_read(redlock__guard_waiter *w);
 static void on_clock_read(redlock__guard_waiter *w);
@@ -158,12 +158,13 @@ static void round_put(redlock__round *r) {
 
 void redlock__round_detach(redlock__round *r) {
   redlock_lock_t *l = r->lock;
+  const redlock__round_owner *owner = r->owner;
   round_unwait(r);
   r->lock = NULL;
   if (r->refs == 0)
     round_put(r);
   if (l != NULL)
-    redlock__lock_unref(l);
+    owner->release(l);
 }
 
 void redlock__round_stop(redlock__round *r) {
@@ -401,7 +402,7 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k, int eval);
 
 /* Commands over a lock's several keys: on a cluster master, split into
  * one part per slot. */
-static int multi_keys(redlock__cmd cmd) {
+int redlock__multi_keys(redlock__cmd cmd) {
   return cmd == REDLOCK__CMD_MULTI_ACQUIRE ||
          cmd == REDLOCK__CMD_MULTI_RELEASE ||
          cmd == REDLOCK__CMD_MULTI_EXTEND || cmd == REDLOCK__CMD_MULTI_PTTL ||
@@ -642,8 +643,7 @@ static int round_encode(redlock__round *r) {
   const char *argv[REDLOCK__ARGV_MAX];
   size_t lens[REDLOCK__ARGV_MAX];
   char nums[3][24];
-  int argc = redlock__lock_argv(r->lock, r->cmd, r->ttl_ms, 0u, argv, lens,
-                                nums);
+  int argc = r->owner->argv(r, 0u, NULL, argv, lens, nums);
   redlock__buf_reset(&r->cmd_buf);
   return redlock__resp_cmd(&r->cmd_buf, argc, argv, lens);
 }
@@ -654,88 +654,23 @@ static int req_flags(const redlock__round *r) {
                       : 0;
 }
 
-/* An acquisition's request ends by its wait deadline, or a command
- * timeout from now when that is later (the last attempt, at the deadline,
- * still gets its answers): a request queued behind a handshake would
- * otherwise outlive the wait by the connect timeout (issue 29, item 4).
- * 0 (no such bound) for the rest. */
+/* A request's own deadline, the owner's (an acquisition's wait). */
 static redlock__ns req_until(const redlock__round *r) {
-  const redlock_lock_t *l = r->lock;
-  redlock__ns floor;
-  if (l == NULL || l->op != REDLOCK__OP_ACQUIRE || l->wait_deadline == 0)
-    return 0;
-  floor = redlock__sys_now(r->client->sys) +
-          (redlock__ns)r->client->command_timeout_ms * REDLOCK__NS_PER_MS;
-  return l->wait_deadline > floor ? l->wait_deadline : floor;
+  return r->lock != NULL ? r->owner->until(r) : 0;
 }
 
 /* ---- cluster masters ----------------------------------------------------- */
-
-/* The keys of a multi-key command on a cluster, grouped by slot: part k
- * holds names[first[k] .. first[k + 1]). Returns the number of parts. */
-typedef struct groups {
-  const char *names[3 * REDLOCK_MAX_RESOURCES];
-  size_t lens[3 * REDLOCK_MAX_RESOURCES];
-  unsigned slot[3 * REDLOCK_MAX_RESOURCES];
-  unsigned first[REDLOCK__MAX_PARTS + 1];
-  unsigned n;
-} groups;
-
-static unsigned group_keys(const redlock_lock_t *l, redlock__cmd cmd,
-                           groups *g) {
-  const char *in[3 * REDLOCK_MAX_RESOURCES];
-  size_t in_len[3 * REDLOCK_MAX_RESOURCES];
-  unsigned in_slot[3 * REDLOCK_MAX_RESOURCES];
-  uint8_t used[3 * REDLOCK_MAX_RESOURCES];
-  unsigned n = 0, k, j, out = 0;
-  for (k = 0; k < l->nkeys; k++) {
-    in[n] = l->keys[k];
-    in_len[n++] = l->keylens[k];
-  }
-  if (cmd == REDLOCK__CMD_FORCE_RELEASE)
-    for (k = 0; k < l->nkeys; k++) {
-      /* The hash's name on a cluster (the key's slot), and the one 0.3
-       * used there (the plain masters' name), unless they are one. */
-      in[n] = l->rw_names_cl[k];
-      in_len[n++] = l->rw_name_cl_lens[k];
-      if (l->rw_name_lens[k] == l->rw_name_cl_lens[k] &&
-          memcmp(l->rw_names[k], l->rw_names_cl[k], l->rw_name_lens[k]) == 0)
-        continue;
-      in[n] = l->rw_names[k];
-      in_len[n++] = l->rw_name_lens[k];
-    }
-  for (k = 0; k < n; k++) {
-    in_slot[k] = redlock__key_slot(in[k], in_len[k]);
-    used[k] = 0;
-  }
-  g->n = 0;
-  for (k = 0; k < n; k++) {
-    if (used[k])
-      continue;
-    g->first[g->n++] = out;
-    for (j = k; j < n; j++)
-      if (!used[j] && in_slot[j] == in_slot[k]) {
-        used[j] = 1;
-        g->names[out] = in[j];
-        g->lens[out] = in_len[j];
-        g->slot[out++] = in_slot[j];
-      }
-  }
-  g->first[g->n] = out;
-  return g->n;
-}
 
 /* Sends part k of master i (one that routes by slot). */
 static void part_submit(redlock__round *r, unsigned i, unsigned k,
                         int eval) {
   redlock_client_t *c = r->client;
   redlock__master *m = &c->masters[i];
-  redlock_lock_t *l = r->lock;
   const char *argv[REDLOCK__ARGV_MAX];
   size_t lens[REDLOCK__ARGV_MAX];
   char nums[3][24];
   redlock__argv_sub sub;
-  groups g;
+  redlock__key_groups g;
   redlock__node *n;
   redlock__req *req;
   int argc, rc = REDLOCK_ENOMEM;
@@ -746,16 +681,15 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
     sub.rec = n->rec_maxttl;
     sub.rec_len = n->rec_maxttl_len;
   } else {
-    group_keys(l, r->cmd, &g);
+    r->owner->groups(r, &g);
     sub.names = &g.names[g.first[k]];
     sub.name_lens = &g.lens[g.first[k]];
     sub.n_names = g.first[k + 1] - g.first[k];
     n = redlock__master_route(m, g.slot[g.first[k]]);
   }
   /* sub points into g: encoded while g lives. */
-  argc = redlock__lock_argv_sub(l, r->cmd, r->ttl_ms,
-                                eval ? REDLOCK__ARGV_EVAL : 0u, &sub, argv,
-                                lens, nums);
+  argc = r->owner->argv(r, eval ? REDLOCK__ARGV_EVAL : 0u, &sub, argv, lens,
+                        nums);
   part_of(r, i, k)->node = (uint16_t)n->index;
   req = redlock__node_req(n);
   if (req != NULL) {
@@ -804,9 +738,9 @@ static unsigned master_parts(redlock__round *r, unsigned i, int fill) {
       part_of(r, i, k)->node = nodes[k];
     return np;
   }
-  if (multi_keys(cmd)) {
-    groups g;
-    np = group_keys(r->lock, cmd, &g);
+  if (redlock__multi_keys(cmd)) {
+    redlock__key_groups g;
+    np = r->owner->groups(r, &g);
     return np > 1 ? np : 0;
   }
   return 0;
@@ -827,7 +761,7 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
   redlock__master *m = &c->masters[i];
   /* The key's slot only where it routes (a CRC16 per new handle). */
   redlock__node *n = redlock__master_route(
-      m, m->ops->by_slot ? redlock__lock_key_slot(r->lock) : 0);
+      m, m->ops->by_slot ? r->owner->key_slot(r) : 0);
   redlock__req *req;
   int rc = REDLOCK_ENOMEM;
   r->vnode[i] = (uint16_t)n->index;
@@ -848,10 +782,9 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
       redlock__argv_sub sub;
       int argc;
       memset(&sub, 0, sizeof(sub));
-      argc = redlock__lock_argv_sub(r->lock, r->cmd, r->ttl_ms,
-                                    eval ? REDLOCK__ARGV_EVAL : 0u,
-                                    m->ops->by_slot ? &sub : NULL,
-                                    argv, lens, nums);
+      argc = r->owner->argv(r, eval ? REDLOCK__ARGV_EVAL : 0u,
+                            m->ops->by_slot ? &sub : NULL, argv, lens,
+                            nums);
       rc = redlock__node_submit(n, req, argc, argv, lens);
     } else {
       rc = redlock__node_submit_raw(n, req, r->cmd_buf.data,
@@ -923,218 +856,3 @@ void redlock__round_send(redlock__round *r, const redlock__round *only_yes) {
   round_check(r, 0);
 }
 
-/* Fire and forget to a master that routes by slot (lock.c's releases and
- * giveups): split over slots for multi-key commands; REDELIVER. */
-void redlock__round_slot_send(redlock_lock_t *l, unsigned i,
-                              redlock__cmd cmd, int64_t ttl_ms,
-                              unsigned flags) {
-  redlock_client_t *c = l->client;
-  redlock__master *m = &c->masters[i];
-  const char *argv[REDLOCK__ARGV_MAX];
-  size_t lens[REDLOCK__ARGV_MAX];
-  char nums[3][24];
-  redlock__argv_sub sub;
-  groups g;
-  unsigned k, np = 1;
-  memset(&sub, 0, sizeof(sub));
-  if (multi_keys(cmd))
-    np = group_keys(l, cmd, &g);
-  for (k = 0; k < np; k++) {
-    redlock__node *n;
-    redlock__req *req;
-    int argc;
-    if (multi_keys(cmd)) {
-      sub.names = &g.names[g.first[k]];
-      sub.name_lens = &g.lens[g.first[k]];
-      sub.n_names = g.first[k + 1] - g.first[k];
-      n = redlock__master_route(m, g.slot[g.first[k]]);
-    } else {
-      n = redlock__master_route(m, redlock__lock_key_slot(l));
-    }
-    argc = redlock__lock_argv_sub(l, cmd, ttl_ms, flags, &sub, argv, lens,
-                                  nums);
-    req = redlock__node_req(n);
-    if (req == NULL)
-      continue;   /* the key still expires by its ttl */
-    req->flags = REDLOCK__REQ_REDELIVER;
-    (void)redlock__node_submit(n, req, argc, argv, lens);
-  }
-}
-
-/* ---- commands ------------------------------------------------------------ */
-
-int redlock__lock_argv(const redlock_lock_t *l, redlock__cmd cmd,
-                       int64_t ttl_ms, unsigned flags, const char **argv,
-                       size_t *lens, char nums[3][24]) {
-  return redlock__lock_argv_sub(l, cmd, ttl_ms, flags, NULL, argv, lens,
-                                nums);
-}
-
-int redlock__lock_argv_sub(const redlock_lock_t *l, redlock__cmd cmd,
-                           int64_t ttl_ms, unsigned flags,
-                           const redlock__argv_sub *sub, const char **argv,
-                           size_t *lens, char nums[3][24]) {
-  const redlock__script *s = redlock__script_of(cmd);
-  const redlock_client_t *c = l->client;
-  size_t toklen = strlen(l->token);
-  int argc = 0;
-  unsigned k;
-#define ARG(p, n)                                                           \
-  do {                                                                      \
-    argv[argc] = (p);                                                       \
-    lens[argc++] = (n);                                                     \
-  } while (0)
-#define NUM(slot, v) ARG(nums[slot], redlock__fmt_i64(nums[slot], (v)))
-  if (cmd == REDLOCK__CMD_PTTL) {
-    ARG("PTTL", 4);
-    ARG(l->key, l->keylen);
-    return argc;
-  }
-  if (cmd == REDLOCK__CMD_TAKEOVER) {
-    const char *old[REDLOCK__STALE_PER_KEY];
-    unsigned n = redlock__stale_tokens(l, old);
-    ARG(flags & REDLOCK__ARGV_EVAL ? "EVAL" : "EVALSHA",
-        flags & REDLOCK__ARGV_EVAL ? 4 : 7);
-    ARG(flags & REDLOCK__ARGV_EVAL ? s->text : s->sha,
-        flags & REDLOCK__ARGV_EVAL ? s->len : 40);
-    ARG("1", 1);
-    ARG(l->key, l->keylen);
-    ARG(l->token, toklen);
-    NUM(0, ttl_ms);
-    for (k = 0; k < n; k++)
-      ARG(old[k], REDLOCK__TOKEN_HEX);
-    return argc;
-  }
-  if (cmd == REDLOCK__CMD_SET_NX) {
-    ARG("SET", 3);
-    ARG(l->key, l->keylen);
-    ARG(l->token, toklen);
-    ARG("NX", 2);
-    ARG("PX", 2);
-    NUM(0, ttl_ms);
-    return argc;
-  }
-  const char *quiet = flags & REDLOCK__ARGV_QUIET ? "1" : "0";
-  if (flags & REDLOCK__ARGV_EVAL) {
-    ARG("EVAL", 4);
-    ARG(s->text, s->len);
-  } else {
-    ARG("EVALSHA", 7);
-    ARG(s->sha, 40);
-  }
-  switch (cmd) {
-    case REDLOCK__CMD_RELEASE:
-    case REDLOCK__CMD_EXTEND:
-      ARG("1", 1);
-      ARG(l->key, l->keylen);
-      ARG(l->token, toklen);
-      if (cmd == REDLOCK__CMD_EXTEND) {
-        NUM(0, ttl_ms);
-        ARG(l->heal ? "1" : "0", 1);
-      } else {
-        ARG(quiet, 1);
-      }
-      break;
-    case REDLOCK__CMD_INSPECT:
-      ARG(l->rw_names != NULL ? "2" : "1", 1);
-      ARG(l->key, l->keylen);
-      if (l->rw_names != NULL && sub != NULL)
-        ARG(l->rw_names_cl[0], l->rw_name_cl_lens[0]);   /* its slot */
-      else if (l->rw_names != NULL)
-        ARG(l->rw_names[0], l->rw_name_lens[0]);
-      break;
-    case REDLOCK__CMD_FENCED_ACQUIRE:
-    case REDLOCK__CMD_FENCE:
-      ARG("2", 1);
-      ARG(l->key, l->keylen);
-      if (sub != NULL)
-        ARG(l->fence_key_cl, l->fence_key_cl_len);
-      else
-        ARG(l->fence_key, l->fence_keylen);
-      ARG(l->token, toklen);
-      NUM(0, ttl_ms);   /* the ttl, or T for the fence round */
-      break;
-    case REDLOCK__CMD_MULTI_PTTL:
-    case REDLOCK__CMD_MULTI_ACQUIRE:
-    case REDLOCK__CMD_MULTI_RELEASE:
-    case REDLOCK__CMD_MULTI_EXTEND:
-      if (sub != NULL) {
-        NUM(1, sub->n_names);
-        for (k = 0; k < sub->n_names; k++)
-          ARG(sub->names[k], sub->name_lens[k]);
-      } else {
-        NUM(1, l->nkeys);
-        for (k = 0; k < l->nkeys; k++)
-          ARG(l->keys[k], l->keylens[k]);
-      }
-      if (cmd == REDLOCK__CMD_MULTI_PTTL)
-        break;
-      ARG(l->token, toklen);
-      if (cmd != REDLOCK__CMD_MULTI_RELEASE) {
-        NUM(0, ttl_ms);
-        ARG(l->heal && cmd == REDLOCK__CMD_MULTI_EXTEND ? "1" : "0", 1);
-      } else {
-        ARG(quiet, 1);
-      }
-      break;
-    case REDLOCK__CMD_FORCE_RELEASE:
-      /* Every key and its read-write hash (lock.c made the names). */
-      if (sub != NULL) {
-        NUM(1, sub->n_names);
-        for (k = 0; k < sub->n_names; k++)
-          ARG(sub->names[k], sub->name_lens[k]);
-      } else {
-        NUM(1, 2 * l->nkeys);
-        for (k = 0; k < l->nkeys; k++)
-          ARG(l->keys[k], l->keylens[k]);
-        for (k = 0; k < l->nkeys; k++)
-          ARG(l->rw_names[k], l->rw_name_lens[k]);
-      }
-      break;
-    case REDLOCK__CMD_RW_ACQUIRE:
-    case REDLOCK__CMD_RW_EXTEND:
-    case REDLOCK__CMD_RW_RELEASE:
-    case REDLOCK__CMD_RW_GIVEUP:
-      /* The hash, and the plain key the scripts occupy while the lock
-       * is held (the handle's key without ":rw"); on a cluster master
-       * the hash's name in that key's slot (lock.c). */
-      ARG("2", 1);
-      if (sub != NULL)
-        ARG(l->rw_hash_cl, l->rw_hash_cl_len);
-      else
-        ARG(l->key, l->keylen);
-      ARG(l->key, l->keylen - 3);
-      ARG(l->token, toklen);
-      NUM(0, ttl_ms);
-      ARG(l->kind == REDLOCK__KIND_WRITE ? "w" : "r", 1);
-      ARG(l->intent, strlen(l->intent));
-      ARG(quiet, 1);
-      NUM(1, redlock__rw_lease_ms(l));
-      ARG(flags & REDLOCK__ARGV_PUTBACK   ? "p"
-          : flags & REDLOCK__ARGV_GRANTED ? "g"
-                                          : "0",
-          1);
-      break;
-    case REDLOCK__CMD_MAXTTL_RAISE:
-    case REDLOCK__CMD_MAXTTL_SET:
-      ARG("1", 1);
-      if (sub != NULL)
-        ARG(sub->rec, sub->rec_len);
-      else
-        ARG(c->maxttl_key, c->maxttl_keylen);
-      NUM(0, ttl_ms);
-      break;
-    case REDLOCK__CMD_SET_NX:
-    case REDLOCK__CMD_PTTL:
-    case REDLOCK__CMD_MAXTTL_GET:
-    case REDLOCK__CMD_BATCH_EXTEND:   /* batch.c encodes its own */
-    case REDLOCK__CMD_TAKEOVER:
-    case REDLOCK__CMD_CLOCK_NOTE:   /* guard.c encodes its own */
-    case REDLOCK__CMD_MARK_FORGET:  /* guard.c encodes its own */
-    case REDLOCK__N_CMDS:
-      break;
-  }
-#undef NUM
-#undef ARG
-  return argc;
-}

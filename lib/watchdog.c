@@ -24,6 +24,33 @@
 
 static void wd_on_timer(redlock_lock_t *l);
 
+/* ---- a renewal batch's entries: the handles (batch.h) -------------------- */
+
+static const char *entry_key(redlock_lock_t *l, size_t *len) {
+  *len = l->keylen;
+  return l->key;
+}
+
+static const char *entry_token(redlock_lock_t *l) {
+  return l->token;
+}
+
+static unsigned entry_slot(redlock_lock_t *l) {
+  return redlock__lock_key_slot(l);
+}
+
+static void entry_placed(redlock_lock_t *l, redlock__batch *b,
+                         unsigned idx) {
+  l->batch = b;
+  l->batch_idx = (uint16_t)idx;
+}
+
+static const redlock__batch_owner batch_owner = {
+    entry_key,         entry_token,         entry_slot,
+    entry_placed,      redlock__lock_ref,   redlock__lock_unref,
+    redlock__wd_decided,
+};
+
 /* The watchdog's entry on the client's timer queue ran. */
 static void on_wd(redlock__tq_entry *e) {
   wd_on_timer(REDLOCK__CONTAINER_OF(e, redlock_lock_t, wd));
@@ -176,7 +203,7 @@ static void wd_on_timer(redlock_lock_t *l) {
   redlock__lock_set_phase(l, REDLOCK__PHASE_EXTEND);
   if (wd_batched(l)) {
     /* Sent at the end of this timer pass with the others due now. */
-    if (redlock__batch_add(l, redlock__wd_decided) != 0) {
+    if (redlock__batch_add(l->client, l, l->ttl_ms, &batch_owner) != 0) {
       redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
       wd_arm_retry(l, now);
       return;
