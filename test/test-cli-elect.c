@@ -184,27 +184,46 @@ static uint64_t last_start(const char *id) {
 
 /* ---- processes ----------------------------------------------------------- */
 
-/* Clients of master 0 that have run a lock command (their last command
- * is not one of the handshake's): each campaigning `redlock elect` has
- * one, once it has tried. */
+/* Clients of master 0 seen running a lock command (their last command
+ * is not one of the handshake's, nor the background identity check's
+ * INFO), since `seen` was last cleared: each campaigning `redlock elect`
+ * shows one once it has tried. Accumulated over the polls: a standby
+ * that tried once and now waits for the release message shows its lock
+ * command only until the next background INFO (up to a second), which a
+ * loaded machine's polls could miss. */
+#define MAX_SEEN 64
+static long long seen[MAX_SEEN];
+static int n_seen;
+
 static int lock_clients(void) {
   static char buf[65536];
   const char *p = buf;
-  int n = 0;
   if (harness_cmdf(&srv[0], buf, sizeof(buf), "CLIENT LIST") != 0)
     return -1;
-  while ((p = strstr(p, " cmd=")) != NULL) {
-    p += 5;
-    if (strncmp(p, "evalsha ", 8) == 0 || strncmp(p, "eval ", 5) == 0 ||
-        strncmp(p, "set ", 4) == 0 || strncmp(p, "time ", 5) == 0)
-      n++;
+  while ((p = strstr(p, "id=")) != NULL) {
+    long long id = strtoll(p + 3, NULL, 10);
+    const char *line_end = strchr(p, '\n');
+    const char *cmd = strstr(p, " cmd=");
+    int i, known = 0;
+    p += 3;
+    if (cmd == NULL || (line_end != NULL && cmd > line_end))
+      continue;
+    cmd += 5;
+    if (strncmp(cmd, "evalsha ", 8) != 0 && strncmp(cmd, "eval ", 5) != 0 &&
+        strncmp(cmd, "set ", 4) != 0 && strncmp(cmd, "time ", 5) != 0)
+      continue;
+    for (i = 0; i < n_seen; i++)
+      known |= seen[i] == id;
+    if (!known && n_seen < MAX_SEEN)
+      seen[n_seen++] = id;
   }
-  return n;
+  return n_seen;
 }
 
 /* Waits (bounded) until `want` electors have tried on master 0. */
 static void wait_campaigners(int want, const char *what) {
   uint64_t end = harness_now_ms() + 10000;
+  n_seen = 0;
   while (lock_clients() < want) {
     if (harness_now_ms() > end)
       TEST_FAIL("%s: %d electors seen trying, %d wanted", what,
