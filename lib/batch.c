@@ -472,10 +472,11 @@ void redlock__batch_flush(redlock_client_t *c) {
 
 void redlock__batch_detach(redlock__batch *b, unsigned idx) {
   redlock_lock_t *l = b->lock[idx];
+  const redlock__batch_owner *owner = b->owner;
   REDLOCK__ASSERT(l != NULL);
   b->lock[idx] = NULL;
   b->live--;
-  b->owner->placed(l, NULL, 0);
-  batch_maybe_put(b);
-  b->owner->unref(l);
+  owner->placed(l, NULL, 0);
+  batch_maybe_put(b);   /* b may be back in the pool from here */
+  owner->unref(l);
 }
