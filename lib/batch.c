@@ -470,10 +470,10 @@ void redlock__batch_flush(redlock_client_t *c) {
     batch_send(c->open_batch);
 }
 
-void redlock__batch_detach(redlock__batch *b, unsigned idx) {
-  redlock_lock_t *l = b->lock[idx];
+void redlock__batch_detach(redlock__batch *b, unsigned idx,
+                           redlock_lock_t *l) {
   const redlock__batch_owner *owner = b->owner;
-  REDLOCK__ASSERT(l != NULL);
+  REDLOCK__ASSERT(idx < b->n && b->lock[idx] == l);
   b->lock[idx] = NULL;
   b->live--;
   owner->placed(l, NULL, 0);

@@ -43,7 +43,9 @@ int redlock__batch_add(redlock_client_t *c, redlock_lock_t *l,
                        int64_t ttl_ms, const redlock__batch_owner *owner);
 /* Sends the batch being gathered (end of a timer pass). */
 void redlock__batch_flush(redlock_client_t *c);
-/* Entry idx of batch b leaves it (its results are only consumed). */
-void redlock__batch_detach(redlock__batch *b, unsigned idx);
+/* Entry l, at idx of batch b, leaves it (its results are only
+ * consumed). */
+void redlock__batch_detach(redlock__batch *b, unsigned idx,
+                           redlock_lock_t *l);
 
 #endif

@@ -17,6 +17,8 @@
 #include "conn.h"
 
 void redlock__conn_close(redlock__conn *c) {
+  if (c->sys == NULL)
+    return;   /* never set up (zeroed with its owner): nothing to close */
   c->sys->ops->conn_close(c);   /* socket, poll handle, TLS */
   if (c->dirty) {
     redlock__queue_remove(&c->dirty_link);
@@ -202,6 +204,8 @@ int redlock__conn_open(redlock__conn *c, const struct sockaddr *sa,
 }
 
 void redlock__conn_free(redlock__conn *c) {
+  if (c->sys == NULL)
+    return;   /* never set up: nothing was allocated */
   redlock__conn_close(c);
   c->sys->ops->conn_free(c);
   redlock__buf_free(&c->out);

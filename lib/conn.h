@@ -124,7 +124,8 @@ int redlock__conn_send_raw(redlock__conn *c, const char *p, size_t n);
  * connection is not open or was closed meanwhile (a failure, a callback). */
 int redlock__conn_read_now(redlock__conn *c);
 /* Closes now; no callback follows. Safe in any state and inside this
- * connection's own callbacks. */
+ * connection's own callbacks, and on a zeroed connection that was never
+ * set up (redlock__conn_init): then it does nothing. */
 void redlock__conn_close(redlock__conn *c);
 /* Frees the buffers (after the last close). */
 void redlock__conn_free(redlock__conn *c);

@@ -298,7 +298,7 @@ redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
 void redlock__lock_drop_round(redlock_lock_t *l) {
   redlock__round *r = l->round;
   if (l->batch != NULL)
-    redlock__batch_detach(l->batch, l->batch_idx);
+    redlock__batch_detach(l->batch, l->batch_idx, l);
   if (r == NULL)
     return;
   l->round = NULL;
