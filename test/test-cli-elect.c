@@ -209,8 +209,11 @@ static int lock_clients(void) {
     if (cmd == NULL || (line_end != NULL && cmd > line_end))
       continue;
     cmd += 5;
+    /* A refused attempt's PTTL counts: a standby that waits for the
+     * release message shows it (its SET only for a millisecond). */
     if (strncmp(cmd, "evalsha ", 8) != 0 && strncmp(cmd, "eval ", 5) != 0 &&
-        strncmp(cmd, "set ", 4) != 0 && strncmp(cmd, "time ", 5) != 0)
+        strncmp(cmd, "set ", 4) != 0 && strncmp(cmd, "time ", 5) != 0 &&
+        strncmp(cmd, "pttl ", 5) != 0)
       continue;
     for (i = 0; i < n_seen; i++)
       known |= seen[i] == id;
