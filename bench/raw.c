@@ -3,7 +3,7 @@
  * to N masters, decided at quorum; release = EVALSHA compare-and-delete at
  * quorum. No retries, no validity, no deadlines, no per-node bookkeeping:
  * only the protocol work every Redlock must do. It uses the library's own
- * connection layer (lib/conn.c: our sockets, hiredis's RESP reader), so
+ * connection layer (lib/conn/conn.c: our sockets, hiredis's RESP reader), so
  * the ratio library/raw isolates what the Redlock logic costs. */
 #include <arpa/inet.h>
 #include <stdio.h>

@@ -1,10 +1,10 @@
-/* The RESP reader's short-reply path (lib/reply.c, fast_place_string) on
+/* The RESP reader's short-reply path (lib/base/reply.c, fast_place_string) on
  * hostile TIME-shaped replies (issue 29, item 6): a 2-element array of
  * bulk strings of up to 32 bytes each. A string of 19 or more digits, or
  * 18 bytes far from '0', once overflowed the `long long` its digits are
  * summed into (signed overflow: undefined behaviour).
  *
- * This executable compiles its own copy of lib/reply.c with signed
+ * This executable compiles its own copy of lib/base/reply.c with signed
  * overflow checks that trap (test/meson.build: no sanitizer runtime, so
  * the plain build and the mutants' build catch it too, not only the ASan
  * build): on the old code the test dies of SIGILL at the first such

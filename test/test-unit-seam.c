@@ -1,4 +1,4 @@
-/* test-unit-seam: the whole engine runs over a seam of ours (lib/sys.h),
+/* test-unit-seam: the whole engine runs over a seam of ours (lib/sys/sys.h),
  * with no libuv loop, no clock and no socket: virtual time, seeded random
  * bytes, and a transport whose every connection is refused.
  *

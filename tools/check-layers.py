@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""check-layers.py DIR [--report]: no circle of files in DIR.
+"""check-layers.py DIR: no circle of files in DIR, and no file reaching
+up a layer.
 
 A file A depends on B when A includes B's header (B.h, for B.c) or calls a
 function that B defines. A circle (A depends on B ... depends on A) means
@@ -8,7 +9,11 @@ the files cannot be read, changed or tested one layer at a time
 strongly connected components of the graph, with the edges inside them).
 Function calls are found by name, after comments and strings are removed:
 good enough for C written in this project's style (no function pointers
-called by a name another file defines)."""
+called by a name another file defines).
+
+When DIR's meson.build lists its folders bottom up (`lib_layers = [...]`,
+lib/), a file may depend only on its own folder and the folders before
+it: a dependency that points up is reported like a circle."""
 import os
 import re
 import sys
@@ -21,28 +26,52 @@ def strip(src):
     return re.sub(r'"(\\.|[^"\\\n])*"', '""', src)
 
 
+def layers_of(d):
+    """The folders of DIR bottom up, from `lib_layers = [...]` in its
+    meson.build (the one list the build and this check share), or None
+    for a flat directory."""
+    try:
+        m = re.search(r'^lib_layers\s*=\s*\[(.*?)\]',
+                      open(os.path.join(d, 'meson.build')).read(),
+                      re.S | re.M)
+    except OSError:
+        return None
+    return re.findall(r"'([\w-]+)'", m.group(1)) if m else None
+
+
 def graph(d):
-    files = sorted(f for f in os.listdir(d) if f.endswith('.c'))
-    text = {f: strip(open(os.path.join(d, f), errors='replace').read())
-            for f in files}
+    """Units: a file's name without .c or .h (x.c and x.h are one unit),
+    in the folder that holds it. Edges: includes (from either file of a
+    unit) and calls (from its .c)."""
+    paths = {}
+    for root, _, names in os.walk(d):
+        for n in names:
+            if n.endswith(('.c', '.h')):
+                paths.setdefault(n[:-2], []).append(os.path.join(root, n))
+    folder = {u: os.path.relpath(os.path.dirname(ps[0]), d)
+              for u, ps in paths.items()}
+    raw = {u: {p: open(p, errors='replace').read() for p in ps}
+           for u, ps in paths.items()}
+    code = {u: strip(t) for u, fs in raw.items()
+            for p, t in fs.items() if p.endswith('.c')}
     defines = {}
-    for f, s in text.items():
+    for u, s in code.items():
         for m in re.finditer(r'^[a-z][\w \*]*?\b(\w+)\s*\([^;{]*\)\s*\{',
                              s, re.M):
-            name = m.group(1)
             if not re.search(r'^static\b', m.group(0)):
-                defines.setdefault(name, f)
-    edges = {f: {} for f in files}
-    for f, s in text.items():
-        raw = open(os.path.join(d, f), errors='replace').read()
-        for inc in re.findall(r'#include "([\w.]+)\.h"', raw):
-            c = inc + '.c'
-            if c in text and c != f:
-                edges[f].setdefault(c, set()).add(f'#include "{inc}.h"')
+                defines.setdefault(m.group(1), u)
+    edges = {u: {} for u in paths}
+    for u, fs in raw.items():
+        for p, t in fs.items():
+            for inc in re.findall(r'#include "(?:[\w./]*/)?([\w]+)\.h"', t):
+                if inc in paths and inc != u:
+                    edges[u].setdefault(inc, set()).add(
+                        f'#include "{inc}.h"')
+    for u, s in code.items():
         for name, g in defines.items():
-            if g != f and re.search(r'\b' + re.escape(name) + r'\s*\(', s):
-                edges[f].setdefault(g, set()).add(name + '()')
-    return files, edges
+            if g != u and re.search(r'\b' + re.escape(name) + r'\s*\(', s):
+                edges[u].setdefault(g, set()).add(name + '()')
+    return sorted(paths), edges, folder
 
 
 def sccs(nodes, edges):
@@ -77,23 +106,46 @@ def sccs(nodes, edges):
     return out
 
 
+def show(a, b, edges):
+    why = sorted(edges[a][b])
+    more = f" (+{len(why) - 4})" if len(why) > 4 else ""
+    return f"  {a} -> {b}: {', '.join(why[:4])}{more}"
+
+
 def main():
     d = sys.argv[1]
-    files, edges = graph(d)
-    circles = sccs(files, edges)
-    if not circles:
-        print(f"check-layers: {d}: {len(files)} files, no circle")
-        return 0
-    for comp in circles:
+    files, edges, folder = graph(d)
+    bad = 0
+    for comp in sccs(files, edges):
+        bad = 1
         print(f"check-layers: {d}: a circle of {len(comp)} files: "
               f"{' '.join(comp)}")
         for a in comp:
             for b in comp:
                 if b in edges[a]:
-                    why = sorted(edges[a][b])
-                    more = f" (+{len(why) - 4})" if len(why) > 4 else ""
-                    print(f"  {a} -> {b}: {', '.join(why[:4])}{more}")
-    return 1
+                    print(show(a, b, edges))
+    layers = layers_of(d)
+    if layers is not None:
+        rank = {f: i for i, f in enumerate(layers)}
+        for u in files:
+            if folder[u] not in rank:
+                bad = 1
+                print(f"check-layers: {d}: {u} is in {folder[u]}/, "
+                      f"not a layer of lib_layers ({' '.join(layers)})")
+        for a in files:
+            for b in sorted(edges[a]):
+                ra, rb = rank.get(folder[a], -1), rank.get(folder[b], -1)
+                if rb > ra >= 0:
+                    bad = 1
+                    print(f"check-layers: {d}: {folder[a]}/{a} reaches up "
+                          f"into {folder[b]}/{b}")
+                    print(show(a, b, edges))
+    if bad:
+        return 1
+    where = (f", {len(layers)} layers in order ({' < '.join(layers)})"
+             if layers else "")
+    print(f"check-layers: {d}: {len(files)} units, no circle{where}")
+    return 0
 
 
 if __name__ == '__main__':

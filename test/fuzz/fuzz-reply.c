@@ -1,5 +1,5 @@
 /* libFuzzer target: the RESP reader (hiredis's parser building our reply
- * objects in an arena, lib/reply.c) and reply classification. The input
+ * objects in an arena, lib/base/reply.c) and reply classification. The input
  * is fed in two pieces (a reply split across reads); every complete reply
  * is classified as the answer to each command. No crash, no leak; a vote
  * is always one of the four. Lengths are not filtered: the reader bounds

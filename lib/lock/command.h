@@ -7,7 +7,7 @@
 /* How long a read-write waiter's place lives on the masters after each
  * attempt (renewed by the next one): 0 for a single attempt. */
 int64_t redlock__rw_lease_ms(const redlock_lock_t *l);
-/* Own stale keys (client.h): l gives up its current token; and the
+/* Own stale keys (state.h): l gives up its current token; and the
  * given-up tokens of l's key still alive (at most REDLOCK__STALE_PER_KEY,
  * newest first; plain locks only). */
 void redlock__stale_note(redlock_lock_t *l);

@@ -7,7 +7,7 @@
 #include <uv.h>
 
 #include "batch.h"
-#include "client.h"
+#include "state.h"
 #include "common.h"
 #include "round.h"
 #include "scripts.h"

@@ -7,7 +7,7 @@
 #ifndef REDLOCK_ROUND_H
 #define REDLOCK_ROUND_H
 
-#include "client.h"
+#include "state.h"
 #include "common.h"
 #include "scripts.h"
 

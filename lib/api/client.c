@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "client.h"
+#include "lock.h"
 #include "scripts.h"
 #include "uri.h"
 
@@ -352,6 +353,7 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   c->sys = sys;
   c->env.sys = sys;
   redlock__queue_init(&c->members);
+  c->member_left = client_maybe_finish;
   redlock__pool_init(&c->rounds);
   redlock__pool_init(&c->batches);
   redlock__queue_init(&c->env.free_reqs);
@@ -521,14 +523,6 @@ fail:
 }
 
 /* ---- members ------------------------------------------------------------- */
-
-void redlock__client_join(redlock_client_t *c, redlock__member *m) {
-  redlock__queue_insert_tail(&c->members, &m->link);
-}
-
-void redlock__client_leave(redlock_client_t *c) {
-  client_maybe_finish(c);
-}
 
 /* ---- close --------------------------------------------------------------- */
 

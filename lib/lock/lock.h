@@ -6,7 +6,7 @@
 #include <uv.h>
 
 #include "batch.h"
-#include "client.h"
+#include "state.h"
 #include "command.h"
 #include "common.h"
 #include "handle.h"
@@ -106,5 +106,8 @@ void redlock__wd_arm_renewal(redlock_lock_t *l);
 void redlock__wd_after_user_extend(redlock_lock_t *l, int status);
 void redlock__wd_decided(redlock_lock_t *l, const redlock__wd_outcome *o,
                          redlock__ns now);
+/* The client's timer queue's flush (a renewal batch goes out): client.c
+ * wires it in. */
+void redlock__wd_flush(redlock__tq *tq);
 
 #endif

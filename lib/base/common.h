@@ -1,19 +1,12 @@
 /* common.h: what every file of lib/ shares: the public header, the
- * allocator, the pure helpers, assertions, an intrusive queue, tokens and
- * the validity clock. The private structures live in the header of the
- * file that owns them (conn.h, node.h, guard.h, wake.h, client.h,
- * lock.h); a file includes only the layers below it:
- *
- *   sync.c                      blocking API (public API only)
- *   lock.c acquire.c watchdog.c lock handles, rounds (lock.h)
- *   client.c                    client life cycle (client.h)
- *   guard.c  wake.c             restart guard, wake-up subscribers
- *   node.c                      one master (node.h)
- *   conn.c                      one connection (conn.h)
- *   reply.c resp.c scripts.c    RESP codec, command table
- *   pure helpers                validity, retry, quorum, uri, sha1
- *
- * Calls go down by name; events come back up through callbacks. */
+ * allocator, the pure helpers, assertions, an intrusive queue, pools, tokens
+ * and the validity clock's type. The private structures live in the header
+ * of the file that owns them (conn.h, node.h, master.h, guard.h, state.h,
+ * handle.h, ...). lib/ is one folder per layer, bottom up: base, sys, conn,
+ * master, safety, engine, lock, uv, api (lib_layers in lib/meson.build;
+ * docs/DESIGN.md, "Layers"); a file includes and calls only its own folder
+ * and those below it (tools/check-layers.py). Calls go down by name; events
+ * come back up through callbacks. */
 #ifndef REDLOCK_COMMON_H
 #define REDLOCK_COMMON_H
 

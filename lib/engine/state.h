@@ -1,6 +1,17 @@
-/* client.h: the client (see client.c). */
-#ifndef REDLOCK_CLIENT_H
-#define REDLOCK_CLIENT_H
+/* state.h: the client's state that the engine and the locks share.
+ *
+ * The API layer (client.c) makes and closes a client; the layers under it
+ * (rounds, batches, lock handles) read its masters, quorum, guard, timer
+ * queue and pools from here and never call up into client.c: a member
+ * that leaves tells the API through `member_left`, a callback the client
+ * sets (DESIGN, "Layers": calls go down, events come back through
+ * callbacks).
+ *
+ * Owns: the layout of struct redlock_client_s and the member list's two
+ * operations. Does not own: making, configuring or closing a client
+ * (client.c). */
+#ifndef REDLOCK_STATE_H
+#define REDLOCK_STATE_H
 
 #include <uv.h>
 
@@ -82,6 +93,8 @@ struct redlock_client_s {
   redlock__guard guard;
   redlock__wake wake;
   redlock__queue members;      /* every live lock handle */
+  void (*member_left)(redlock_client_t *c);   /* the API's (client.c):
+                                                 a close may finish */
   redlock__pool rounds;        /* pooled rounds (round.c) */
   redlock_node_result *idle;   /* n results for calls without a round */
   uint64_t prng;
@@ -113,16 +126,12 @@ struct redlock_client_s {
 
 /* A member joins; one left the list and its memory is gone (the close
  * may finish). */
-void redlock__client_join(redlock_client_t *c, redlock__member *m);
-void redlock__client_leave(redlock_client_t *c);
-
-/* The lock layer's side of the client's timer queue (watchdog.c): the
- * client wires it in. */
-void redlock__wd_flush(redlock__tq *tq);
-
-/* redlock_client_new over another seam (sys.h) than libuv's on `loop`. */
-int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
-                            const redlock_client_config *cfg,
-                            redlock_client_t **out);
+static inline void redlock__client_join(redlock_client_t *c,
+                                        redlock__member *m) {
+  redlock__queue_insert_tail(&c->members, &m->link);
+}
+static inline void redlock__client_leave(redlock_client_t *c) {
+  c->member_left(c);
+}
 
 #endif

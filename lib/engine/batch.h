@@ -5,7 +5,7 @@
 #ifndef REDLOCK_BATCH_H
 #define REDLOCK_BATCH_H
 
-#include "client.h"
+#include "state.h"
 #include "common.h"
 #include "round.h"
 
