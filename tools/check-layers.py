@@ -112,7 +112,52 @@ def show(a, b, edges):
     return f"  {a} -> {b}: {', '.join(why[:4])}{more}"
 
 
+def self_test():
+    """The check fails on what it exists to catch: an include that points
+    up a layer, a call that does, a circle inside one layer, a file in no
+    layer; and passes a tree without them."""
+    import contextlib
+    import io
+    import tempfile
+
+    def run(files):
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, 'meson.build'), 'w').write(
+                "lib_layers = ['low', 'high']\n")
+            for path, text in files.items():
+                os.makedirs(os.path.dirname(os.path.join(d, path)),
+                            exist_ok=True)
+                open(os.path.join(d, path), 'w').write(text)
+            sys.argv[1:] = [d]
+            with contextlib.redirect_stdout(io.StringIO()):
+                return main()
+    good = {'low/a.c': 'int a(void) {\n  return 0;\n}\n',
+            'high/b.c': '#include "a.h"\nint b(void) {\n  return a();\n}\n',
+            'low/a.h': 'int a(void);\n'}
+    cases = {
+        'include up': dict(good, **{'low/a.h': '#include "b.h"\n',
+                                    'high/b.h': ''}),
+        'call up': dict(good, **{
+            'low/a.c': 'int a(void) {\n  return b();\n}\n'}),
+        'circle': dict(good, **{
+            'low/c.c': 'int c(void) {\n  return d();\n}\n',
+            'low/d.c': 'int d(void) {\n  return c();\n}\n'}),
+        'no layer': dict(good, **{'other/e.c': ''}),
+    }
+    if run(good) != 0:
+        print("check-layers: self-test: a good tree failed")
+        return 1
+    for name, files in cases.items():
+        if run(files) != 1:
+            print(f"check-layers: self-test: '{name}' passed")
+            return 1
+    print(f"check-layers: self-test: {len(cases)} bad trees caught")
+    return 0
+
+
 def main():
+    if sys.argv[1] == '--self-test':
+        return self_test()
     d = sys.argv[1]
     files, edges, folder = graph(d)
     bad = 0
