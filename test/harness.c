@@ -1670,7 +1670,7 @@ static int owner_port(const harness_server *from, unsigned slot) {
   return port;
 }
 
-static unsigned slot_of(const harness_server *s, const char *key) {
+static unsigned node_index(const harness_server *s, const char *key) {
   char buf[32];
   if (harness_cmdf(s, buf, sizeof(buf), "CLUSTER KEYSLOT %s", key) != 0)
     return 0;
@@ -1683,7 +1683,7 @@ int harness_cluster_owner(const harness_server *srv, int n, const char *key) {
     int port;
     if (srv[i].pid == 0 || srv[i].paused)
       continue;
-    port = owner_port(&srv[i], slot_of(&srv[i], key));
+    port = owner_port(&srv[i], node_index(&srv[i], key));
     for (j = 0; j < n; j++)
       if (port != 0 && srv[j].port == port)
         return j;

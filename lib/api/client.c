@@ -332,7 +332,7 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   redlock_client_t *c = NULL;
   redlock__uri *uris = NULL;
   size_t i;
-  unsigned next_slot, checked = 0;
+  unsigned next_node, checked = 0;
   size_t parsed = 0;
   int rc;
 
@@ -480,11 +480,11 @@ int redlock__client_new_sys(uv_loop_t *loop, redlock__sys *sys,
   c->handles_open = 4;
   c->wake.nodes = c->nodes;
   c->wake.n = c->n;
-  next_slot = c->n;
+  next_node = c->n;
   for (i = 0; i < c->n; i++) {
     int declared = uris[i].durable || cfg->durable;
     c->masters[i].ops->init_nodes(&c->masters[i], &c->env, &uris[i],
-                                  declared, &next_slot);
+                                  declared, &next_node);
     c->nodes[i].declared = declared;
     c->declared |= declared;
     c->idle[i].server = c->displays[i];

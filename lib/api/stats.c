@@ -85,7 +85,7 @@ int redlock_client_stats(const redlock_client_t *c, redlock_stats *out) {
     redlock_master_stats *m = &out->masters[n->master];
     unsigned b;
     if (n->uri.host == NULL && n->uri.path == NULL)
-      continue;   /* a cluster's node slot never used */
+      continue;   /* a cluster's node never used */
     m->up |= n->state == REDLOCK__NODE_UP;
     m->commands += n->st.commands;
     m->replies += n->st.replies;

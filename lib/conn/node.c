@@ -185,7 +185,7 @@ redlock__req *redlock__node_req(redlock__node *n) {
   }
   req->cb = NULL;
   req->owner = NULL;
-  req->tag = 0;
+  req->tag = (redlock__req_tag){.gen = 0};
   req->idx = (uint16_t)n->master;
   req->node = n;
   req->hops = 0;
@@ -1434,7 +1434,7 @@ static void on_idcheck_reply(redlock__req *req, const redlock__reply *r,
   (void)errstr;
   if (n->id_checks > 0)
     n->id_checks--;
-  if (r == NULL || r->type != REDLOCK__R_STRING || req->tag != n->connects ||
+  if (r == NULL || r->type != REDLOCK__R_STRING || req->tag.gen != n->connects ||
       n->state != REDLOCK__NODE_UP)
     return;   /* failed (the next handshake reads it), or refused (ACL) */
   info_field(r->str, "role", role, sizeof(role));
@@ -1462,7 +1462,7 @@ void redlock__node_check_identity(redlock__node *n) {
   req->cb = on_idcheck_reply;
   req->owner = n;
   req->kind = HS_IDCHECK;
-  req->tag = (uint32_t)n->connects;   /* this connection's */
+  req->tag.gen = (uint32_t)n->connects;   /* this connection's */
   req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
   if (redlock__node_submit(n, req, 2, argv, lens) == 0)
     n->id_checks++;

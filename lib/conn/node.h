@@ -38,11 +38,29 @@ typedef void (*redlock__req_cb)(redlock__req *req, const redlock__reply *r,
 
 #define REDLOCK__REQ_INLINE 256    /* bytes of command kept inline */
 
+/* The caller's, to match a reply with what it sent (a redirection copies
+ * it): each caller reads the view it wrote. */
+typedef union redlock__req_tag {
+  uint32_t gen;             /* the generation it was sent in: the node's
+                               connection (node.c), the guard's reading */
+  uint32_t cell;            /* the guard's marks: master * n + node */
+  struct {
+    uint16_t part;          /* round.c: the part of a command split by
+                               slot (0 for a whole command) */
+    uint8_t eval;           /* sent as EVAL, not EVALSHA */
+  } round;
+  struct {
+    uint16_t first;         /* batch.c: the entries of a part of a batch
+                               split by slot: first .. first + count */
+    uint16_t count;
+  } batch;
+} redlock__req_tag;
+
 struct redlock__req {
   redlock__queue q;
   redlock__req_cb cb;       /* NULL: nobody waits for the reply */
   void *owner;              /* the caller's */
-  uint32_t tag;             /* the caller's */
+  redlock__req_tag tag;     /* the caller's */
   uint16_t idx;             /* the master's index (of the quorum) */
   uint8_t hops;             /* redirections so far (clusters) */
   redlock__node *node;      /* the node that has it (a redirection moves
@@ -170,7 +188,7 @@ struct redlock__node {
   struct redlock__cluster *cluster;   /* a Redis Cluster's node, or NULL */
   int sentinel;                /* the primary of a sentinel group: it must
                                   say role:master (env->stale if not) */
-  int lazy;                    /* a cluster's node slot not started (no
+  int lazy;                    /* a cluster's node not started (no
                                   primary, or one that serves no slot) */
   redlock__uri uri;
   redlock__node_state state;
@@ -331,7 +349,7 @@ void redlock__node_check_identity(redlock__node *n);
 int redlock__node_repoint(redlock__node *n, const char *host, int port,
                           const char *why);
 /* Closes the connection and stays down (no reconnect) until repointed:
- * a cluster's node slot that serves nothing now. Requests fail with why. */
+ * a cluster's node that serves nothing now. Requests fail with why. */
 void redlock__node_idle(redlock__node *n, const char *why);
 /* A DOWN node's next connection goes to host:port (a cluster's seeds). */
 int redlock__node_set_address(redlock__node *n, const char *host, int port);

@@ -24,7 +24,7 @@
  *  1. The command is encoded once, before any master is sent it, from the
  *     locks attached at that moment; every master gets the same entries
  *     in the same order, so result i is lock i's on every master. A lock
- *     detached later (the user took the slot, the handle was freed) keeps
+ *     detached later (the user took the main round, the handle was freed) keeps
  *     its index; its results are only consumed.
  *  2. No decision runs while the batch is being sent: a failed send is
  *     counted, and every lock is judged after the last master was sent
@@ -225,8 +225,8 @@ static void on_batch_reply(redlock__req *req, const redlock__reply *r,
   unsigned i = req->idx;
   redlock__ns now = r != NULL ? req->reply_ns : redlock__sys_now(b->client->sys);
   int cl = c->masters[i].ops->by_slot;
-  unsigned at = cl ? req->tag >> 16 : 0;
-  unsigned len = cl ? req->tag & 0xffff : b->n;
+  unsigned at = cl ? req->tag.batch.first : 0;
+  unsigned len = cl ? req->tag.batch.count : b->n;
   unsigned k;
   char why[REDLOCK__ERRSTR_LEN];
   (void)errstr;
@@ -337,7 +337,8 @@ static void slot_send(redlock__batch *b, unsigned i, int eval,
       req->cb = on_batch_reply;
       req->owner = b;
       req->kind = (uint8_t)REDLOCK__CMD_BATCH_EXTEND;
-      req->tag = (uint32_t)(at << 16) | len;
+      req->tag.batch.first = (uint16_t)at;
+      req->tag.batch.count = (uint16_t)len;
       req->flags = 0;
       rc = redlock__node_submit(n, req, argc, argv, lens);
     }
@@ -429,7 +430,6 @@ static void batch_send(redlock__batch *b) {
       req->cb = on_batch_reply;
       req->owner = b;
       req->kind = (uint8_t)REDLOCK__CMD_BATCH_EXTEND;
-      req->tag = 0;
       req->flags = 0;
       rc = redlock__node_submit(n, req, argc, argv, lens);
     }

@@ -531,7 +531,7 @@ static void on_part_reply(redlock__round *r, unsigned i, unsigned k,
     v.value = 0;
   } else {
     redlock__classify(r->cmd, reply, &v);
-    if (v.noscript && !(req->tag & 1)) {
+    if (v.noscript && !req->tag.round.eval) {
       part_submit(r, i, k, 1);   /* again as EVAL */
       return;
     }
@@ -564,12 +564,12 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
     if (r->lock == NULL) {
       /* Detached: the records still learn, then the last late reply
        * gives the round back. */
-      on_part_reply(r, i, req->tag >> 1, req, reply, error, errstr, now);
+      on_part_reply(r, i, req->tag.round.part, req, reply, error, errstr, now);
       if (r->refs == 0)
         round_put(r);
       return;
     }
-    on_part_reply(r, i, req->tag >> 1, req, reply, error, errstr, now);
+    on_part_reply(r, i, req->tag.round.part, req, reply, error, errstr, now);
     return;
   }
   r->vnode[i] = (uint16_t)node->index;
@@ -587,7 +587,7 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
     return;
   }
   redlock__classify(r->cmd, reply, &v);
-  if (v.noscript && !(req->tag & 1)) {
+  if (v.noscript && !req->tag.round.eval) {
     /* The script cache was flushed: this call again as EVAL (which also
      * caches it again). */
     round_submit(r, i, 1);
@@ -696,7 +696,8 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
     req->cb = on_round_reply;
     req->owner = r;
     req->kind = (uint8_t)r->cmd;
-    req->tag = (k << 1) | (eval ? 1u : 0u);
+    req->tag.round.part = (uint16_t)k;
+    req->tag.round.eval = (uint8_t)(eval != 0);
     req->flags = (uint8_t)req_flags(r);
     req->until_ns = req_until(r);
     if (r->cmd == REDLOCK__CMD_MAXTTL_RAISE ||
@@ -770,7 +771,7 @@ static void round_submit(redlock__round *r, unsigned i, int eval) {
     req->cb = on_round_reply;
     req->owner = r;
     req->kind = (uint8_t)r->cmd;
-    req->tag = eval ? 1 : 0;
+    req->tag.round.eval = (uint8_t)(eval != 0);
     req->flags = (uint8_t)req_flags(r);
     req->until_ns = req_until(r);
     if (eval || (m->ops->by_slot && slot_names(r->cmd))) {

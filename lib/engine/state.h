@@ -37,7 +37,7 @@ typedef struct redlock__member {
 #define REDLOCK__STALE_MAX 64
 #define REDLOCK__STALE_PER_KEY 4   /* given-up tokens sent with one SET */
 typedef struct redlock__stale {
-  uint64_t hash;                /* of the key; 0 = free slot */
+  uint64_t hash;                /* of the key; 0 = a free entry */
   redlock__ns until;
   char token[REDLOCK__TOKEN_HEX + 1];
 } redlock__stale;
@@ -53,7 +53,7 @@ struct redlock_client_s {
   redlock__sys *sys;           /* the seam (sys.h): &sys_uv, or another's */
   redlock__sys sys_uv;
   unsigned n;                  /* masters (of the quorum) */
-  unsigned n_nodes;            /* node slots: the n masters' first nodes
+  unsigned n_nodes;            /* nodes: the n masters' first nodes
                                   (node i is master i's), then the other
                                   primaries of cluster masters */
   char **displays;             /* n: each master as configured, without

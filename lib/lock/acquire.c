@@ -600,7 +600,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   if (opts->fence && redlock__lock_fence_key(l) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   /* Any auto-extension still running (a lock that just ran out, its
-   * extension hung) stops here: one owner of the slot. */
+   * extension hung) stops here: one owner of the main round. */
   l->auto_extend = 0;
   redlock__lock_renewal_stop(l);
   l->max_retries = opts->retry_count == 0  ? c->retry_count
@@ -635,7 +635,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   l->result_validity_ms = 0;
   l->result_elapsed_us = 0;
   redlock__lock_ref(l);   /* the operation's */
-  redlock__lock_set_slot(l, REDLOCK__SLOT_USER);
+  redlock__lock_set_owner(l, REDLOCK__OWNER_USER);
   l->ttl_ms = ttl_ms;
   l->op_ttl_ms = ttl_ms;
   l->attempts = 0;

@@ -68,10 +68,10 @@ typedef enum {
 
 /* Who owns the main round (lock->round): one owner at a time. */
 typedef enum {
-  REDLOCK__SLOT_FREE = 0,
-  REDLOCK__SLOT_USER,
-  REDLOCK__SLOT_WATCHDOG
-} redlock__slot;
+  REDLOCK__OWNER_FREE = 0,
+  REDLOCK__OWNER_USER,
+  REDLOCK__OWNER_WATCHDOG
+} redlock__owner;
 
 /* What the main round is doing. */
 typedef enum {
@@ -93,9 +93,9 @@ struct redlock_lock_s {
   redlock_client_t *client;
   redlock__lock_state state;
   redlock__op op;
-  redlock__slot slot;
+  redlock__owner owner;
   redlock__phase phase;
-  redlock__round *round;        /* the main round, owned by `slot` */
+  redlock__round *round;        /* the main round, owned by `owner` */
   redlock__round *iround;       /* redlock_lock_inspect's own round */
   redlock_lock_cb cb;           /* the user's operation */
   void *cb_arg;
@@ -105,8 +105,8 @@ struct redlock_lock_s {
   redlock__kind kind;
   char *key;                    /* prefix + resource (+ ":rw") */
   size_t keylen;
-  uint16_t key_slot1;           /* 1 + the key's Redis Cluster slot, or 0
-                                   until a cluster master needs it */
+  uint16_t key_slot;            /* the key's Redis Cluster slot, once */
+  uint8_t key_slot_known;       /*   a cluster master needed it */
   char **keys;                  /* all keys; keys[0] == key */
   size_t *keylens;
   unsigned nkeys;
@@ -189,13 +189,12 @@ struct redlock_lock_s {
 /* A read-write handle's is its plain key's (the key without ":rw"): its
  * scripts read and write both (scripts.c). */
 static inline unsigned redlock__lock_key_slot(redlock_lock_t *l) {
-  if (l->key_slot1 == 0)
-    l->key_slot1 = (uint16_t)(redlock__key_slot(
-                                  l->key, REDLOCK__KIND_IS_RW(l->kind)
-                                              ? l->keylen - 3
-                                              : l->keylen) +
-                              1);
-  return l->key_slot1 - 1u;
+  if (!l->key_slot_known) {
+    l->key_slot = (uint16_t)redlock__key_slot(
+        l->key, REDLOCK__KIND_IS_RW(l->kind) ? l->keylen - 3 : l->keylen);
+    l->key_slot_known = 1;
+  }
+  return l->key_slot;
 }
 
 /* The handle's other machines change only here, as its state does
@@ -203,9 +202,9 @@ static inline unsigned redlock__lock_key_slot(redlock_lock_t *l) {
 static inline void redlock__lock_set_op(redlock_lock_t *l, redlock__op op) {
   l->op = op;
 }
-static inline void redlock__lock_set_slot(redlock_lock_t *l,
-                                          redlock__slot slot) {
-  l->slot = slot;
+static inline void redlock__lock_set_owner(redlock_lock_t *l,
+                                           redlock__owner owner) {
+  l->owner = owner;
 }
 static inline void redlock__lock_set_phase(redlock_lock_t *l,
                                            redlock__phase phase) {

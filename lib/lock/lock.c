@@ -10,8 +10,8 @@
  * Invariants
  *  1. One user operation at a time (op): acquire, extend, release or
  *     inspect; another call while one is in flight fails with EBUSY.
- *  2. The main round (round) has one owner (slot): the user's operation or
- *     the watchdog. A user extend, release or acquire takes the slot from
+ *  2. The main round (round) has one owner (`owner`): the user's operation or
+ *     the watchdog. A user extend, release or acquire takes the round from
  *     the watchdog: the watchdog's round is dropped (its late replies are
  *     only consumed). Inspect has its own round and never touches the
  *     slot, so it cannot cancel an auto-extension.
@@ -185,9 +185,9 @@ redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
 
 void redlock__lock_renewal_stop(redlock_lock_t *l) {
   redlock__tq_stop(&l->client->tq, &l->wd);
-  if (l->slot == REDLOCK__SLOT_WATCHDOG) {
+  if (l->owner == REDLOCK__OWNER_WATCHDOG) {
     redlock__lock_drop_round(l);   /* its late votes no longer count */
-    redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
+    redlock__lock_set_owner(l, REDLOCK__OWNER_FREE);
   }
 }
 
@@ -428,8 +428,8 @@ static void lock_deliver(redlock_lock_t *l) {
     l->above->unwait(l);
   l->cb = NULL;
   redlock__lock_set_op(l, REDLOCK__OP_NONE);
-  if (l->slot == REDLOCK__SLOT_USER) {
-    redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
+  if (l->owner == REDLOCK__OWNER_USER) {
+    redlock__lock_set_owner(l, REDLOCK__OWNER_FREE);
     l->round = NULL;   /* detached after the callback */
   } else {
     r = NULL;
@@ -461,7 +461,7 @@ static void lock_deliver(redlock_lock_t *l) {
 
 void redlock__lock_complete(redlock_lock_t *l, int status) {
   l->status = status;
-  if (l->round != NULL && l->slot == REDLOCK__SLOT_USER) {
+  if (l->round != NULL && l->owner == REDLOCK__OWNER_USER) {
     /* First send to the decision (the result's validity is counted at
      * the decision too), not to this call: under load the two differ. */
     redlock__ns end = l->round->decided_ns != 0 ? l->round->decided_ns
@@ -491,11 +491,11 @@ static void op_begin(redlock_lock_t *l, redlock__op op, redlock_lock_cb cb,
 
 /* The user's operation takes the main round from the watchdog. */
 static void take_slot(redlock_lock_t *l) {
-  if (l->slot == REDLOCK__SLOT_WATCHDOG) {
+  if (l->owner == REDLOCK__OWNER_WATCHDOG) {
     redlock__tq_stop(&l->client->tq, &l->wd);
     redlock__lock_drop_round(l);
   }
-  redlock__lock_set_slot(l, REDLOCK__SLOT_USER);
+  redlock__lock_set_owner(l, REDLOCK__OWNER_USER);
 }
 
 /* ---- extend -------------------------------------------------------------- */
@@ -933,7 +933,7 @@ int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   return 0;
 }
 
-/* A round of its own (never the slot's) that waits for every master:
+/* A round of its own (never the main one) that waits for every master:
  * inspect, and the ttl record's setting (redlock_client_set_ttl_record). */
 static int side_round(redlock_lock_t *l, redlock__cmd cmd, int64_t value,
                       redlock_lock_cb cb, void *arg) {
@@ -1056,7 +1056,7 @@ int redlock_lock_cancel(redlock_lock_t *l) {
   c->in_api++;
   /* The round in flight decides nothing any more; its votes stay for the
    * callback's result. */
-  if (l->round != NULL && l->slot == REDLOCK__SLOT_USER)
+  if (l->round != NULL && l->owner == REDLOCK__OWNER_USER)
     redlock__round_stop(l->round);
   if (l->state == REDLOCK__LOCK_HELD) {
     /* A re-entry waiting for its longer-ttl extend: the lock stays held

@@ -30,7 +30,7 @@ typedef struct redlock__lock_above {
                                            watchdog keeps in step */
 } redlock__lock_above;
 /* Stops the renewals: the watchdog's timer entry, and its round if it
- * owns the slot. */
+ * owns the main round. */
 void redlock__lock_renewal_stop(redlock_lock_t *l);
 /* The lock is lost: state LOST, and on_lost (auto-extended locks) fires,
  * at most once per acquisition. */
@@ -66,7 +66,7 @@ int redlock__lock_rw_names(redlock_lock_t *l);
 /* Validity deadline of a round of `ttl_ms` that started at `start`. */
 redlock__ns redlock__lock_deadline(const redlock_lock_t *l,
                                    redlock__ns start, int64_t ttl_ms);
-/* Starts the main round of `cmd` for the slot owner. The round may decide
+/* Starts the main round of `cmd` for its owner (l->owner). The round may decide
  * inside this call (every master down). */
 redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
                                     int64_t ttl_ms, redlock__round_fn fn,

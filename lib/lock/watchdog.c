@@ -1,9 +1,9 @@
 /* watchdog.c: auto-extension and the lost-lock signal.
  *
  * Owns: the renewal schedule of an auto-extended lock, its extend rounds
- * (the watchdog's use of the lock's main round slot), and firing on_lost
+ * (the watchdog's turn as owner of the lock's main round), and firing on_lost
  * exactly once. Does not own: the user's operations (lock.c), which take
- * the slot from the watchdog whenever they need it.
+ * the main round from the watchdog whenever they need it.
  *
  *   HELD --ttl/3 (- up to ttl/10)--> extend round --ok--> HELD (again)
  *                     | majority says not ours ---------> lost(ENOTHELD)
@@ -149,7 +149,7 @@ void redlock__wd_decided(redlock_lock_t *l, const redlock__wd_outcome *o,
     redlock__lock_event(l, REDLOCK_EV_AUTO_EXTEND, &res);
   }
   redlock__lock_drop_round(l);
-  redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
+  redlock__lock_set_owner(l, REDLOCK__OWNER_FREE);
   if (ok) {
     l->valid_until = deadline;
     redlock__wd_arm_renewal(l);
@@ -193,18 +193,18 @@ static void wd_on_timer(redlock_lock_t *l) {
     wd_lost(l, REDLOCK_EEXPIRED);
     return;
   }
-  if (l->slot != REDLOCK__SLOT_FREE) {
+  if (l->owner != REDLOCK__OWNER_FREE) {
     /* The user's operation, or our own round, is in flight: look again
      * soon, and at the end of the validity at the latest. */
     wd_arm_retry(l, now);
     return;
   }
-  redlock__lock_set_slot(l, REDLOCK__SLOT_WATCHDOG);
+  redlock__lock_set_owner(l, REDLOCK__OWNER_WATCHDOG);
   redlock__lock_set_phase(l, REDLOCK__PHASE_EXTEND);
   if (wd_batched(l)) {
     /* Sent at the end of this timer pass with the others due now. */
     if (redlock__batch_add(l->client, l, l->ttl_ms, &batch_owner) != 0) {
-      redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
+      redlock__lock_set_owner(l, REDLOCK__OWNER_FREE);
       wd_arm_retry(l, now);
       return;
     }
@@ -213,11 +213,11 @@ static void wd_on_timer(redlock_lock_t *l) {
   }
   if (redlock__lock_round(l, redlock__kind_of(l)->extend, l->ttl_ms, on_wd_decided, NULL) ==
       NULL) {
-    redlock__lock_set_slot(l, REDLOCK__SLOT_FREE);
+    redlock__lock_set_owner(l, REDLOCK__OWNER_FREE);
     wd_arm_retry(l, now);
     return;
   }
-  if (l->slot == REDLOCK__SLOT_WATCHDOG)
+  if (l->owner == REDLOCK__OWNER_WATCHDOG)
     wd_arm(l, wd_left_ns(l, now) / (int64_t)REDLOCK__NS_PER_MS + 1);
 }
 

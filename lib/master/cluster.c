@@ -1,6 +1,6 @@
 /* cluster.c: a Redis Cluster as one master of the quorum.
  *
- * Owns: the cluster's slot map (slot -> node), which node slots of the
+ * Owns: the cluster's slot map (slot -> node), which nodes of the
  * client serve which primary, the topology (read at every node's
  * handshake, after a redirection, and every few seconds), and following
  * MOVED and ASK. Does not own: connections (node.c), votes (round.c), or
@@ -21,7 +21,7 @@
  * CLUSTER MYID and CLUSTER SHARDS (CLUSTER SLOTS before 7.0): that reply
  * is applied to the map, and the handshake goes on only on a primary that
  * serves slots (its record keys are tagged to the first of them); a node
- * that is not one is pointed at a primary that no node slot has yet, or
+ * that is not one is pointed at a primary that no node has yet, or
  * idled.
  *
  * Redirections: MOVED updates the map for that slot, asks for the whole
@@ -55,13 +55,13 @@ typedef struct primary {
   char host[256];
   size_t hostlen;
   int port;
-  int node;            /* the node slot's index in cl->slot_of, or -1 */
+  int node;            /* the node's index in cl->node_index, or -1 */
   unsigned first;      /* its lowest slot */
   unsigned n_slots;
 } primary;
 
-static redlock__node *slot_node(redlock__cluster *cl, unsigned k) {
-  return &cl->nodes[cl->slot_of[k]];
+static redlock__node *cluster_node(redlock__cluster *cl, unsigned k) {
+  return &cl->nodes[cl->node_index[k]];
 }
 
 int redlock__cluster_init(redlock__cluster *cl, const redlock__uri *uri,
@@ -98,13 +98,13 @@ void redlock__cluster_free(redlock__cluster *cl) {
 
 redlock__node *redlock__cluster_route(redlock__cluster *cl, unsigned slot) {
   uint16_t k = cl->map[slot & (REDLOCK__SLOTS - 1)];
-  return k != REDLOCK__NO_NODE ? &cl->nodes[k] : slot_node(cl, 0);
+  return k != REDLOCK__NO_NODE ? &cl->nodes[k] : cluster_node(cl, 0);
 }
 
 unsigned redlock__cluster_used(const redlock__cluster *cl) {
   unsigned k, used = 0;
   for (k = 0; k < cl->cap; k++)
-    used += !cl->nodes[cl->slot_of[k]].lazy;
+    used += !cl->nodes[cl->node_index[k]].lazy;
   return used;
 }
 
@@ -293,7 +293,7 @@ static int same_id(const redlock__node *n, const primary *p) {
          memcmp(n->myid, p->id, p->idlen) == 0;
 }
 
-/* A node slot that serves nothing any more: its connection goes, and it
+/* A node that serves nothing any more: its connection goes, and it
  * is not made again until a topology names it. */
 static void idle(redlock__node *n, const char *why) {
   if (n->lazy)
@@ -312,21 +312,21 @@ static redlock__topo apply(redlock__cluster *cl, redlock__node *from,
   char host[256];
   for (k = 0; k < cl->cap; k++)
     assigned[k] = -1;
-  /* Match node slots to primaries: by node id, then by address. */
+  /* Match nodes to primaries: by node id, then by address. */
   for (j = 0; j < np; j++)
     for (k = 0; k < cl->cap && prim[j].node < 0; k++)
-      if (assigned[k] < 0 && same_id(slot_node(cl, k), &prim[j])) {
+      if (assigned[k] < 0 && same_id(cluster_node(cl, k), &prim[j])) {
         prim[j].node = (int)k;
         assigned[k] = (int)j;
       }
   for (j = 0; j < np; j++)
     for (k = 0; k < cl->cap && prim[j].node < 0; k++)
-      if (assigned[k] < 0 && slot_node(cl, k)->myid[0] == '\0' &&
-          same_addr(slot_node(cl, k), &prim[j])) {
+      if (assigned[k] < 0 && cluster_node(cl, k)->myid[0] == '\0' &&
+          same_addr(cluster_node(cl, k), &prim[j])) {
         prim[j].node = (int)k;
         assigned[k] = (int)j;
       }
-  /* The others get a free node slot: the first node's if it has none
+  /* The others get a free node: the first node's if it has none
    * (it should serve, not idle), then ones never used, then idle ones. */
   for (j = 0; j < np; j++) {
     int pick = -1;
@@ -335,7 +335,7 @@ static redlock__topo apply(redlock__cluster *cl, redlock__node *from,
     if (assigned[0] < 0)
       pick = 0;
     for (k = 1; k < cl->cap && pick < 0; k++)
-      if (assigned[k] < 0 && slot_node(cl, k)->uri.host == NULL)
+      if (assigned[k] < 0 && cluster_node(cl, k)->uri.host == NULL)
         pick = (int)k;
     for (k = 1; k < cl->cap && pick < 0; k++)
       if (assigned[k] < 0)
@@ -353,7 +353,7 @@ static redlock__topo apply(redlock__cluster *cl, redlock__node *from,
   for (s = 0; s < REDLOCK__SLOTS; s++) {
     uint16_t v = REDLOCK__NO_NODE;
     if (tmp[s] != REDLOCK__NO_NODE && prim[tmp[s]].node >= 0) {
-      v = (uint16_t)cl->slot_of[prim[tmp[s]].node];
+      v = (uint16_t)cl->node_index[prim[tmp[s]].node];
       covered++;
     }
     cl->map[s] = v;
@@ -365,9 +365,9 @@ static redlock__topo apply(redlock__cluster *cl, redlock__node *from,
              "failed over)", REDLOCK__SLOTS - covered);
   else if (np <= REDLOCK__CLUSTER_NODES)
     cl->problem[0] = '\0';
-  /* Node slots follow: pointed at their primary, tagged, or idled. */
+  /* Nodes follow: pointed at their primary, tagged, or idled. */
   for (k = 0; k < cl->cap; k++) {
-    redlock__node *n = slot_node(cl, k);
+    redlock__node *n = cluster_node(cl, k);
     primary *p;
     if (assigned[k] < 0) {
       idle(n, "no longer a primary that serves slots of the cluster");
@@ -397,7 +397,7 @@ static redlock__topo apply(redlock__cluster *cl, redlock__node *from,
       continue;
     }
     if (n->state == REDLOCK__NODE_UP &&
-        cl->map[n->tag_slot] != cl->slot_of[k]) {
+        cl->map[n->tag_slot] != cl->node_index[k]) {
       /* Its records' slot went elsewhere: a new tag, read afresh. */
       (void)redlock__node_repoint(n, host, p->port,
                                   "the slot of its records moved");
@@ -464,7 +464,7 @@ static void on_refresh_reply(redlock__req *req, const redlock__reply *r,
   (void)errstr;
   cl->refreshing = 0;
   if (r != NULL && r->type != REDLOCK__R_ERROR)
-    (void)topology(cl, req->node, 0, r, (int)req->tag);
+    (void)topology(cl, req->node, 0, r, 0);   /* SHARDS */
   if (cl->refresh_again) {
     cl->refresh_again = 0;
     redlock__cluster_refresh(cl);
@@ -480,7 +480,7 @@ void redlock__cluster_refresh(redlock__cluster *cl) {
     return;
   }
   for (k = 0; k < cl->cap; k++) {
-    redlock__node *n = slot_node(cl, k);
+    redlock__node *n = cluster_node(cl, k);
     redlock__req *req;
     if (n->state != REDLOCK__NODE_UP)
       continue;
@@ -489,7 +489,6 @@ void redlock__cluster_refresh(redlock__cluster *cl) {
       return;
     req->cb = on_refresh_reply;
     req->owner = cl;
-    req->tag = 0;   /* CLUSTER SHARDS */
     req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
     if (redlock__node_submit(n, req, 2, argv, lens) == 0) {
       cl->refreshing = 1;
@@ -509,7 +508,7 @@ void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n) {
     redlock__cluster_refresh(cl);
     return;
   }
-  if (n != slot_node(cl, 0) || cl->have_map || cl->n_seeds < 2)
+  if (n != cluster_node(cl, 0) || cl->have_map || cl->n_seeds < 2)
     return;
   /* No topology yet and every seed failed this round: the next round
    * starts at the node's own backoff. */
@@ -521,7 +520,7 @@ void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n) {
 
 int redlock__cluster_next_seed(redlock__node *n) {
   redlock__cluster *cl = n->cluster;
-  if (cl == NULL || n != slot_node(cl, 0) || cl->have_map ||
+  if (cl == NULL || n != cluster_node(cl, 0) || cl->have_map ||
       cl->seed_tries + 1 >= cl->n_seeds)
     return 0;
   /* The seed failed: try the next one at once (requests keep waiting). */
@@ -536,7 +535,7 @@ int redlock__cluster_next_seed(redlock__node *n) {
 
 /* ---- redirections -------------------------------------------------------- */
 
-/* The node slot for host:port (a known one, or a free one pointed
+/* The node for host:port (a known one, or a free one pointed
  * there), or NULL. */
 static redlock__node *node_for(redlock__cluster *cl, const char *host,
                                size_t hostlen, int port) {
@@ -550,22 +549,22 @@ static redlock__node *node_for(redlock__cluster *cl, const char *host,
   p.hostlen = hostlen;
   p.port = port;
   for (k = 0; k < cl->cap; k++)
-    if (same_addr(slot_node(cl, k), &p) && !slot_node(cl, k)->lazy)
-      return slot_node(cl, k);
+    if (same_addr(cluster_node(cl, k), &p) && !cluster_node(cl, k)->lazy)
+      return cluster_node(cl, k);
   for (k = 0; k < cl->cap; k++)
-    if (same_addr(slot_node(cl, k), &p))
+    if (same_addr(cluster_node(cl, k), &p))
       break;
   if (k == cl->cap)
     for (k = 1; k < cl->cap; k++)
-      if (slot_node(cl, k)->lazy)
+      if (cluster_node(cl, k)->lazy)
         break;
   if (k == cl->cap)
     return NULL;
   snprintf(h, sizeof(h), "%.*s", (int)hostlen, host);
-  if (redlock__node_repoint(slot_node(cl, k), h, port,
+  if (redlock__node_repoint(cluster_node(cl, k), h, port,
                             "named by a redirection") != 0)
     return NULL;
-  return slot_node(cl, k);
+  return cluster_node(cl, k);
 }
 
 int redlock__cluster_redirect(redlock__node *n, redlock__req *req,

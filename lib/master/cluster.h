@@ -6,13 +6,13 @@
 #include "node.h"
 #include "pure.h"
 
-#define REDLOCK__CLUSTER_NODES 32   /* node slots per cluster: at most this
+#define REDLOCK__CLUSTER_NODES 32   /* nodes per cluster: at most this
                                        many primaries are used at once */
 #define REDLOCK__NO_NODE 0xffff
 
 typedef struct redlock__cluster {
   redlock__node *nodes;        /* the client's node array */
-  unsigned slot_of[REDLOCK__CLUSTER_NODES];   /* its node slots (indexes
+  unsigned node_index[REDLOCK__CLUSTER_NODES];   /* its nodes (indexes
                                                  in nodes): [0] = master */
   unsigned cap;
   const char *prefix;          /* the client's key prefix */
@@ -33,7 +33,7 @@ typedef struct redlock__cluster {
   char problem[200];           /* the latest topology problem, or "" */
 } redlock__cluster;
 
-/* cl->nodes, cap and slot_of must be set; the URI's seeds are
+/* cl->nodes, cap and node_index must be set; the URI's seeds are
  * copied. 0 or ENOMEM. */
 int redlock__cluster_init(redlock__cluster *cl, const redlock__uri *uri,
                           const char *prefix, size_t prefix_len);
@@ -54,7 +54,7 @@ int redlock__cluster_next_seed(redlock__node *n);
 void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n);
 /* Asks a connected node for the topology (at most one on the wire). */
 void redlock__cluster_refresh(redlock__cluster *cl);
-/* Node slots of the cluster in use (serving slots or connecting). */
+/* Nodes of the cluster in use (serving slots or connecting). */
 unsigned redlock__cluster_used(const redlock__cluster *cl);
 
 #endif

@@ -56,24 +56,24 @@ static const char *sentinel_problem(const redlock__master *m) {
   return m->sentinel->errstr;
 }
 
-static unsigned one_node_slots(const redlock__master *m,
+static unsigned one_node_indexes(const redlock__master *m,
                                const unsigned **out) {
   (void)m;
   *out = NULL;
   return 1;
 }
 
-static unsigned cluster_node_slots(const redlock__master *m,
+static unsigned cluster_node_indexes(const redlock__master *m,
                                    const unsigned **out) {
-  *out = m->cluster->slot_of;
+  *out = m->cluster->node_index;
   return m->cluster->cap;
 }
 
 static void plain_init_nodes(redlock__master *m, redlock__node_env *env,
                              redlock__uri *u, int declared,
-                             unsigned *next_slot) {
+                             unsigned *next_node) {
   (void)declared;
-  (void)next_slot;
+  (void)next_node;
   redlock__node_init(&m->nodes[m->index], env, m->index, u);
 }
 
@@ -114,7 +114,7 @@ static const redlock__master_ops plain_ops = {
     .holds_marks = 1,
     .replica_ok = 0,
     .node_is = NULL,
-    .node_slots = one_node_slots,
+    .node_indexes = one_node_indexes,
     .init_nodes = plain_init_nodes,
     .start = node_start,
     .close = nothing_to_close,
@@ -126,11 +126,11 @@ static const redlock__master_ops plain_ops = {
  * primary (lazy); it keeps the URI's credentials, db and TLS. */
 static void sentinel_init_nodes(redlock__master *m, redlock__node_env *env,
                                 redlock__uri *u, int declared,
-                                unsigned *next_slot) {
+                                unsigned *next_node) {
   redlock__uri data;
   redlock__node *n = &m->nodes[m->index];
   (void)declared;
-  (void)next_slot;
+  (void)next_node;
   memset(&data, 0, sizeof(data));
   data.tls = u->tls;
   data.db = u->db;
@@ -177,7 +177,7 @@ static const redlock__master_ops sentinel_ops = {
     .holds_marks = 1,
     .replica_ok = 0,
     .node_is = "sentinel group",
-    .node_slots = one_node_slots,
+    .node_indexes = one_node_indexes,
     .init_nodes = sentinel_init_nodes,
     .start = sentinel_start,
     .close = sentinel_close,
@@ -197,8 +197,8 @@ static unsigned cluster_record_nodes(const redlock__master *m, uint16_t *out,
   const redlock__cluster *cl = m->cluster;
   unsigned k, n = 0;
   for (k = 0; k < cl->cap && n < max; k++)
-    if (!m->nodes[cl->slot_of[k]].lazy)
-      out[n++] = (uint16_t)cl->slot_of[k];
+    if (!m->nodes[cl->node_index[k]].lazy)
+      out[n++] = (uint16_t)cl->node_index[k];
   return n;
 }
 
@@ -207,8 +207,8 @@ static unsigned cluster_nodes(const redlock__master *m, unsigned *out,
   const redlock__cluster *cl = m->cluster;
   unsigned k, n = 0;
   for (k = 0; k < cl->cap && n < max; k++)
-    if (!m->nodes[cl->slot_of[k]].lazy || k == 0)
-      out[n++] = cl->slot_of[k];
+    if (!m->nodes[cl->node_index[k]].lazy || k == 0)
+      out[n++] = cl->node_index[k];
   return n;
 }
 
@@ -216,7 +216,7 @@ static int cluster_up(const redlock__master *m) {
   const redlock__cluster *cl = m->cluster;
   unsigned k;
   for (k = 0; k < cl->cap; k++)
-    if (m->nodes[cl->slot_of[k]].state == REDLOCK__NODE_UP)
+    if (m->nodes[cl->node_index[k]].state == REDLOCK__NODE_UP)
       return 1;
   return 0;
 }
@@ -239,21 +239,21 @@ static const char *cluster_problem(const redlock__master *m) {
   return m->cluster->problem;
 }
 
-/* A Redis Cluster: its first node (node slot `index`) starts at the first
- * seed; its other node slots wait for the topology (lazy). Each gets the
+/* A Redis Cluster: its first node (node `index`) starts at the first
+ * seed; its other nodes wait for the topology (lazy). Each gets the
  * cluster URI's credentials and TLS. Nothing here fails but memory of the
  * credentials' copies (then a node goes without them and AUTH fails:
  * reported as any refused password). */
 static void cluster_init_nodes(redlock__master *m, redlock__node_env *env,
                                redlock__uri *u, int declared,
-                               unsigned *next_slot) {
+                               unsigned *next_node) {
   redlock__cluster *cl = m->cluster;
   unsigned k, i = m->index;
   char display[300];
   int v6 = strchr(u->host, ':') != NULL;
   cl->nodes = m->nodes;
   cl->cap = REDLOCK__CLUSTER_NODES;
-  cl->slot_of[0] = i;
+  cl->node_index[0] = i;
   for (k = 1; k < cl->cap; k++) {
     redlock__uri blank;
     redlock__node *n;
@@ -261,14 +261,14 @@ static void cluster_init_nodes(redlock__master *m, redlock__node_env *env,
     blank.tls = u->tls;
     blank.username = u->username ? redlock__strdup(u->username) : NULL;
     blank.password = u->password ? redlock__strdup(u->password) : NULL;
-    cl->slot_of[k] = *next_slot;
-    n = &m->nodes[*next_slot];
-    redlock__node_init(n, env, *next_slot, &blank);
+    cl->node_index[k] = *next_node;
+    n = &m->nodes[*next_node];
+    redlock__node_init(n, env, *next_node, &blank);
     n->master = i;
     n->cluster = cl;
     n->lazy = 1;
     n->declared = declared;
-    (*next_slot)++;
+    (*next_node)++;
   }
   /* The first node's own display is its address (the master's is the
    * cluster URI). */
@@ -300,7 +300,7 @@ static const redlock__master_ops cluster_ops = {
     .holds_marks = 0,
     .replica_ok = 1,
     .node_is = "Redis Cluster shard",
-    .node_slots = cluster_node_slots,
+    .node_indexes = cluster_node_indexes,
     .init_nodes = cluster_init_nodes,
     .start = node_start,
     .close = nothing_to_close,

@@ -22,7 +22,7 @@
 #include "sentinel.h"
 #include "uri.h"
 
-/* The most nodes a master has (a cluster's node slots). */
+/* The most nodes a master has (a cluster's nodes). */
 #define REDLOCK__MASTER_NODES REDLOCK__CLUSTER_NODES
 
 typedef struct redlock__master redlock__master;
@@ -43,7 +43,7 @@ typedef struct redlock__master_ops {
   unsigned (*nodes)(const redlock__master *m, unsigned *out, unsigned max);
   /* Is any of its nodes up? */
   int (*up)(const redlock__master *m);
-  /* Node slots in use, and redirections followed (statistics). */
+  /* Nodes in use, and redirections followed (statistics). */
   unsigned (*used)(const redlock__master *m);
   void (*redirections)(const redlock__master *m, uint64_t *moved,
                        uint64_t *asked);
@@ -64,13 +64,13 @@ typedef struct redlock__master_ops {
   int holds_marks;
   int replica_ok;
   const char *node_is;
-  /* Every node slot it has (in use or not): how many; *out the list of
+  /* Every node it has (in use or not): how many; *out the list of
    * their indexes, or NULL when it is the one slot `index`. */
-  unsigned (*node_slots)(const redlock__master *m, const unsigned **out);
-  /* Sets up its nodes in the client's array (node slot `index` first,
-   * then from *next_slot on); takes u's strings. */
+  unsigned (*node_indexes)(const redlock__master *m, const unsigned **out);
+  /* Sets up its nodes in the client's array (node `index` first,
+   * then from *next_node on); takes u's strings. */
   void (*init_nodes)(redlock__master *m, redlock__node_env *env,
-                     redlock__uri *u, int declared, unsigned *next_slot);
+                     redlock__uri *u, int declared, unsigned *next_node);
   /* Starts connecting (or asking the sentinels). */
   void (*start)(redlock__master *m);
   /* Closes what it has beside its nodes: 1 when closed(arg) follows. */
@@ -95,7 +95,7 @@ int redlock__master_new(redlock__master *m, unsigned index,
                         redlock__node *nodes, redlock__node_env *env,
                         const redlock__uri *u, const char *prefix,
                         size_t prefix_len);
-/* Node slots that a master of u's kind needs in the client's array. */
+/* Nodes that a master of u's kind needs in the client's array. */
 unsigned redlock__master_node_slots(const redlock__uri *u);
 void redlock__master_free(redlock__master *m);
 /* The hooks the nodes call for their master's kind (a cluster node's

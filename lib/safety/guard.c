@@ -180,11 +180,11 @@ static int reading_ok(const redlock__node *n) {
   return n->clock.wall_us >= 0;
 }
 
-/* The node slots of master m (its first node, a cluster's others). */
+/* The nodes of master m (its first node, a cluster's others). */
 static unsigned master_nodes(const redlock__guard *g, unsigned m,
                              const unsigned **out) {
   const redlock__master *ma = &g->masters[m];
-  return ma->ops->node_slots(ma, out);
+  return ma->ops->node_indexes(ma, out);
 }
 
 /* The master that node n belongs to. */
@@ -418,7 +418,7 @@ static void clock_reading(redlock__guard *g, unsigned idx, int same) {
       rd->reply_ns - gn->settled_ns >= SETTLE_EVERY_NS)
     settle(g, idx);
   /* Masters that waited for the others' clocks (first connections):
-   * looked for only while some may be (a cluster has many node slots). */
+   * looked for only while some may be (a cluster has many nodes). */
   if (g->unsettled) {
     unsigned left = 0;
     for (i = 0; i < g->n; i++) {
@@ -731,26 +731,26 @@ static int decl_waiting(const redlock__guard *g) {
 #define STAMP_BACKOFF_MIN_MS 500
 #define STAMP_BACKOFF_MAX_MS 8000
 
-/* Node j's answer to master i's mark (req->tag: i * n + j; req->kind: the
+/* Node j's answer to master i's mark (req->tag.cell: i * n + j; req->kind: the
  * mark's generation). Only an integer (HSET's count) means the mark is
  * there: an error (NOPERM, OOM, READONLY), a timeout or a lost connection
  * leaves it to be sent again, and is told once per mark. */
 static void on_stamp_reply(redlock__req *req, const redlock__reply *r,
                            int error, const char *errstr) {
   redlock__guard *g = req->owner;
-  unsigned i = req->tag / g->n, j = req->tag % g->n;
+  unsigned i = req->tag.cell / g->n, j = req->tag.cell % g->n;
   redlock__guard_node *gn;
   if (g->stamp == NULL || i >= g->n_masters)
     return;
   gn = &g->gn[i];
   if (req->kind != gn->stamp_gen || gn->mark[0] == '\0' ||
-      g->stamp[req->tag] != GUARD_STAMP_SENT)
+      g->stamp[req->tag.cell] != GUARD_STAMP_SENT)
     return;   /* an older mark's, or stamped again meanwhile */
   if (r != NULL && r->type == REDLOCK__R_INTEGER) {
-    g->stamp[req->tag] = GUARD_STAMP_DONE;
+    g->stamp[req->tag.cell] = GUARD_STAMP_DONE;
     return;
   }
-  g->stamp[req->tag] = GUARD_STAMP_FAILED;
+  g->stamp[req->tag.cell] = GUARD_STAMP_FAILED;
   if (gn->stamp_backoff_ms == 0)
     gn->stamp_backoff_ms = STAMP_BACKOFF_MIN_MS;
   gn->stamp_retry_ns = guard_now(g) +
@@ -809,7 +809,7 @@ static void stamp_on(redlock__guard *g, unsigned i, unsigned j) {
   req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
   req->cb = on_stamp_reply;
   req->owner = g;
-  req->tag = i * g->n + j;
+  req->tag.cell = i * g->n + j;
   req->kind = g->gn[i].stamp_gen;
   g->stamp[i * g->n + j] = GUARD_STAMP_SENT;
   (void)redlock__node_submit(node, req, 4, argv, lens);
@@ -932,7 +932,7 @@ static void on_marks_reply(redlock__req *req, const redlock__reply *r,
   unsigned m;
   (void)error;
   (void)errstr;
-  if (req->tag != g->read_gen || !g->reading)
+  if (req->tag.gen != g->read_gen || !g->reading)
     return;
   if (r != NULL && r->type == REDLOCK__R_ARRAY) {
     g->marks_ok[req->idx] = 1;
@@ -1027,7 +1027,7 @@ static void on_read_reply(redlock__req *req, const redlock__reply *r,
   redlock__guard *g = req->owner;
   (void)error;
   (void)errstr;
-  if (req->tag != g->read_gen || !g->reading)
+  if (req->tag.gen != g->read_gen || !g->reading)
     return;
   if (r != NULL) {
     redlock__vote v;
@@ -1080,7 +1080,7 @@ static void guard_start_read(redlock__guard *g) {
     if (req != NULL) {
       req->cb = on_read_reply;
       req->owner = g;
-      req->tag = g->read_gen;
+      req->tag.gen = g->read_gen;
       req->flags = REDLOCK__REQ_HERE;
       if (redlock__node_submit(&g->nodes[i], req, 2, argv, lens) != 0)
         g->read_left--;
@@ -1102,7 +1102,7 @@ static void guard_start_read(redlock__guard *g) {
       ml[1] = g->broke_keylen;
       req->cb = on_marks_reply;
       req->owner = g;
-      req->tag = g->read_gen;
+      req->tag.gen = g->read_gen;
       req->flags = REDLOCK__REQ_HERE;
       if (redlock__node_submit(&g->nodes[i], req, 2, mv, ml) == 0)
         continue;

@@ -123,9 +123,9 @@ typedef void (*redlock__guard_warn_fn)(void *arg, unsigned idx,
                                        const char *msg);
 
 typedef struct redlock__guard {
-  redlock__node *nodes;       /* every node slot of the client */
+  redlock__node *nodes;       /* every node of the client */
   const struct redlock__master *masters;   /* n_masters (master.h) */
-  unsigned n;                 /* node slots */
+  unsigned n;                 /* nodes */
   unsigned n_masters;         /* masters (of the quorum): node i < n_masters
                                  is master i's first node, every node
                                  knows its master */
@@ -168,7 +168,7 @@ typedef struct redlock__guard {
 } redlock__guard;
 
 /* 0 or ENOMEM. key may be NULL unless mode_ms == 0. The guard's indexes
- * are node slots (nodes[0..n)); quorums count masters. */
+ * are nodes (nodes[0..n)); quorums count masters. */
 int redlock__guard_init(redlock__guard *g, redlock__node *nodes, unsigned n,
                         unsigned n_masters, unsigned quorum, int64_t mode_ms,
                         const char *key, size_t keylen);

@@ -18,7 +18,7 @@ typedef void (*redlock__tq_fire_fn)(redlock__tq_entry *e);
 struct redlock__tq_entry {
   redlock__ns due;     /* redlock__sys_now() */
   uint64_t seq;        /* equal dues run in start order */
-  uint32_t pos;        /* heap slot + 1; 0 when not queued */
+  uint32_t pos;        /* heap position + 1; 0 when not queued */
   uint16_t early_ms;   /* may run this much before due, when another
                           entry runs in the same pass (batching) */
   redlock__tq_fire_fn fire;   /* the latest start's */
