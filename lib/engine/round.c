@@ -682,10 +682,7 @@ static void part_submit(redlock__round *r, unsigned i, unsigned k,
     sub.rec_len = n->rec_maxttl_len;
   } else {
     r->owner->groups(r, &g);
-    sub.names = &g.names[g.first[k]];
-    sub.name_lens = &g.lens[g.first[k]];
-    sub.n_names = g.first[k + 1] - g.first[k];
-    n = redlock__master_route(m, g.slot[g.first[k]]);
+    n = redlock__groups_part(&g, k, m, &sub);
   }
   /* sub points into g: encoded while g lives. */
   argc = r->owner->argv(r, eval ? REDLOCK__ARGV_EVAL : 0u, &sub, argv, lens,

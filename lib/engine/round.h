@@ -121,6 +121,18 @@ typedef struct redlock__key_groups {
   unsigned n;
 } redlock__key_groups;
 
+/* Part k of g: its names into *sub (pointing into g), and the node of m
+ * that serves them now. */
+static inline redlock__node *redlock__groups_part(const redlock__key_groups *g,
+                                                  unsigned k,
+                                                  redlock__master *m,
+                                                  redlock__argv_sub *sub) {
+  sub->names = &g->names[g->first[k]];
+  sub->name_lens = &g->lens[g->first[k]];
+  sub->n_names = g->first[k + 1] - g->first[k];
+  return redlock__master_route(m, g->slot[g->first[k]]);
+}
+
 /* What a round asks its owner (lock handles: the lock layer's table). */
 typedef struct redlock__round_owner {
   /* The command's arguments (flags: REDLOCK__ARGV_*): for every master

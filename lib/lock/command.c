@@ -80,14 +80,10 @@ void redlock__lock_slot_send(redlock_lock_t *l, unsigned i,
     redlock__node *n;
     redlock__req *req;
     int argc;
-    if (redlock__multi_keys(cmd)) {
-      sub.names = &g.names[g.first[k]];
-      sub.name_lens = &g.lens[g.first[k]];
-      sub.n_names = g.first[k + 1] - g.first[k];
-      n = redlock__master_route(m, g.slot[g.first[k]]);
-    } else {
+    if (redlock__multi_keys(cmd))
+      n = redlock__groups_part(&g, k, m, &sub);
+    else
       n = redlock__master_route(m, redlock__lock_key_slot(l));
-    }
     argc = redlock__lock_argv_sub(l, cmd, ttl_ms, flags, &sub, argv, lens,
                                   nums);
     req = redlock__node_req(n);
