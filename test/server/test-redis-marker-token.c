@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../lib/scripts.h"
+#include "../../lib/scripts.h"
 #include "tutil.h"
 
 #define N 3
