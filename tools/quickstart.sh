@@ -125,7 +125,7 @@ PY
 
 # No process of this build may outlive a suite (issue 24).
 check_leftovers() {
-  if bash test/check-leftovers.sh "$here" "$TMPDIR"; then
+  if bash test/support/check-leftovers.sh "$here" "$TMPDIR"; then
     echo "PASS leftovers:$1" >>"$results"
   else
     echo "FAIL leftovers:$1" >>"$results"
@@ -209,19 +209,23 @@ case "$cmd" in
     trap 'rm -rf "$results" "$run_tmp"' EXIT
     # A build that fails is a failure of the run (counted), not its end.
     if build build; then
-      run_suite build plain --suite unit --suite redis --suite fault
+      run_suite build plain --suite unit --suite server --suite fault \
+        --suite cluster --suite cli
     else
       echo "FAIL build:plain" >>"$results"
     fi
     if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
-      run_suite build-asan asan --suite unit --suite redis --suite fault
+      run_suite build-asan asan --suite unit --suite server --suite fault \
+        --suite cluster --suite cli
     else
       echo "FAIL build:asan" >>"$results"
     fi
-    # valgrind: unit and redis; the fault suite's schedules are timed
-    # (pauses, deadlines, proxies) and under valgrind's 20-50x slowdown
-    # would measure valgrind, not the library: ASan covers their memory.
-    run_suite build valgrind --setup valgrind --suite unit --suite redis
+    # valgrind: all but the timed tests (suite "timed": all of fault and a
+    # few of cluster and cli); their schedules (pauses, deadlines, proxies)
+    # under valgrind's 20-50x slowdown would measure valgrind, not the
+    # library: ASan covers their memory.
+    run_suite build valgrind --setup valgrind --suite unit --suite server \
+      --suite cluster --suite cli --no-suite timed
     run_suite build slow --suite slow
     run_suite build install --suite install
     run_suite build readme --suite readme

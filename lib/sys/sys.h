@@ -3,7 +3,7 @@
  *
  * The clock, timers, random bytes, name resolution and the transport
  * under redlock__conn: the engine takes each of them from a redlock__sys
- * and never from libuv or the OS (test/check-seam.sh). The library ships
+ * and never from libuv or the OS (test/support/check-seam.sh). The library ships
  * one implementation (sys_uv.c: libuv, CLOCK_BOOTTIME, getrandom, real
  * sockets); the simulator brings its own (virtual time, seeded bytes,
  * simulated masters) and runs the same engine over it.

@@ -7,7 +7,7 @@
  * from that log: the intervals [start, last tick or end] of all terms,
  * of all processes, never overlap.
  *
- * Quick cases (suite redis):
+ * Quick cases (suite cli):
  *  a) two elect processes: one runs CMD; `redlock leader` names it;
  *  b) SIGKILL of the leader's elect: its CMD gets SIGTERM (PDEATHSIG), the
  *     standby's CMD starts once the lock expired (ttl 1 s), within the

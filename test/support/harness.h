@@ -170,9 +170,9 @@ int harness_sentinel_primary_port(const harness_server *sentinel,
 
 /* ---- wall-clock steps ---------------------------------------------------
  * A server prepared with harness_clock_prepare (before harness_start) runs
- * under test/clockshim.c (LD_PRELOAD, path in $REDLOCK_CLOCKSHIM): its wall
- * clock (CLOCK_REALTIME, gettimeofday, time) is the real one plus an
- * offset kept in a file of its dir, which harness_clock_step changes at
+ * under test/support/clockshim.c (LD_PRELOAD, path in $REDLOCK_CLOCKSHIM):
+ * its wall clock (CLOCK_REALTIME, gettimeofday, time) is the real one plus
+ * an offset kept in a file of its dir, which harness_clock_step changes at
  * once. Its monotonic clock is untouched, as on a real host. */
 int harness_clock_available(void);
 void harness_clock_prepare(harness_server *s);

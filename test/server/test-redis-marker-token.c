@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../lib/base/scripts.h"
+#include "scripts.h"
 #include "tutil.h"
 
 #define N 3

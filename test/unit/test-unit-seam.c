@@ -17,7 +17,7 @@
  *    our random bytes).
  * A file of the engine that bypassed the seam (a libuv timer, a socket,
  * the OS clock) would leave this run hanging or failing: there is no
- * libuv loop here to run its callbacks. test/check-seam.sh checks the
+ * libuv loop here to run its callbacks. test/support/check-seam.sh checks the
  * same by reading the sources. */
 #include <arpa/inet.h>
 #include <dirent.h>
