@@ -123,7 +123,7 @@ def self_test():
     def run(files):
         with tempfile.TemporaryDirectory() as d:
             open(os.path.join(d, 'meson.build'), 'w').write(
-                "lib_layers = ['low', 'high']\n")
+                "lib_layers = ['low', 'master', 'high']\n")
             for path, text in files.items():
                 os.makedirs(os.path.dirname(os.path.join(d, path)),
                             exist_ok=True)
@@ -143,6 +143,9 @@ def self_test():
             'low/c.c': 'int c(void) {\n  return d();\n}\n',
             'low/d.c': 'int d(void) {\n  return c();\n}\n'}),
         'no layer': dict(good, **{'other/e.c': ''}),
+        'kind branch': dict(good, **{
+            'high/b.c': 'int b(struct m *m) {\n'
+                        '  return m->cluster != 0;\n}\n'}),
     }
     if run(good) != 0:
         print("check-layers: self-test: a good tree failed")
@@ -170,6 +173,25 @@ def main():
                 if b in edges[a]:
                     print(show(a, b, edges))
     layers = layers_of(d)
+    if layers is not None and 'master' in layers:
+        # Only the master layer knows which kind a master is: outside it,
+        # reading a kind's own state or comparing a master's table is a
+        # branch on the kind (issue 30).
+        kind = re.compile(r'(->|\.)(cluster|sentinel)\b|\bops\s*[!=]=\s*&')
+        for root, _, names in os.walk(d):
+            if os.path.relpath(root, d).split(os.sep)[0] == 'master':
+                continue
+            for n in sorted(names):
+                if not n.endswith(('.c', '.h')):
+                    continue
+                text = strip(open(os.path.join(root, n),
+                                  errors='replace').read())
+                for no, line in enumerate(text.split('\n'), 1):
+                    if kind.search(line):
+                        bad = 1
+                        print(f"check-layers: {d}: {n}:{no} asks which "
+                              f"kind a master is outside master/: "
+                              f"{line.strip()}")
     if layers is not None:
         rank = {f: i for i, f in enumerate(layers)}
         for u in files:

@@ -603,7 +603,7 @@ static int node_submit(redlock__node *n, redlock__req *req,
   if (req->sent_ns == 0)
     req->sent_ns = redlock__sys_now(n->env->sys);   /* a redirection keeps the first */
   if ((req->flags & REDLOCK__REQ_REDELIVER) ||
-      (n->cluster != NULL && !(req->flags & REDLOCK__REQ_HERE))) {
+      (n->redirects && !(req->flags & REDLOCK__REQ_HERE))) {
     /* Kept for a resend after a reconnect, or for a redirection. */
     if (req->cmd == NULL && req_copy_cmd(req, c) != 0)
       req->flags &= (uint8_t)~REDLOCK__REQ_REDELIVER;
@@ -830,7 +830,7 @@ static void parse_minrep(const redlock__reply *r, int *out) {
 }
 
 int redlock__node_checks_isolation(const redlock__node *n) {
-  return n->sentinel && !n->isolation_unchecked;
+  return n->primary_only && !n->isolation_unchecked;
 }
 
 /* Both sides of a partition can take writes only when each has
@@ -1136,7 +1136,7 @@ static void on_hs_reply(redlock__req *req, const redlock__reply *r,
     case HS_REPL:
       if (r->type == REDLOCK__R_STRING)
         parse_replication(n, r->str);
-      if (n->sentinel && strcmp(n->role, "master") != 0) {
+      if (n->primary_only && strcmp(n->role, "master") != 0) {
         /* The sentinels' answer was stale, or a switch is under way. */
         snprintf(why, sizeof(why), "role %s: not the primary (a switch "
                  "under way?); asking the sentinels again",
@@ -1269,7 +1269,7 @@ static int node_send_handshake(redlock__node *n) {
     if (hs_send(n, HS_AUTH, argc, argv, lens) != 0)
       return REDLOCK_ENOMEM;
   }
-  if (n->cluster != NULL) {
+  if (n->redirects) {
     argv[0] = "CLUSTER";
     lens[0] = 7;
     argv[1] = "MYID";
@@ -1536,8 +1536,7 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
      * (the restart guard's first-connection wait ends). */
     snprintf(stuck_why, sizeof(stuck_why), "%.100s (sent on %u times in a "
              "row, never serving: do %s disagree?)", why, n->repoints,
-             n->cluster != NULL ? "the cluster's nodes"
-                                : "the sentinels and the primary");
+             n->peers != NULL ? n->peers : "its peers");
     node_set_errstr(n, stuck_why);
     redlock__queue_init(&waiting);
     move_all(&n->waiting, &waiting);
@@ -1733,7 +1732,7 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   n->n_pending--;
   n->answered++;
   req->reply_ns = redlock__sys_now(n->env->sys);
-  if (n->cluster != NULL && r->type == REDLOCK__R_ERROR &&
+  if (n->redirects && r->type == REDLOCK__R_ERROR &&
       node_redirected(n, req, r))
     return;
   if (req->cb != on_hs_reply && !(req->flags & REDLOCK__REQ_INTERNAL)) {

@@ -185,9 +185,18 @@ struct redlock__node {
   redlock__node_env *env;
   unsigned index;              /* in the client's node array */
   unsigned master;             /* its master (of the quorum) */
-  struct redlock__cluster *cluster;   /* a Redis Cluster's node, or NULL */
-  int sentinel;                /* the primary of a sentinel group: it must
-                                  say role:master (env->stale if not) */
+  struct redlock__cluster *cluster;   /* the master layer's (cluster.c),
+                                         never read here */
+  /* What the master layer asks of the server (master.c sets it up; this
+   * file tests these, never the kind of its master): */
+  int redirects;               /* it may answer MOVED/ASK (followed unless
+                                  REQ_HERE) and names itself (CLUSTER
+                                  MYID): a Redis Cluster's node */
+  int primary_only;            /* it must say role:master (env->stale if
+                                  not), and its isolation is checked: the
+                                  primary a sentinel group names */
+  const char *peers;           /* who may disagree on where it is, for
+                                  messages (a static string), or NULL */
   int lazy;                    /* a cluster's node not started (no
                                   primary, or one that serves no slot) */
   redlock__uri uri;

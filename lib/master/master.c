@@ -140,7 +140,8 @@ static void sentinel_init_nodes(redlock__master *m, redlock__node_env *env,
   u->password = NULL;
   data.display = redlock__strdup("(no primary named yet)");
   redlock__node_init(n, env, m->index, &data);
-  n->sentinel = 1;
+  n->primary_only = 1;
+  n->peers = "the sentinels and the primary";
   n->isolation_unchecked = u->isolation_unchecked;
   n->lazy = 1;
   redlock__strlcpy(n->errstr, m->sentinel->errstr, sizeof(n->errstr));
@@ -244,6 +245,14 @@ static const char *cluster_problem(const redlock__master *m) {
  * cluster URI's credentials and TLS. Nothing here fails but memory of the
  * credentials' copies (then a node goes without them and AUTH fails:
  * reported as any refused password). */
+
+/* A Redis Cluster's node: MOVED/ASK are followed, it names itself. */
+static void cluster_node_setup(redlock__node *n, redlock__cluster *cl) {
+  n->cluster = cl;
+  n->redirects = 1;
+  n->peers = "the cluster's nodes";
+}
+
 static void cluster_init_nodes(redlock__master *m, redlock__node_env *env,
                                redlock__uri *u, int declared,
                                unsigned *next_node) {
@@ -265,7 +274,7 @@ static void cluster_init_nodes(redlock__master *m, redlock__node_env *env,
     n = &m->nodes[*next_node];
     redlock__node_init(n, env, *next_node, &blank);
     n->master = i;
-    n->cluster = cl;
+    cluster_node_setup(n, cl);
     n->lazy = 1;
     n->declared = declared;
     (*next_node)++;
@@ -277,7 +286,7 @@ static void cluster_init_nodes(redlock__master *m, redlock__node_env *env,
   redlock__free(u->display);
   u->display = redlock__strdup(display);
   redlock__node_init(&m->nodes[i], env, i, u);
-  m->nodes[i].cluster = cl;
+  cluster_node_setup(&m->nodes[i], cl);
 }
 
 static void cluster_node_down(redlock__master *m, redlock__node *n) {
