@@ -239,6 +239,15 @@ int redlock_result_explain(const redlock_result *r, char *buf, size_t len) {
           "%.1f ms)", (double)r->elapsed_us / 1000.0);
       break;
     case REDLOCK_ETIMEDOUT:
+      if (r->attempts == 0) {
+        /* A new client's restart guard waits for every master's first
+         * connection before it can tell which ones count. */
+        put(&o, "gave up at the wait deadline before the first attempt: "
+            "a new client waits for every master's first connection (or "
+            "its connect timeout) to know which votes count (restart "
+            "guard)");
+        return (int)o.used;
+      }
       put(&o, "gave up at the wait deadline after %u attempt%s; the last: "
           "%u of %u masters said yes, %u needed", r->attempts,
           r->attempts == 1 ? "" : "s", r->yes, r->n_nodes, r->quorum);

@@ -461,10 +461,39 @@ static void on_raise_decided(redlock__round *r, redlock__round_state st,
   retry_or_fail(l, REDLOCK_ENOQUORUM, now);
 }
 
+/* The wait deadline's timer while settling (below), if armed. */
+static void on_settle_deadline(redlock_lock_t *l);
+static void settle_deadline_stop(redlock_lock_t *l) {
+  if (l->timer_fn == on_settle_deadline) {
+    redlock__lock_timer_stop(l);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
+  }
+}
+
 static void on_settled(redlock__guard_waiter *w) {
   redlock_lock_t *l = REDLOCK__CONTAINER_OF(w, redlock_lock_t, settle);
   l->settling = 0;
+  settle_deadline_stop(l);
   redlock__acquire_attempt(l);
+}
+
+/* The wait deadline came while a new client's masters were still making
+ * their first connections: the acquisition ends by its deadline, not by
+ * the connect timeout (found by redlock-sim: a fresh client, one master
+ * stopped, a 117 ms wait that took the 250 ms connect timeout). */
+static void on_settle_deadline(redlock_lock_t *l) {
+  if (!l->settling)
+    return;
+  if (redlock__sys_now(l->client->sys) < l->wait_deadline) {
+    /* The queue's ms were rounded down: once more. */
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY, on_settle_deadline);
+    redlock__lock_timer(l, 1);
+    return;
+  }
+  redlock__guard_unwait(&l->settle);
+  l->settling = 0;
+  l->client->lst.acquire_timeouts++;
+  acquire_fail(l, REDLOCK_ETIMEDOUT);
 }
 
 void redlock__acquire_attempt(redlock_lock_t *l) {
@@ -490,6 +519,15 @@ void redlock__acquire_attempt(redlock_lock_t *l) {
     l->settling = 1;
     l->settle.cb = on_settled;
     redlock__guard_wait_settled(g, &l->settle);
+    if (l->wait_deadline != 0) {
+      redlock__ns now = redlock__sys_now(l->client->sys);
+      redlock__lock_set_timer_mode(l, REDLOCK__TIMER_RETRY,
+                                   on_settle_deadline);
+      redlock__lock_timer(l, l->wait_deadline > now
+                                 ? (int64_t)((l->wait_deadline - now) /
+                                             REDLOCK__NS_PER_MS)
+                                 : 0);
+    }
     return;
   }
   l->attempts++;
@@ -524,6 +562,7 @@ void redlock__acquire_abort(redlock_lock_t *l) {
   if (l->settling) {
     redlock__guard_unwait(&l->settle);
     l->settling = 0;
+    settle_deadline_stop(l);
   }
   if (l->state == REDLOCK__LOCK_ACQUIRING) {
     /* Half-acquired or between attempts: release whatever this token may
