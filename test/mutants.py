@@ -2,25 +2,39 @@
 """mutants.py: breaks the library on purpose, one small change at a time,
 and checks that the tests named for each change catch it.
 
-  test/mutants.sh [NAME-PART ...]
+  test/mutants.sh [--jobs N] [NAME-PART ...]
 
 The mutants are in test/mutants.txt (format at its top). The tree is copied
 (the files git tracks, as they are in the work tree) to a scratch directory
 and built once; then, for each mutant: its text is replaced (it must occur
 exactly once, or the list is stale and the run fails), the targets its
 tests depend on are rebuilt (not the whole tree: a change in lib/ would
-relink every test), its tests run (meson test --no-rebuild), and the file is restored. A mutant
-is killed when one of its tests fails. The run ends with
-"mutants: K killed of N" and exits 1 when one survived or could not be
+relink every test), its tests run (meson test --no-rebuild), and the file
+is restored. A mutant is killed when one of its tests fails. The run ends
+with "mutants: K killed of N" and exits 1 when one survived or could not be
 applied or built.
+
+--jobs N (-j N; default REDLOCK_MUTANT_JOBS, else 2): N workers, each with
+its own copy of the tree and build directory, take the mutants from one
+queue; each result is printed whole when its mutant is done (so in the
+order they finish), and the end lists the mutants not killed. The first
+copy is built at full speed; the others after it, under nice, while the
+first one already runs mutants. A mutant whose tests include one that
+meson must not run alongside others (is_parallel: false: the python
+suite's, check-readme's fixed demo ports) runs its tests alone: the other
+workers' tests wait (their rebuilds do not); those mutants are taken first,
+while the other copies still build. REDLOCK_MUTANTS_KEEP=1 keeps the
+scratch directory.
 """
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -85,31 +99,82 @@ def copy_tree(dst):
         shutil.copy2(src, d)
 
 
+# The commands running now (each in its own session: a process group),
+# so that an interrupt can end them all; once STOP is set, none starts.
+LIVE = set()
+LIVE_LOCK = threading.Lock()
+STOP = threading.Event()
+GRACE = 10   # s between SIGTERM and SIGKILL
+
+
+def signal_group(p, sig):
+    try:
+        os.killpg(p.pid, sig)
+    except OSError:
+        pass
+
+
+def stop_all():
+    """SIGTERM to every command running (meson test then ends its tests,
+    whose harness stops its servers), SIGKILL to those left after
+    GRACE."""
+    with LIVE_LOCK:
+        STOP.set()
+        live = list(LIVE)
+    for p in live:
+        signal_group(p, signal.SIGTERM)
+    end = time.monotonic() + GRACE
+    while time.monotonic() < end:
+        with LIVE_LOCK:
+            if not LIVE.intersection(live):
+                break
+        time.sleep(0.1)
+    for p in live:
+        signal_group(p, signal.SIGKILL)
+
+
 def run(cmd, timeout, log, env=None):
-    """Runs cmd in its own session; kills the session on timeout."""
-    with open(log, "w") as out:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True, env=env)
+    """Runs cmd in its own session; ends the session on timeout (SIGTERM,
+    then SIGKILL after GRACE)."""
+    with open(log, "a") as out:
+        with LIVE_LOCK:
+            if STOP.is_set():
+                return -9
+            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                 start_new_session=True, env=env)
+            LIVE.add(p)
         try:
             return p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, 9)
+            signal_group(p, signal.SIGTERM)
+            try:
+                p.wait(timeout=GRACE)
+            except subprocess.TimeoutExpired:
+                pass
+            signal_group(p, signal.SIGKILL)
             p.wait()
             return -9
+        finally:
+            with LIVE_LOCK:
+                LIVE.discard(p)
 
 
-def targets_of(build, names):
-    """The ninja targets (paths relative to the build directory) that the
-    named tests need: their depends, which include the test's own
-    executable. None when a name is not a test of the build."""
-    def introspect(what):
+def introspect(build):
+    """The build's targets (id -> files) and tests (name -> test)."""
+    def get(what):
         out = subprocess.run(["meson", "introspect", what, build],
                              check=True, capture_output=True).stdout
         return json.loads(out)
-    files = {}
-    for t in introspect("--targets"):
-        files[t["id"]] = t["filename"]
-    tests = {t["name"]: t for t in introspect("--tests")}
+    files = {t["id"]: t["filename"] for t in get("--targets")}
+    tests = {t["name"]: t for t in get("--tests")}
+    return files, tests
+
+
+def targets_of(build, names, info):
+    """The ninja targets (paths relative to the build directory) that the
+    named tests need: their depends, which include the test's own
+    executable. None when a name is not a test of the build."""
+    files, tests = info
     want = []
     for n in names:
         if n not in tests:
@@ -122,87 +187,321 @@ def targets_of(build, names):
     return want
 
 
+class Gate:
+    """Tests of an exclusive mutant run alone: it waits for the tests
+    running, and no test starts while it waits or runs."""
+
+    def __init__(self):
+        self.cv = threading.Condition()
+        self.shared = 0
+        self.alone = False
+        self.waiting = 0
+
+    def enter(self, alone):
+        with self.cv:
+            if alone:
+                self.waiting += 1
+                self.cv.wait_for(lambda: not self.alone and self.shared == 0)
+                self.waiting -= 1
+                self.alone = True
+            else:
+                self.cv.wait_for(lambda: not self.alone and self.waiting == 0)
+                self.shared += 1
+
+    def leave(self, alone):
+        with self.cv:
+            if alone:
+                self.alone = False
+            else:
+                self.shared -= 1
+            self.cv.notify_all()
+
+
+class Run:
+    """What the workers share: the queue, the results, stdout."""
+
+    def __init__(self, muts, work, alone):
+        self.queue = list(muts)
+        self.work = work
+        self.alone = alone          # names of tests that run alone
+        self.lock = threading.Lock()
+        self.gate = Gate()
+        self.killed = 0
+        self.bad = 0
+        self.missed = []            # (status, name) of those not killed
+        self.errors = []            # a worker's setup or crash
+
+    def take(self):
+        with self.lock:
+            if STOP.is_set() or not self.queue:
+                return None
+            return self.queue.pop(0)
+
+    def report(self, status, name, block):
+        """One mutant's whole result, at once."""
+        with self.lock:
+            if status == "KILLED":
+                self.killed += 1
+            else:
+                self.missed.append((status, name))
+                if status != "SURVIVED":
+                    self.bad += 1
+            sys.stdout.write(block if block.endswith("\n") else block + "\n")
+            sys.stdout.flush()
+
+
+class Worker:
+    def __init__(self, k, run_):
+        self.k = k
+        self.run = run_
+        self.dir = os.path.join(run_.work, f"w{k}")
+        self.src = os.path.join(self.dir, "src")
+        self.build = os.path.join(self.dir, "build")
+        self.info = None
+        self.built = threading.Event()
+
+    def setup(self, nice):
+        """Copies the tree and configures it; None, or the log of a failure."""
+        os.makedirs(self.dir)
+        copy_tree(self.src)
+        log = os.path.join(self.dir, "setup.log")
+        pre = ["nice", "-n", "10"] if nice else []
+        if run(pre + ["meson", "setup", self.build, self.src,
+                      "-Dwerror=false"], 300, log) != 0:
+            return log
+        self.info = introspect(self.build)
+        return None
+
+    def compile(self, nice):
+        """Builds the copy; None, or the log of a failure."""
+        log = os.path.join(self.dir, "setup.log")
+        pre = ["nice", "-n", "10"] if nice else []
+        if run(pre + ["ninja", "-C", self.build], 900, log) != 0:
+            return log
+        return None
+
+    def fail_setup(self, log):
+        with self.run.lock:
+            if not STOP.is_set():
+                self.run.errors.append(
+                    open(log, errors="replace").read()[-4000:] +
+                    f"\nmutants: the unmutated copy does not build "
+                    f"(worker {self.k})")
+        stop_all()
+
+    def main(self, after=None, configured=False):
+        """Sets up (unless configured), builds after the worker `after`
+        (nice: the first one's mutants already run), then takes mutants
+        until the queue is empty."""
+        try:
+            nice = after is not None
+            if not configured:
+                log = self.setup(nice)
+                if log:
+                    return self.fail_setup(log)
+            if after is not None:
+                while not after.built.wait(1):
+                    if STOP.is_set():
+                        return
+            if STOP.is_set():
+                return
+            log = self.compile(nice)
+            if log:
+                return self.fail_setup(log)
+            self.built.set()
+            i = 0
+            while True:
+                m = self.run.take()
+                if m is None:
+                    return
+                i += 1
+                self.mutant(m, i)
+        except Exception as e:   # a crash stops the run, loudly
+            with self.run.lock:
+                self.run.errors.append(f"mutants: worker {self.k}: "
+                                       f"{type(e).__name__}: {e}")
+            stop_all()
+        finally:
+            self.built.set()     # a worker waiting for this one goes on
+
+    def mutant(self, m, i):
+        if m["file"].endswith(("meson.build", "meson_options.txt",
+                               "meson.options")):
+            self.info = introspect(self.build)
+        want = targets_of(self.build, m["tests"], self.info)
+        if want is None:
+            return self.run.report(
+                "NOTEST", m["name"],
+                f"NOTEST   {m['name']}: not a test of the build: "
+                f"{' '.join(m['tests'])}")
+        path = os.path.join(self.src, m["file"])
+        text = open(path, encoding="utf-8").read()
+        n = text.count(m["orig"])
+        if n != 1:
+            return self.run.report(
+                "STALE", m["name"],
+                f"STALE    {m['name']}: the original text occurs {n} "
+                f"times in {m['file']}")
+        alone = any(t in self.run.alone for t in m["tests"])
+        ts = time.monotonic()
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text.replace(m["orig"], m["repl"]))
+            blog = os.path.join(self.dir, f"build-{i}.log")
+            if run(["ninja", "-C", self.build] + want, 900, blog) != 0:
+                if STOP.is_set():
+                    return
+                return self.run.report(
+                    "NOBUILD", m["name"],
+                    f"NOBUILD  {m['name']}: see the build log below\n"
+                    + open(blog, errors="replace").read()[-3000:])
+            tlog = os.path.join(self.dir, f"test-{i}.log")
+            env = None
+            if m["pytest"]:
+                # python suites: only the tests of this mutant
+                # (test/python/run.sh passes them to pytest as -k)
+                env = dict(os.environ, REDLOCK_PYTEST_K=m["pytest"])
+            tw = time.monotonic()
+            self.run.gate.enter(alone)
+            ts += time.monotonic() - tw   # its time, not the wait's
+            try:
+                if STOP.is_set():
+                    return
+                rc = run(["meson", "test", "-C", self.build, "--no-rebuild",
+                          "--num-processes", "2", "--print-errorlogs"]
+                         + m["tests"], 1200, tlog, env)
+            finally:
+                self.run.gate.leave(alone)
+            if STOP.is_set():
+                return
+            took = time.monotonic() - ts
+            out = open(tlog, errors="replace").read()
+            failed = sorted(set(re.findall(
+                r"^\s*\d+/\d+ \S+ / (\S+)\s+(?:FAIL|TIMEOUT|ERROR)",
+                out, re.M)))
+            if re.search(r"^(Ok|Fail):\s+", out, re.M) is None and rc == 0:
+                self.run.report(
+                    "NOTRUN", m["name"],
+                    f"NOTRUN   {m['name']}: meson ran no test "
+                    f"({' '.join(m['tests'])})")
+            elif rc != 0:
+                by = ", ".join(failed) if failed else f"meson exit {rc}"
+                self.run.report(
+                    "KILLED", m["name"],
+                    f"KILLED   {m['name']} by {by} ({took:.0f} s)")
+            else:
+                self.run.report(
+                    "SURVIVED", m["name"],
+                    f"SURVIVED {m['name']}: {' '.join(m['tests'])} "
+                    f"passed ({took:.0f} s)")
+        finally:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+
+
+def arguments(argv):
+    """(jobs, name parts)."""
+    jobs = os.environ.get("REDLOCK_MUTANT_JOBS") or "2"
+    only = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            print(__doc__.strip())
+            sys.exit(0)
+        if a in ("-j", "--jobs"):
+            if i + 1 == len(argv):
+                sys.exit(f"mutants: {a} needs a number")
+            jobs = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("--jobs="):
+            jobs = a[len("--jobs="):]
+        elif re.fullmatch(r"-j\d+", a):
+            jobs = a[2:]
+        elif a == "--":
+            only += argv[i + 1:]
+            break
+        else:
+            only.append(a)
+        i += 1
+    if not re.fullmatch(r"\d+", jobs.strip()) or int(jobs) < 1:
+        sys.exit(f"mutants: --jobs (REDLOCK_MUTANT_JOBS) must be a number "
+                 f"of 1 or more, not '{jobs}'")
+    return int(jobs), only
+
+
+def on_term(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main():
-    only = sys.argv[1:]
+    jobs, only = arguments(sys.argv[1:])
     muts = parse(os.path.join(HERE, "mutants.txt"))
     if only:
         muts = [m for m in muts if any(o in m["name"] for o in only)]
     if not muts:
         sys.exit("mutants: no mutant selected")
+    jobs = min(jobs, len(muts))
+    signal.signal(signal.SIGTERM, on_term)
     work = tempfile.mkdtemp(prefix="redlock-mutants.")
     keep = os.environ.get("REDLOCK_MUTANTS_KEEP") == "1"
-    src = os.path.join(work, "src")
-    build = os.path.join(work, "build")
     t0 = time.monotonic()
+    threads = []
     try:
-        copy_tree(src)
-        log = os.path.join(work, "setup.log")
-        if run(["meson", "setup", build, src, "-Dwerror=false"], 300,
-               log) != 0 or run(["ninja", "-C", build], 900, log) != 0:
-            print(open(log).read()[-4000:])
+        r = Run(muts, work, set())
+        workers = [Worker(k, r) for k in range(1, jobs + 1)]
+        # The first copy is configured here: its tests tell which run
+        # alone, and those mutants go first.
+        log = workers[0].setup(False)
+        if log:
+            print(open(log, errors="replace").read()[-4000:])
             print("mutants: the unmutated copy does not build")
             return 1
-        killed, bad = 0, 0
-        for i, m in enumerate(muts, 1):
-            want = targets_of(build, m["tests"])
-            if want is None:
-                print(f"NOTEST   {m['name']}: not a test of the build: "
-                      f"{' '.join(m['tests'])}")
-                bad += 1
-                continue
-            path = os.path.join(src, m["file"])
-            text = open(path, encoding="utf-8").read()
-            n = text.count(m["orig"])
-            if n != 1:
-                print(f"STALE    {m['name']}: the original text occurs {n} "
-                      f"times in {m['file']}")
-                bad += 1
-                continue
-            ts = time.monotonic()
-            try:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(text.replace(m["orig"], m["repl"]))
-                blog = os.path.join(work, f"build-{i}.log")
-                if run(["ninja", "-C", build] + want, 900, blog) != 0:
-                    print(f"NOBUILD  {m['name']}: see the build log below")
-                    print(open(blog).read()[-3000:])
-                    bad += 1
-                    continue
-                tlog = os.path.join(work, f"test-{i}.log")
-                env = None
-                if m["pytest"]:
-                    # python suites: only the tests of this mutant
-                    # (test/python/run.sh passes them to pytest as -k)
-                    env = dict(os.environ, REDLOCK_PYTEST_K=m["pytest"])
-                rc = run(["meson", "test", "-C", build, "--no-rebuild",
-                          "--num-processes", "2", "--print-errorlogs"]
-                         + m["tests"], 1200, tlog, env)
-                took = time.monotonic() - ts
-                out = open(tlog, errors="replace").read()
-                failed = sorted(set(re.findall(
-                    r"^\s*\d+/\d+ \S+ / (\S+)\s+(?:FAIL|TIMEOUT|ERROR)",
-                    out, re.M)))
-                if re.search(r"^(Ok|Fail):\s+", out, re.M) is None and rc == 0:
-                    print(f"NOTRUN   {m['name']}: meson ran no test "
-                          f"({' '.join(m['tests'])})")
-                    bad += 1
-                elif rc != 0:
-                    killed += 1
-                    by = ", ".join(failed) if failed else f"meson exit {rc}"
-                    print(f"KILLED   {m['name']} by {by} ({took:.0f} s)")
-                else:
-                    print(f"SURVIVED {m['name']}: {' '.join(m['tests'])} "
-                          f"passed ({took:.0f} s)")
-            finally:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(text)
-            sys.stdout.flush()
+        r.alone = {n for n, t in workers[0].info[1].items()
+                   if not t.get("is_parallel", True)}
+        if jobs > 1:
+            r.queue.sort(key=lambda m: not any(t in r.alone
+                                               for t in m["tests"]))
+        print(f"mutants: {len(muts)} to run, {jobs} at a time")
+        sys.stdout.flush()
+        for k, w in enumerate(workers):
+            if k == 0:
+                t = threading.Thread(target=w.main,
+                                     kwargs={"configured": True})
+            else:
+                t = threading.Thread(target=w.main,
+                                     kwargs={"after": workers[k - 1]})
+            t.daemon = True
+            t.start()
+            threads.append(t)
+        for t in threads:
+            while t.is_alive():
+                t.join(1)
+        if r.errors:
+            for e in r.errors:
+                print(e)
+            return 1
         print(f"({time.monotonic() - t0:.0f} s)")
-        print(f"mutants: {killed} killed of {len(muts)}")
-        return 0 if killed == len(muts) and bad == 0 else 1
+        if r.missed:
+            print(f"mutants: not killed ({len(r.missed)}):")
+            for status, name in sorted(r.missed):
+                print(f"  {status:8} {name}")
+        print(f"mutants: {r.killed} killed of {len(muts)}")
+        return 0 if r.killed == len(muts) and r.bad == 0 else 1
+    except KeyboardInterrupt:
+        stop_all()
+        for t in threads:
+            t.join(30)
+        print("mutants: interrupted")
+        return 130
     finally:
+        stop_all()
+        sys.stdout.flush()
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"mutants: kept {work}", file=sys.stderr)
 
 
 if __name__ == "__main__":
