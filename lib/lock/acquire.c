@@ -658,6 +658,8 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   else if (opts->wait_ms > 0)
     l->wait_deadline = redlock__sys_now(l->client->sys) +
                        (redlock__ns)opts->wait_ms * REDLOCK__NS_PER_MS;
+  if (l->wait_deadline != 0)
+    redlock__lock_wait_end(l, (int64_t)opts->wait_ms + c->command_timeout_ms);
   l->want_fence = opts->fence != 0;
   l->wake = opts->wake != 0;
   l->auto_extend = opts->auto_extend != 0;

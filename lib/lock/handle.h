@@ -176,6 +176,8 @@ struct redlock_lock_s {
   int64_t result_validity_ms;
   redlock__tq_entry tmr;        /* retry delay; deferred callback */
   redlock__tq_entry wd;         /* the watchdog */
+  redlock__tq_entry wait_end;   /* an acquisition's wait: deadline plus a
+                                   command timeout (lock.c) */
   unsigned refs;                /* user + operation + attached rounds */
   struct redlock__batch *batch; /* the watchdog's renewal batch, or NULL */
   uint16_t batch_idx;           /* this lock's entry in it */

@@ -46,7 +46,7 @@ void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s) {
 static void lock_reap(redlock_lock_t *l) {
   redlock_client_t *c = l->client;
   redlock__queue_remove(&l->member.link);
-  redlock__tq_unreserve(&c->tq, 2);
+  redlock__tq_unreserve(&c->tq, 3);
   if (l->token != l->tok_inline)
     redlock__free(l->token);
   if (l->fence_key != NULL) {
@@ -173,6 +173,7 @@ void redlock__lock_unref(redlock_lock_t *l) {
   if (--l->refs == 0) {
     redlock__tq *tq = &l->client->tq;
     redlock__tq_stop(tq, &l->wd);
+    redlock__tq_stop(tq, &l->wait_end);
     redlock__tq_start(tq, &l->tmr, 0, on_reap);
   }
 }
@@ -461,6 +462,7 @@ static void lock_deliver(redlock_lock_t *l) {
 
 void redlock__lock_complete(redlock_lock_t *l, int status) {
   l->status = status;
+  redlock__tq_stop(&l->client->tq, &l->wait_end);
   if (l->round != NULL && l->owner == REDLOCK__OWNER_USER) {
     /* First send to the decision (the result's validity is counted at
      * the decision too), not to this call: under load the two differ. */
@@ -745,11 +747,11 @@ int redlock_lock_new_multi(redlock_client_t *c,
   }
   /* One block: handle, the key table, the keys. */
   size = sizeof(*l) + k * (sizeof(char *) + sizeof(size_t)) + keybytes;
-  if (redlock__tq_reserve(&c->tq, 2) != 0)   /* its two timer entries */
+  if (redlock__tq_reserve(&c->tq, 3) != 0)   /* its three timer entries */
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   l = redlock__calloc(1, size);
   if (l == NULL) {
-    redlock__tq_unreserve(&c->tq, 2);
+    redlock__tq_unreserve(&c->tq, 3);
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   }
   p = (char *)(l + 1);
@@ -1041,8 +1043,31 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
 
 /* ---- cancel -------------------------------------------------------------- */
 
+/* Ends the acquisition in flight with `status`: its round decides
+ * nothing any more (its votes stay for the result), whatever its token
+ * may have set is released. Cancel, and the wait's hard end. */
+static void acquire_end(redlock_lock_t *l, int status) {
+  redlock_client_t *c = l->client;
+  c->in_api++;
+  if (l->round != NULL && l->owner == REDLOCK__OWNER_USER)
+    redlock__round_stop(l->round);
+  if (l->state == REDLOCK__LOCK_HELD) {
+    /* A re-entry waiting for its longer-ttl extend: the lock stays held
+     * with its holds; the extension (if any) resumes. */
+    l->pending_holds = 0;
+    if (l->above != NULL)
+      l->above->after_user_extend(l, status);
+  } else {
+    redlock__lock_timer_stop(l);
+    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
+    if (l->above != NULL)
+      l->above->abort(l);
+  }
+  redlock__lock_complete(l, status);
+  c->in_api--;
+}
+
 int redlock_lock_cancel(redlock_lock_t *l) {
-  redlock_client_t *c;
   if (l == NULL)
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_cancel: lock is NULL");
   if (l->user_freed)
@@ -1052,27 +1077,28 @@ int redlock_lock_cancel(redlock_lock_t *l) {
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_cancel: no acquisition in flight "
                          "(none started, or already decided)");
-  c = l->client;
-  c->in_api++;
-  /* The round in flight decides nothing any more; its votes stay for the
-   * callback's result. */
-  if (l->round != NULL && l->owner == REDLOCK__OWNER_USER)
-    redlock__round_stop(l->round);
-  if (l->state == REDLOCK__LOCK_HELD) {
-    /* A re-entry waiting for its longer-ttl extend: the lock stays held
-     * with its holds; the extension (if any) resumes. */
-    l->pending_holds = 0;
-    if (l->above != NULL)
-      l->above->after_user_extend(l, REDLOCK_ECANCELED);
-  } else {
-    redlock__lock_timer_stop(l);
-    redlock__lock_set_timer_mode(l, REDLOCK__TIMER_IDLE, NULL);
-    if (l->above != NULL)
-      l->above->abort(l);
-  }
-  redlock__lock_complete(l, REDLOCK_ECANCELED);
-  c->in_api--;
+  acquire_end(l, REDLOCK_ECANCELED);
   return 0;
+}
+
+/* The wait's hard end (redlock__lock_wait_end): an acquisition with a
+ * wait deadline calls back at most a command timeout after it, whatever
+ * its attempt waits for (a round queued behind the ttl record's, the
+ * guard's verdict on a vote, a new client's first connections, the PTTL
+ * grace): found by redlock-sim, a wait that ended 68 ms late because the
+ * attempt at the deadline first raised the ttl record. A re-entry waiting
+ * for its extend is an extension, with its own bounds. */
+static void on_wait_end(redlock__tq_entry *e) {
+  redlock_lock_t *l = REDLOCK__CONTAINER_OF(e, redlock_lock_t, wait_end);
+  if (l->op != REDLOCK__OP_ACQUIRE || l->timer_mode == REDLOCK__TIMER_DELIVER ||
+      l->state == REDLOCK__LOCK_HELD || l->client->closing)
+    return;
+  l->client->lst.acquire_timeouts++;
+  acquire_end(l, REDLOCK_ETIMEDOUT);
+}
+
+void redlock__lock_wait_end(redlock_lock_t *l, int64_t ms) {
+  redlock__tq_start(&l->client->tq, &l->wait_end, ms, on_wait_end);
 }
 
 /* ---- client close -------------------------------------------------------- */

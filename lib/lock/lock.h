@@ -20,6 +20,9 @@ void redlock__lock_set_state(redlock_lock_t *l, redlock__lock_state s);
  * timer queue: its mode (timer_mode) runs after ms. */
 void redlock__lock_timer(redlock_lock_t *l, int64_t ms);
 void redlock__lock_timer_stop(redlock_lock_t *l);
+/* An acquisition's wait ends in `ms` whatever it waits for (ETIMEDOUT);
+ * stopped when the operation completes. */
+void redlock__lock_wait_end(redlock_lock_t *l, int64_t ms);
 /* What the layers above a handle do when one of lock.c's operations needs
  * them: set by acquire.c when an acquisition starts (NULL before, when
  * none of it can be pending). Calls go down, these come back up. */
