@@ -210,13 +210,13 @@ case "$cmd" in
     # A build that fails is a failure of the run (counted), not its end.
     if build build; then
       run_suite build plain --suite unit --suite server --suite fault \
-        --suite cluster --suite cli
+        --suite cluster --suite cli --suite sim
     else
       echo "FAIL build:plain" >>"$results"
     fi
     if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
       run_suite build-asan asan --suite unit --suite server --suite fault \
-        --suite cluster --suite cli
+        --suite cluster --suite cli --suite sim
     else
       echo "FAIL build:asan" >>"$results"
     fi

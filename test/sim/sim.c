@@ -1,0 +1,1208 @@
+/* redlock-sim: the real engine against simulated masters, under fault
+ * schedules drawn from a seed (issue 31; world.h for the world, kv.h for
+ * the servers' data).
+ *
+ *   redlock-sim [--seconds S | --seeds K] [--seed S] [--sim-seconds T]
+ *               [--workload W] [--faults LIST] [--masters N]
+ *               [--clients C] [--verbose]
+ *
+ * Each seed draws a deployment (N masters with their persistence, whether
+ * they are declared durable, clients with their clock rates), a workload
+ * and a fault schedule, and runs T simulated seconds. The oracle checks,
+ * on true time:
+ *  - no two clients inside their reported validity of one key at once
+ *    (validity as each result and each extension reported it, on the
+ *    client's own clock, which drifts);
+ *  - fencing tokens strictly increase from one holder to the next;
+ *  - every call calls back, by its deadline plus a bound when it has one
+ *    (a wait deadline), whatever the masters do.
+ * A violation prints the seed, what happened around it (the world's log)
+ * and the command that replays it. The last line:
+ *   sim: G grants, V violations, K seeds, T simulated s, trace H
+ * H hashes every event of every seed in order: the same arguments give
+ * the same H. Exits 1 on a violation. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "scripts.h"
+#include "world.h"
+
+#define MAX_MASTERS 7
+#define MAX_CLIENTS 16
+#define MAX_KEYS 4        /* k0..k3 */
+#define LOG_LINES 64
+
+/* ---- options ------------------------------------------------------------- */
+
+enum {
+  F_CRASH = 1 << 0,       /* kill -9, restart after a while */
+  F_PAUSE = 1 << 1,       /* SIGSTOP of a master */
+  F_CLOCK = 1 << 2,       /* a master's wall clock steps */
+  F_CUT = 1 << 3,         /* a link cut one way or both, held or dropped */
+  F_CPAUSE = 1 << 4,      /* a client's process stops (past its validity) */
+  F_CCRASH = 1 << 5,      /* a client dies holding what it holds */
+  F_CONFIG = 1 << 6,      /* CONFIG SET appendonly/appendfsync at run time */
+  F_JOIN = 1 << 7,        /* fresh clients join (as CLI calls do) */
+  F_ALL = (1 << 8) - 1
+};
+
+static const struct {
+  const char *name;
+  unsigned bit;
+} fault_names[] = {
+    {"crash", F_CRASH},   {"pause", F_PAUSE},   {"clock", F_CLOCK},
+    {"cut", F_CUT},       {"client-pause", F_CPAUSE},
+    {"client-crash", F_CCRASH},                 {"config", F_CONFIG},
+    {"join", F_JOIN},
+};
+
+static const char *const workloads[] = {"plain", "fence", "extend", "auto",
+                                        "rw", "multi", "reentrant",
+                                        "elect", "mixed"};
+
+typedef struct opts {
+  double wall_seconds;    /* run seeds until this much CPU time passed */
+  unsigned seeds;         /* or this many seeds */
+  uint64_t seed;          /* the first seed */
+  int seed_given;
+  double sim_seconds;     /* per seed */
+  unsigned faults;
+  int masters;            /* 0: drawn per seed */
+  int clients;            /* 0: drawn */
+  const char *workload;   /* "plain" (default), "fence", "extend", "auto",
+                             "mixed" */
+  const char *faults_arg; /* as given ("all") */
+  int verbose;
+  int twice;              /* --twice: every seed runs again, and must hash
+                             the same (determinism) */
+} opts;
+
+/* ---- one seed's run ------------------------------------------------------ */
+
+typedef struct actor actor;
+
+typedef struct holder {
+  int held;               /* inside its reported validity */
+  char mode;              /* 'P' plain, 'R' read, 'W' write */
+  uint64_t start, end;    /* true ns */
+  uint64_t fence;
+} holder;
+
+typedef struct run {
+  const opts *o;
+  uint64_t seed;
+  const char *workload;   /* this seed's (--workload any draws one) */
+  simworld w;
+  unsigned n_masters;
+  char servers[MAX_MASTERS][64];
+  const char *server_ptrs[MAX_MASTERS];
+  int declared;
+  int guard_ms;           /* the clients' restart_guard_ms */
+  unsigned n_actors;
+  actor *actors[MAX_CLIENTS];
+  unsigned n_keys;
+  /* The oracle. */
+  holder hold[MAX_CLIENTS][MAX_KEYS];
+  uint64_t last_fence[MAX_KEYS];
+  /* Faults no client may see at once (a wall clock that stepped, a
+   * durability setting changed at run time) stay within what the README
+   * promises: while such a fault could still matter (its window), at most
+   * N - quorum masters have one, so that a majority of the others is a
+   * reference; N = 1 gets none. */
+  uint64_t faulty_until[MAX_MASTERS];
+  holder lead[MAX_CLIENTS];   /* the election's leaders */
+  uint64_t grants;
+  unsigned violations;
+  /* The world's log, the last lines (printed with a violation). */
+  char log[LOG_LINES][200];
+  unsigned log_next;
+  int ending;             /* the run's end: no new work */
+  int logging;            /* the world's log kept (a replay, --verbose):
+                             formatting it costs half the run */
+} run;
+
+struct actor {
+  run *r;
+  unsigned id;
+  simenv env;
+  redlock_client_t *client;
+  redlock_lock_t *lock;
+  unsigned keys;          /* the keys it holds or tries (bits) */
+  char mode;              /* 'P', 'R', 'W' */
+  int reentrant;          /* holds > 1 possible */
+  unsigned holds;
+  int64_t ttl_ms;
+  int fence, auto_extend, extend;
+  int busy;               /* an operation in flight */
+  uint64_t op_start;      /* true ns */
+  uint64_t op_bound;      /* true ns it must call back by (0: none) */
+  int closed;
+  int fresh;              /* a one-shot client (a CLI call) */
+  redlock_election_t *el; /* the election workload's */
+  int leading;            /* between ELECTED and DEPOSED */
+  unsigned gen;           /* bumped per acquisition: stale plans ignored */
+};
+
+static void run_log(simworld *w, const char *line) {
+  run *r = w->log_arg;
+  snprintf(r->log[r->log_next % LOG_LINES], sizeof(r->log[0]), "%s", line);
+  r->log_next++;
+  if (r->o->verbose)
+    fprintf(stderr, "  %s\n", line);
+}
+
+static void violation(run *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void violation(run *r, const char *fmt, ...) {
+  char what[400];
+  unsigned i, first;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  r->violations++;
+  sim_trace(&r->w, 0x7777);
+  if (r->violations > 3)
+    return;
+  fprintf(stderr, "VIOLATION seed %" PRIu64 " at %.6f s: %s\n", r->seed,
+          (double)r->w.now / 1e9, what);
+  if (!r->logging)
+    return;   /* the seed runs again with its log (main) */
+  first = r->log_next > LOG_LINES ? r->log_next - LOG_LINES : 0;
+  fprintf(stderr, "  the last %u events of the log:\n", r->log_next - first);
+  for (i = first; i < r->log_next; i++)
+    fprintf(stderr, "    %s\n", r->log[i % LOG_LINES]);
+  fprintf(stderr, "  replay: redlock-sim --seed %" PRIu64 " --seeds 1 "
+          "--sim-seconds %g --verbose", r->seed, r->o->sim_seconds);
+  if (r->o->masters > 0)
+    fprintf(stderr, " --masters %d", r->o->masters);
+  if (r->o->clients > 0)
+    fprintf(stderr, " --clients %d", r->o->clients);
+  fprintf(stderr, " --workload %s --faults %s\n", r->workload,
+          r->o->faults_arg);
+}
+
+/* ---- the oracle ---------------------------------------------------------- */
+
+/* Two holds of one key conflict unless both are a reader's. */
+static int conflict(char x, char y) {
+  return !(x == 'R' && y == 'R');
+}
+
+static const char *mode_name(char m) {
+  return m == 'R' ? "read" : m == 'W' ? "write" : "plain";
+}
+
+static void oracle_grant(actor *a, int64_t validity_ms, uint64_t fence) {
+  run *r = a->r;
+  uint64_t now = r->w.now;
+  uint64_t end = now + sim_env_span(&a->env, (uint64_t)validity_ms * SIM_MS);
+  unsigned i, k;
+  if (validity_ms <= 0)
+    return;
+  for (k = 0; k < r->n_keys; k++) {
+    holder *h = &r->hold[a->id][k];
+    if (!(a->keys & (1u << k)))
+      continue;
+    for (i = 0; i < r->n_actors; i++) {
+      holder *o = &r->hold[i][k];
+      if (i == a->id || !o->held || o->end <= now ||
+          !conflict(o->mode, a->mode))
+        continue;
+      violation(r, "client %u got k%u (%s, validity %" PRId64 " ms) while "
+                "client %u holds it (%s) until %.6f s (since %.6f s)",
+                a->id, k, mode_name(a->mode), validity_ms, i,
+                mode_name(o->mode), (double)o->end / 1e9,
+                (double)o->start / 1e9);
+    }
+    if (fence != 0) {
+      if (fence <= r->last_fence[k])
+        violation(r, "client %u's fencing token %" PRIu64 " for k%u is not "
+                  "above the last holder's %" PRIu64, a->id, fence, k,
+                  r->last_fence[k]);
+      r->last_fence[k] = fence;
+    }
+    h->held = 1;
+    h->mode = a->mode;
+    h->start = now;
+    h->end = end;
+  }
+  r->grants++;
+  sim_logf(&r->w, "client %u holds keys %#x (%s) for %" PRId64 " ms%s",
+           a->id, a->keys, mode_name(a->mode), validity_ms,
+           fence ? " (fenced)" : "");
+}
+
+/* An extension reported validity again. */
+static void oracle_extend(actor *a, int64_t validity_ms) {
+  run *r = a->r;
+  uint64_t now = r->w.now, end;
+  unsigned i, k;
+  if (validity_ms <= 0)
+    return;
+  end = now + sim_env_span(&a->env, (uint64_t)validity_ms * SIM_MS);
+  for (k = 0; k < r->n_keys; k++) {
+    holder *h = &r->hold[a->id][k];
+    if (!(a->keys & (1u << k)) || !h->held)
+      continue;
+    /* An extension must not make a holder of someone else's time. */
+    for (i = 0; i < r->n_actors; i++) {
+      holder *o = &r->hold[i][k];
+      if (i != a->id && o->held && o->start > h->start && o->start < end &&
+          o->end > now && conflict(o->mode, h->mode))
+        violation(r, "client %u extended k%u to %.6f s over client %u, who "
+                  "holds it since %.6f s", a->id, k, (double)end / 1e9, i,
+                  (double)o->start / 1e9);
+    }
+    if (h->end <= now || end > h->end)
+      h->end = end;
+  }
+  sim_logf(&r->w, "client %u extended keys %#x for %" PRId64 " ms", a->id,
+           a->keys, validity_ms);
+}
+
+static void oracle_end(actor *a) {
+  unsigned k;
+  for (k = 0; k < a->r->n_keys; k++) {
+    holder *h = &a->r->hold[a->id][k];
+    if (!(a->keys & (1u << k)))
+      continue;
+    if (h->held && h->end > a->r->w.now)
+      h->end = a->r->w.now;
+    h->held = 0;
+  }
+}
+
+/* ---- the workload -------------------------------------------------------- */
+
+static void actor_next(actor *a, uint64_t delay_ns);
+static void on_acquired(redlock_lock_t *l, int status,
+                        const redlock_result *res, void *arg);
+
+static void op_begin(actor *a, uint64_t bound_ns) {
+  a->busy = 1;
+  a->op_start = a->r->w.now;
+  a->op_bound = bound_ns ? a->r->w.now + bound_ns : 0;
+}
+
+static void op_end(actor *a) {
+  run *r = a->r;
+  a->busy = 0;
+  if (a->op_bound != 0 && r->w.now > a->op_bound && !a->env.dead)
+    violation(r, "client %u's call took %.3f s, past its bound (%.3f s)",
+              a->id, (double)(r->w.now - a->op_start) / 1e9,
+              (double)(a->op_bound - a->op_start) / 1e9);
+}
+
+static void on_lost(redlock_lock_t *l, int reason, void *arg) {
+  actor *a = arg;
+  (void)l;
+  sim_logf(&a->r->w, "client %u lost keys %#x (%s)", a->id, a->keys,
+           redlock_err_name(reason));
+  oracle_end(a);
+}
+
+static void on_event(redlock_client_t *c, const redlock_event *ev,
+                     void *arg) {
+  actor *a = arg;
+  (void)c;
+  if (ev->kind == REDLOCK_EV_AUTO_EXTEND && ev->status == 0 &&
+      a->lock != NULL)
+    oracle_extend(a, ev->result->validity_ms);
+  if ((ev->kind == REDLOCK_EV_AUTO_EXTEND || ev->kind == REDLOCK_EV_EXTEND) &&
+      ev->status == 0 && a->el != NULL && a->leading) {
+    holder *h = &a->r->lead[a->id];
+    uint64_t end = a->r->w.now +
+                   sim_env_span(&a->env,
+                                (uint64_t)ev->result->validity_ms * SIM_MS);
+    if (end > h->end)
+      h->end = end;
+  }
+  if (ev->kind == REDLOCK_EV_ATTEMPT && a->r->o->verbose) {
+    char why[300];
+    redlock_result_explain(ev->result, why, sizeof(why));
+    sim_logf(&a->r->w, "client %u: attempt %u failed: %s", a->id,
+             ev->result->attempts, why);
+  }
+}
+
+static void on_released(redlock_lock_t *l, int status,
+                        const redlock_result *res, void *arg) {
+  actor *a = arg;
+  (void)res;
+  sim_logf(&a->r->w, "client %u released keys %#x: %s", a->id, a->keys,
+           redlock_err_name(status));
+  op_end(a);
+  redlock_lock_free(l);
+  a->lock = NULL;
+  actor_next(a, sim_between(&a->r->w, 0, 300) * SIM_MS);
+}
+
+static void do_release(simworld *w, void *arg, uint64_t gen);
+
+/* A re-entrant hold went (not the last: nothing on the masters). */
+static void on_unheld(redlock_lock_t *l, int status,
+                      const redlock_result *res, void *arg) {
+  actor *a = arg;
+  (void)res;
+  op_end(a);
+  if (status != 0) {
+    /* It ran out while held (a pause past its validity): over. */
+    sim_logf(&a->r->w, "client %u: releasing one of %u holds: %s", a->id,
+             a->holds, redlock_err_name(status));
+    oracle_end(a);
+    redlock_lock_free(l);
+    a->lock = NULL;
+    actor_next(a, sim_between(&a->r->w, 0, 300) * SIM_MS);
+    return;
+  }
+  a->holds--;
+  sim_at(&a->r->w, a->r->w.now + sim_between(&a->r->w, 0, 30) * SIM_MS,
+         &a->env, do_release, a, a->gen);
+}
+
+static void do_release(simworld *w, void *arg, uint64_t gen) {
+  actor *a = arg;
+  (void)w;
+  if (a->gen != gen || a->lock == NULL || a->busy || a->closed)
+    return;
+  if (a->holds > 1) {
+    op_begin(a, 0);
+    if (redlock_lock_release(a->lock, on_unheld, a) != 0) {
+      a->busy = 0;
+      violation(a->r, "client %u: release of a re-entrant hold refused: %s",
+                a->id, redlock_last_error());
+    }
+    return;
+  }
+  oracle_end(a);   /* it stops using the resource before it lets go */
+  op_begin(a, 0);
+  if (redlock_lock_release(a->lock, on_released, a) != 0) {
+    a->busy = 0;
+    redlock_lock_free(a->lock);
+    a->lock = NULL;
+    actor_next(a, 10 * SIM_MS);
+  }
+}
+
+static void on_reentered(redlock_lock_t *l, int status,
+                         const redlock_result *res, void *arg) {
+  actor *a = arg;
+  op_end(a);
+  if (status == 0) {
+    a->holds = redlock_lock_holds(l);
+    oracle_extend(a, res->validity_ms);
+  } else {
+    sim_logf(&a->r->w, "client %u: re-entry failed: %s", a->id,
+             redlock_err_name(status));
+  }
+  sim_at(&a->r->w, a->r->w.now + sim_between(&a->r->w, 0, 50) * SIM_MS,
+         &a->env, do_release, a, a->gen);
+}
+
+/* The holder takes its lock again (reentrancy): a hold, or with a longer
+ * ttl an extension first. */
+static void do_reenter(simworld *w, void *arg, uint64_t gen) {
+  actor *a = arg;
+  redlock_acquire_opts ao;
+  int64_t ttl;
+  if (a->gen != gen || a->lock == NULL || a->busy || a->closed)
+    return;
+  if (!redlock_lock_is_held(a->lock)) {
+    /* It ran out meanwhile (a pause): acquiring now would be a new
+     * acquisition, not a hold. Let it go. */
+    do_release(w, a, gen);
+    return;
+  }
+  memset(&ao, 0, sizeof(ao));
+  ao.reentrant = 1;
+  ao.wait_ms = -1;
+  ttl = sim_between(w, 0, 1) ? a->ttl_ms
+                             : (int64_t)sim_between(w, 100, 3000);
+  sim_logf(w, "client %u re-enters keys %#x (ttl %" PRId64 " ms, its "
+           "validity %" PRId64 " ms)", a->id, a->keys, ttl,
+           redlock_lock_validity_ms(a->lock));
+  op_begin(a, 0);
+  if (redlock_lock_acquire(a->lock, ttl, &ao, on_reentered, a) != 0) {
+    a->busy = 0;
+    sim_logf(w, "client %u: re-entry refused: %s", a->id,
+             redlock_last_error());
+    do_release(w, a, gen);
+  }
+}
+
+static void on_extended(redlock_lock_t *l, int status,
+                        const redlock_result *res, void *arg) {
+  actor *a = arg;
+  run *r = a->r;
+  (void)l;
+  op_end(a);
+  if (status == 0) {
+    oracle_extend(a, res->validity_ms);
+  } else {
+    sim_logf(&r->w, "client %u could not extend keys %#x: %s", a->id, a->keys,
+             redlock_err_name(status));
+  }
+  /* Release soon, within what it still has. */
+  sim_at(&r->w, r->w.now + sim_between(&r->w, 0, 50) * SIM_MS, &a->env,
+         do_release, a, a->gen);
+}
+
+static void do_extend(simworld *w, void *arg, uint64_t gen) {
+  actor *a = arg;
+  (void)w;
+  if (a->gen != gen || a->lock == NULL || a->busy || a->closed)
+    return;
+  op_begin(a, 0);
+  if (redlock_lock_extend(a->lock, a->ttl_ms, on_extended, a) != 0) {
+    a->busy = 0;
+    do_release(w, a, gen);
+  }
+}
+
+static void on_acquired(redlock_lock_t *l, int status,
+                        const redlock_result *res, void *arg) {
+  actor *a = arg;
+  run *r = a->r;
+  simworld *w = &r->w;
+  op_end(a);
+  if (status != 0) {
+    char why[300];
+    redlock_result_explain(res, why, sizeof(why));
+    sim_logf(w, "client %u did not get keys %#x after %.3f s: %s", a->id,
+             a->keys, (double)(w->now - a->op_start) / 1e9, why);
+    redlock_lock_free(l);
+    a->lock = NULL;
+    actor_next(a, sim_between(w, 0, 200) * SIM_MS);
+    return;
+  }
+  oracle_grant(a, res->validity_ms, redlock_lock_fence(l));
+  a->holds = 1;
+  if (a->reentrant && sim_between(w, 0, 1)) {
+    uint64_t at = (uint64_t)res->validity_ms * SIM_MS / 3;
+    sim_at(w, w->now + sim_env_span(&a->env, at), &a->env, do_reenter, a,
+           a->gen);
+  } else if (a->extend && !a->auto_extend) {
+    uint64_t at = (uint64_t)res->validity_ms * SIM_MS / 2;
+    sim_at(w, w->now + sim_env_span(&a->env, at), &a->env, do_extend, a,
+           a->gen);
+  } else {
+    /* Hold for part of the validity (auto-extended: up to 3 ttls). */
+    uint64_t hold_ms = a->auto_extend
+                           ? sim_between(w, 0, 3 * (uint64_t)a->ttl_ms)
+                           : sim_between(w, 0, (uint64_t)res->validity_ms);
+    sim_at(w, w->now + sim_env_span(&a->env, hold_ms * SIM_MS), &a->env,
+           do_release, a, a->gen);
+  }
+}
+
+static int workload_is(const run *r, const char *name) {
+  return strcmp(r->workload, name) == 0 ||
+         strcmp(r->workload, "mixed") == 0;
+}
+
+/* A new handle for this acquisition: its kind drawn from the workload. */
+static int new_handle(actor *a) {
+  run *r = a->r;
+  simworld *w = &r->w;
+  char names[MAX_KEYS][12];
+  const void *res[MAX_KEYS];
+  size_t lens[MAX_KEYS];
+  unsigned k, n = 0, first = (unsigned)sim_between(w, 0, r->n_keys - 1);
+  int kind = 0;   /* 0 plain, 1 read-write, 2 multi */
+  if (workload_is(r, "rw") && sim_between(w, 0, 4) != 0)
+    kind = 1;
+  else if (workload_is(r, "multi") && r->n_keys > 1 && sim_between(w, 0, 1))
+    kind = 2;
+  a->mode = 'P';
+  a->keys = 1u << first;
+  if (kind == 1) {
+    a->mode = sim_between(w, 0, 2) != 0 ? 'R' : 'W';
+    snprintf(names[0], sizeof(names[0]), "k%u", first);
+    return redlock_rwlock_new(a->client, names[0], strlen(names[0]),
+                              a->mode == 'R' ? REDLOCK_READ : REDLOCK_WRITE,
+                              &a->lock);
+  }
+  if (kind == 2) {
+    for (k = 0; k < r->n_keys; k++)
+      if (k == first || sim_between(w, 0, 1))
+        a->keys |= 1u << k;
+    for (k = 0; k < r->n_keys; k++)
+      if (a->keys & (1u << k)) {
+        snprintf(names[n], sizeof(names[n]), "k%u", k);
+        res[n] = names[n];
+        lens[n] = strlen(names[n]);
+        n++;
+      }
+    return redlock_lock_new_multi(a->client, res, lens, n, &a->lock);
+  }
+  snprintf(names[0], sizeof(names[0]), "k%u", first);
+  return redlock_lock_new(a->client, names[0], strlen(names[0]), &a->lock);
+}
+
+static void do_acquire(simworld *w, void *arg, uint64_t x) {
+  actor *a = arg;
+  run *r = a->r;
+  redlock_acquire_opts ao;
+  (void)x;
+  if (r->ending || a->busy || a->closed)
+    return;
+  /* Short ttls mostly, a long one now and then (the ttl record moves). */
+  a->ttl_ms = sim_between(w, 0, 9) == 0 ? (int64_t)sim_between(w, 2000, 10000)
+                                        : (int64_t)sim_between(w, 100, 1500);
+  a->gen++;
+  a->holds = 0;
+  if (new_handle(a) != 0) {
+    violation(r, "client %u: a new lock handle failed: %s", a->id,
+              redlock_last_error());
+    return;
+  }
+  a->fence = workload_is(r, "fence") && a->mode == 'P' &&
+             a->keys == (a->keys & -a->keys) && sim_between(w, 0, 1);
+  a->auto_extend = workload_is(r, "auto") && a->keys == (a->keys & -a->keys) &&
+                   sim_between(w, 0, 2) == 0;
+  a->extend = workload_is(r, "extend") && sim_between(w, 0, 1);
+  a->reentrant = workload_is(r, "reentrant") && a->mode == 'P' &&
+                 sim_between(w, 0, 1);
+  memset(&ao, 0, sizeof(ao));
+  ao.wait_ms = (int)sim_between(w, 0, 3) == 0 ? -1
+                                              : (int)sim_between(w, 100, 3000);
+  ao.fence = a->fence;
+  ao.auto_extend = a->auto_extend;
+  ao.reentrant = a->reentrant;
+  ao.on_lost = on_lost;
+  ao.lost_arg = a;
+  ao.wake = (int)sim_between(w, 0, 1);
+  /* A wait ends at most a command timeout (50 ms) after its deadline;
+   * the bound allows for the client's clock rate and a scheduling ms. */
+  op_begin(a, ao.wait_ms > 0 ? sim_env_span(&a->env, (uint64_t)(ao.wait_ms +
+                                                               50 + 5) *
+                                                        SIM_MS)
+                             : 0);
+  if (redlock_lock_acquire(a->lock, a->ttl_ms, &ao, on_acquired, a) != 0) {
+    a->busy = 0;
+    violation(r, "client %u: redlock_lock_acquire refused the call: %s",
+              a->id, redlock_last_error());
+    redlock_lock_free(a->lock);
+    a->lock = NULL;
+  }
+}
+
+/* ---- the election workload ---------------------------------------------- */
+
+static void do_campaign(simworld *w, void *arg, uint64_t x);
+
+static void do_resign(simworld *w, void *arg, uint64_t gen) {
+  actor *a = arg;
+  (void)w;
+  if (a->gen != gen || a->el == NULL || a->closed || a->r->ending)
+    return;
+  sim_logf(w, "client %u resigns", a->id);
+  /* It stops leading before it lets go (its work has stopped). */
+  if (a->r->lead[a->id].held && a->r->lead[a->id].end > w->now)
+    a->r->lead[a->id].end = w->now;
+  a->r->lead[a->id].held = 0;
+  redlock_election_resign(a->el);
+}
+
+static void on_change(redlock_election_t *e, redlock_election_event ev,
+                      int reason, void *arg) {
+  actor *a = arg;
+  run *r = a->r;
+  simworld *w = &r->w;
+  holder *h = &r->lead[a->id];
+  unsigned i;
+  if (ev == REDLOCK_ELECTED) {
+    redlock_lock_t *l = redlock_election_lock(e);
+    int64_t v = l != NULL ? redlock_lock_validity_ms(l) : 0;
+    for (i = 0; i < r->n_actors; i++) {
+      holder *o = &r->lead[i];
+      if (i != a->id && o->held && o->end > w->now)
+        violation(r, "client %u elected while client %u leads (until "
+                  "%.6f s, since %.6f s): two leaders", a->id, i,
+                  (double)o->end / 1e9, (double)o->start / 1e9);
+    }
+    a->leading = 1;
+    h->held = 1;
+    h->start = w->now;
+    h->end = w->now + sim_env_span(&a->env, (uint64_t)v * SIM_MS);
+    r->grants++;
+    sim_logf(w, "client %u leads (validity %" PRId64 " ms)", a->id, v);
+    a->gen++;
+    sim_at(w, w->now + sim_between(w, 0, 3000) * SIM_MS, &a->env,
+           do_resign, a, a->gen);
+    return;
+  }
+  sim_logf(w, "client %u deposed (%s)", a->id,
+           reason ? redlock_err_name(reason) : "resigned");
+  a->leading = 0;
+  if (h->held && h->end > w->now)
+    h->end = w->now;
+  h->held = 0;
+  if (reason == 0)   /* resigned: campaign again later */
+    sim_at(w, w->now + sim_between(w, 0, 500) * SIM_MS, &a->env,
+           do_campaign, a, 0);
+}
+
+static void do_campaign(simworld *w, void *arg, uint64_t x) {
+  actor *a = arg;
+  run *r = a->r;
+  char id[16];
+  (void)x;
+  if (r->ending || a->closed)
+    return;
+  if (a->el == NULL) {
+    redlock_election_opts eo;
+    memset(&eo, 0, sizeof(eo));
+    eo.ttl_ms = (int64_t)sim_between(w, 300, 3000);
+    eo.on_change = on_change;
+    eo.arg = a;
+    snprintf(id, sizeof(id), "c%u", a->id);
+    if (redlock_election_new(a->client, "e0", 2, id, &eo, &a->el) != 0) {
+      violation(r, "client %u: redlock_election_new failed: %s", a->id,
+                redlock_last_error());
+      return;
+    }
+  }
+  if (redlock_election_campaign(a->el) != 0)
+    sim_logf(w, "client %u: campaign refused: %s", a->id,
+             redlock_last_error());
+}
+
+static void actor_next(actor *a, uint64_t delay_ns) {
+  if (a->r->ending || a->closed)
+    return;
+  if (a->fresh) {
+    a->closed = 1;   /* a CLI call: one lock, then it exits */
+    redlock_client_close(a->client, NULL, NULL);
+    return;
+  }
+  sim_at(&a->r->w, a->r->w.now + delay_ns, &a->env, do_acquire, a, 0);
+}
+
+static void on_warning(redlock_client_t *c, const char *msg, void *arg) {
+  actor *a = arg;
+  (void)c;
+  sim_logf(&a->r->w, "client %u warning: %.150s", a->id, msg);
+}
+
+static actor *actor_new(run *r, int fresh) {
+  actor *a;
+  redlock_client_config cfg;
+  double drift;
+  if (r->n_actors >= MAX_CLIENTS)
+    return NULL;
+  a = calloc(1, sizeof(*a));
+  if (a == NULL)
+    return NULL;
+  a->r = r;
+  a->id = r->n_actors;
+  a->fresh = fresh;
+  /* Client clocks run within 0.1 % of true time (the drift allowance is
+   * 1 % of the ttl plus 2 ms). */
+  drift = (sim_unit(&r->w) - 0.5) * 0.002;
+  sim_env_init(&r->w, &a->env, a->id, 1.0 + drift);
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.servers = r->server_ptrs;
+  cfg.n_servers = r->n_masters;
+  cfg.durable = r->declared;
+  cfg.restart_guard_ms = r->guard_ms;
+  cfg.on_warning = on_warning;
+  cfg.warning_arg = a;
+  if (redlock__client_new_sys(NULL, &a->env.sys, &cfg, &a->client) != 0) {
+    free(a);
+    return NULL;
+  }
+  redlock_client_set_event_hook(a->client, on_event, a);
+  r->actors[r->n_actors++] = a;
+  return a;
+}
+
+/* ---- faults -------------------------------------------------------------- */
+
+static void on_heal(simworld *w, void *arg, uint64_t x) {
+  (void)arg;
+  sim_cut(w, (unsigned)(x >> 8), (unsigned)(x & 0xff), 0, 3);
+  sim_logf(w, "cut healed: client %u, server %u", (unsigned)(x >> 8),
+           (unsigned)(x & 0xff));
+}
+
+/* May master i get a fault no client may see, for window_ns? */
+static int unseen_fault_ok(run *r, unsigned i, uint64_t window_ns) {
+  unsigned j, busy = 0, q = r->n_masters / 2 + 1;
+  for (j = 0; j < r->n_masters; j++)
+    if (j != i && r->faulty_until[j] > r->w.now)
+      busy++;
+  if (busy + 1 > r->n_masters - q)
+    return 0;
+  if (r->faulty_until[i] < r->w.now + window_ns)
+    r->faulty_until[i] = r->w.now + window_ns;
+  return 1;
+}
+
+static void on_fault(simworld *w, void *arg, uint64_t x) {
+  run *r = arg;
+  unsigned kinds[16], n = 0, k, i;
+  uint64_t next;
+  (void)x;
+  if (r->ending)
+    return;
+  for (k = 0; k < sizeof(fault_names) / sizeof(fault_names[0]); k++)
+    if (r->o->faults & fault_names[k].bit)
+      kinds[n++] = fault_names[k].bit;
+  next = w->now + sim_between(w, 50, 1500) * SIM_MS;
+  sim_at(w, next, NULL, on_fault, r, 0);
+  if (n == 0)
+    return;
+  k = kinds[sim_between(w, 0, n - 1)];
+  i = (unsigned)sim_between(w, 0, r->n_masters - 1);
+  switch (k) {
+    case F_CRASH:
+      sim_srv_crash(&w->srv[i], sim_between(w, 10, 3000) * SIM_MS);
+      break;
+    case F_PAUSE:
+      sim_srv_pause(&w->srv[i], sim_between(w, 10, 3000) * SIM_MS);
+      break;
+    case F_CLOCK: {
+      /* Forward steps (keys expire early: the clock check's case), and
+       * back (keys live longer). */
+      int64_t us = (int64_t)sim_between(w, 50, 20000) * 1000;
+      if (sim_between(w, 0, 3) == 0)
+        us = -us;
+      /* Unseen until a client reads TIME: the longest ttl (10 s) and a
+       * recheck's time. */
+      if (!unseen_fault_ok(r, i, 15 * SIM_S))
+        break;
+      sim_srv_step_clock(&w->srv[i], us);
+      sim_logf(w, "server %u's clock stepped %+.3f s", i, (double)us / 1e6);
+      break;
+    }
+    case F_CUT: {
+      unsigned c = (unsigned)sim_between(w, 0, r->n_actors - 1);
+      int mode = (int)sim_between(w, 1, 2), dirs = (int)sim_between(w, 1, 3);
+      uint64_t ms = sim_between(w, 10, 3000);
+      sim_cut(w, c, i, mode, dirs);
+      sim_logf(w, "cut: client %u, server %u, %s, %s, %.3f s", c, i,
+               mode == 1 ? "held" : "dropped",
+               dirs == 3 ? "both ways" : dirs == 1 ? "to the server"
+                                                   : "to the client",
+               (double)ms / 1e3);
+      sim_at(w, w->now + ms * SIM_MS, NULL, on_heal, r,
+             ((uint64_t)c << 8) | i);
+      break;
+    }
+    case F_CPAUSE: {
+      actor *a = r->actors[sim_between(w, 0, r->n_actors - 1)];
+      uint64_t ms = sim_between(w, 10, 5000);
+      if (a->env.dead || a->closed)
+        break;
+      a->env.paused_until = w->now + ms * SIM_MS;
+      /* Its wait bound moves with the pause. */
+      if (a->op_bound != 0)
+        a->op_bound += ms * SIM_MS;
+      sim_logf(w, "client %u paused for %.3f s", a->id, (double)ms / 1e3);
+      break;
+    }
+    case F_CCRASH: {
+      actor *a = r->actors[sim_between(w, 0, r->n_actors - 1)];
+      if (a->env.dead || a->closed || r->n_actors < 2)
+        break;
+      sim_env_crash(&a->env);
+      /* Its holds end with their validity; it never calls back. */
+      a->op_bound = 0;
+      break;
+    }
+    case F_CONFIG: {
+      static const char *const set[4][2] = {{"appendfsync", "everysec"},
+                                            {"appendfsync", "always"},
+                                            {"appendonly", "no"},
+                                            {"appendonly", "yes"}};
+      unsigned s = (unsigned)sim_between(w, 0, 3);
+      /* Seen at the next recheck (3 s) by a connected client; a crash
+       * before that is the operator's (README); then its window. */
+      if (!unseen_fault_ok(r, i, 15 * SIM_S))
+        break;
+      simkv_config_set(w->srv[i].kv, set[s][0], set[s][1]);
+      sim_logf(w, "server %u: CONFIG SET %s %s", i, set[s][0], set[s][1]);
+      break;
+    }
+    case F_JOIN: {
+      int elect = strcmp(r->workload, "elect") == 0;
+      actor *a = actor_new(r, !elect);
+      if (a != NULL) {
+        sim_logf(w, "client %u joins (%s)", a->id,
+                 elect ? "a new candidate" : "one lock, then it exits");
+        sim_at(w, w->now, &a->env, elect ? do_campaign : do_acquire, a, 0);
+      }
+      break;
+    }
+  }
+}
+
+/* ---- a seed -------------------------------------------------------------- */
+
+static void deploy(run *r) {
+  simworld *w = &r->w;
+  unsigned i;
+  r->declared = (int)sim_between(w, 0, 1);
+  for (i = 0; i < r->n_masters; i++) {
+    simsrv *s = &w->srv[i];
+    unsigned p = (unsigned)sim_between(w, 0, 3);
+    /* Persistence: none, RDB snapshots, AOF everysec, AOF always. */
+    simkv_config_set(s->kv, "appendonly", p >= 2 ? "yes" : "no");
+    simkv_config_set(s->kv, "appendfsync", p == 3 ? "always" : "everysec");
+    if (p == 1)
+      sim_srv_snapshot(s);
+    snprintf(r->servers[i], sizeof(r->servers[i]), "127.0.0.1:%d", s->port);
+    r->server_ptrs[i] = r->servers[i];
+    sim_logf(w, "server %u: %s", i,
+             p == 0 ? "no persistence" : p == 1 ? "RDB snapshots"
+             : p == 2 ? "AOF everysec" : "AOF always");
+    /* N = 1: the ttl record lives on the one master a restart can erase
+     * or roll back, so each client knows only its own ttls (redlock.h,
+     * restart_guard_ms): such a deployment fixes the window at its
+     * longest ttl (the workload's: 10 s), as the README says. */
+    if (r->n_masters == 1 && p != 3)
+      r->guard_ms = 10000;
+  }
+}
+
+/* RDB snapshots now and then (the servers that save). */
+static void on_bgsave(simworld *w, void *arg, uint64_t x) {
+  run *r = arg;
+  unsigned i;
+  (void)x;
+  if (r->ending)
+    return;
+  for (i = 0; i < r->n_masters; i++)
+    if (w->srv[i].rdb != NULL && sim_between(w, 0, 3) == 0)
+      sim_srv_snapshot(&w->srv[i]);
+  sim_at(w, w->now + sim_between(w, 500, 5000) * SIM_MS, NULL, on_bgsave, r,
+         0);
+}
+
+static int run_seed(const opts *o, uint64_t seed, int logging,
+                    uint64_t *grants, uint64_t *trace) {
+  run *r = calloc(1, sizeof(*r));
+  simworld *w;
+  unsigned i, n_clients;
+  uint64_t end;
+  int closing;
+  if (r == NULL)
+    return -1;
+  r->o = o;
+  r->seed = seed;
+  w = &r->w;
+  {
+    /* How many masters comes first, from the seed alone. */
+    static const unsigned ns[] = {1, 3, 5, 7};
+    uint64_t z = seed * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
+    r->n_masters = o->masters > 0 ? (unsigned)o->masters
+                                  : ns[(z >> 33) % 4];
+    r->workload = strcmp(o->workload, "any") != 0
+                      ? o->workload
+                      : workloads[(z >> 13) % (sizeof(workloads) /
+                                               sizeof(workloads[0]))];
+  }
+  sim_init(w, seed, r->n_masters, 7000, MAX_CLIENTS);
+  r->logging = logging;
+  w->log = logging ? run_log : NULL;
+  w->log_arg = r;
+  if (getenv("REDLOCK_SIM_TRACE_CLIENT") != NULL)
+    w->trace_client = atoi(getenv("REDLOCK_SIM_TRACE_CLIENT"));
+  deploy(r);
+  r->n_keys = (unsigned)sim_between(w, 1, 3);
+  n_clients = o->clients > 0 ? (unsigned)o->clients
+                             : (unsigned)sim_between(w, 2, 5);
+  for (i = 0; i < n_clients; i++) {
+    actor *a = actor_new(r, 0);
+    if (a == NULL)
+      break;
+    sim_at(w, w->now + sim_between(w, 0, 100) * SIM_MS, &a->env,
+           strcmp(r->workload, "elect") == 0 ? do_campaign : do_acquire, a,
+           0);
+  }
+  if (o->faults != 0)
+    sim_at(w, w->now + sim_between(w, 100, 1000) * SIM_MS, NULL, on_fault, r,
+           0);
+  sim_at(w, w->now + SIM_S, NULL, on_bgsave, r, 0);
+  end = w->now + (uint64_t)(o->sim_seconds * 1e9);
+  while (sim_step(w, end))
+    ;
+  /* The end: no new work; every cut heals, every process runs again, the
+   * clients close, and the world runs until nothing is left. */
+  r->ending = 1;
+  w->stopping = 1;
+  for (i = 0; i < r->n_actors; i++) {
+    unsigned s;
+    for (s = 0; s < w->n_srv; s++)
+      sim_cut(w, i, s, 0, 3);
+  }
+  for (i = 0; i < r->n_actors; i++) {
+    actor *a = r->actors[i];
+    a->env.paused_until = 0;
+    sim_env_revive(&a->env);
+  }
+  closing = 0;
+  for (i = 0; i < r->n_actors; i++) {
+    actor *a = r->actors[i];
+    if (!a->closed) {
+      a->closed = 1;
+      redlock_client_close(a->client, NULL, NULL);
+      closing++;
+    }
+  }
+  (void)closing;
+  while (sim_step(w, UINT64_MAX))
+    ;
+  *grants += r->grants;
+  *trace ^= w->trace + seed;
+  *trace *= 1099511628211ULL;
+  {
+    int v = (int)r->violations;
+    sim_free(w);
+    for (i = 0; i < r->n_actors; i++)
+      free(r->actors[i]);
+    free(r);
+    return v;
+  }
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: redlock-sim [--seconds S | --seeds K] [--seed S] "
+          "[--sim-seconds T]\n"
+          "                   [--workload plain|fence|extend|auto|rw|multi|"
+          "reentrant|elect|mixed] "
+          "[--faults LIST|all|none]\n"
+          "                   [--masters N] [--clients C] [--twice] "
+          "[--verbose]\n"
+          "faults: crash,pause,clock,cut,client-pause,client-crash,config,"
+          "join\n");
+}
+
+static int parse_faults(const char *s, unsigned *out) {
+  char buf[256], *tok, *save = NULL;
+  *out = 0;
+  if (strcmp(s, "all") == 0) {
+    *out = F_ALL;
+    return 0;
+  }
+  if (strcmp(s, "none") == 0)
+    return 0;
+  snprintf(buf, sizeof(buf), "%s", s);
+  for (tok = strtok_r(buf, ",", &save); tok != NULL;
+       tok = strtok_r(NULL, ",", &save)) {
+    size_t k;
+    int found = 0;
+    for (k = 0; k < sizeof(fault_names) / sizeof(fault_names[0]); k++)
+      if (strcmp(tok, fault_names[k].name) == 0) {
+        *out |= fault_names[k].bit;
+        found = 1;
+      }
+    if (!found) {
+      fprintf(stderr, "redlock-sim: unknown fault '%s'\n", tok);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static double cpu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void opts_default(opts *o) {
+  memset(o, 0, sizeof(*o));
+  o->seeds = 1;
+  o->sim_seconds = 30;
+  o->faults = F_ALL;
+  o->workload = "plain";
+  o->faults_arg = "all";
+}
+
+/* argv[from..argc) into *o: 0, or -1 (said why). */
+static int parse_opts(opts *o, int argc, char **argv, int from) {
+  int i;
+  for (i = from; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--verbose") == 0) {
+      o->verbose = 1;
+      continue;
+    }
+    if (strcmp(a, "--twice") == 0) {
+      o->twice = 1;
+      continue;
+    }
+    if (v == NULL) {
+      usage();
+      return -1;
+    }
+    i++;
+    if (strcmp(a, "--seconds") == 0) {
+      o->wall_seconds = atof(v);
+      o->seeds = 0;
+    } else if (strcmp(a, "--seeds") == 0) {
+      o->seeds = (unsigned)strtoul(v, NULL, 10);
+    } else if (strcmp(a, "--seed") == 0) {
+      o->seed = strtoull(v, NULL, 10);
+      o->seed_given = 1;
+    } else if (strcmp(a, "--sim-seconds") == 0) {
+      o->sim_seconds = atof(v);
+    } else if (strcmp(a, "--workload") == 0) {
+      o->workload = v;
+      size_t k;
+      int known = strcmp(v, "any") == 0;
+      for (k = 0; k < sizeof(workloads) / sizeof(workloads[0]); k++)
+        known |= strcmp(v, workloads[k]) == 0;
+      if (!known) {
+        fprintf(stderr, "redlock-sim: unknown workload '%s'\n", v);
+        return -1;
+      }
+    } else if (strcmp(a, "--faults") == 0) {
+      if (parse_faults(v, &o->faults) != 0)
+        return -1;
+      o->faults_arg = v;
+    } else if (strcmp(a, "--masters") == 0) {
+      o->masters = atoi(v);
+      if (o->masters < 1 || o->masters > MAX_MASTERS) {
+        fprintf(stderr, "redlock-sim: --masters 1..%d\n", MAX_MASTERS);
+        return -1;
+      }
+    } else if (strcmp(a, "--clients") == 0) {
+      o->clients = atoi(v);
+      if (o->clients < 1 || o->clients > MAX_CLIENTS / 2) {
+        fprintf(stderr, "redlock-sim: --clients 1..%d\n", MAX_CLIENTS / 2);
+        return -1;
+      }
+    } else {
+      usage();
+      return -1;
+    }
+  }
+  if (o->sim_seconds <= 0 || (o->seeds == 0 && o->wall_seconds <= 0)) {
+    usage();
+    return -1;
+  }
+  return 0;
+}
+
+/* --corpus FILE: each line "SEED [options]" (# starts a comment) runs
+ * that one seed; the seeds a violation was once found with (the seeds
+ * belong to the simulator of the commit that recorded them: a change of
+ * the simulator changes what a seed draws, so each line also says what it
+ * found). Exits 1 when any line's seed violates. */
+static int run_corpus(const char *path) {
+  FILE *f = fopen(path, "r");
+  char line[512];
+  unsigned lines = 0, bad = 0;
+  uint64_t grants = 0, trace = 14695981039346656037ULL;
+  if (f == NULL) {
+    fprintf(stderr, "redlock-sim: %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  redlock__scripts_init();
+  while (fgets(line, sizeof(line), f) != NULL) {
+    char *argv[32], *save = NULL, *tok, *hash = strchr(line, '#');
+    int argc = 0;
+    opts o;
+    if (hash != NULL)
+      *hash = '\0';
+    argv[argc++] = "redlock-sim";
+    for (tok = strtok_r(line, " \t\n", &save); tok != NULL && argc < 30;
+         tok = strtok_r(NULL, " \t\n", &save)) {
+      if (argc == 1)
+        argv[argc++] = "--seed";
+      argv[argc++] = tok;
+    }
+    if (argc == 1)
+      continue;
+    opts_default(&o);
+    if (parse_opts(&o, argc, argv, 1) != 0) {
+      fclose(f);
+      return 2;
+    }
+    lines++;
+    if (run_seed(&o, o.seed, 0, &grants, &trace) != 0) {
+      uint64_t g = 0, t = 0;
+      bad++;
+      (void)run_seed(&o, o.seed, 1, &g, &t);
+    }
+  }
+  fclose(f);
+  printf("sim: %" PRIu64 " grants, %u violations, %u seeds, corpus %s, "
+         "trace %016" PRIx64 "\n", grants, bad, lines, path, trace);
+  return bad > 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  opts o;
+  uint64_t grants = 0, trace = 14695981039346656037ULL, seed;
+  unsigned seeds = 0, violations = 0, bad_seeds = 0;
+  double cpu0;
+  opts_default(&o);
+  if (argc >= 3 && strcmp(argv[1], "--corpus") == 0)
+    return run_corpus(argv[2]);
+  if (parse_opts(&o, argc, argv, 1) != 0)
+    return 2;
+  if (!o.seed_given) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    o.seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20);
+  }
+  fprintf(stderr, "redlock-sim: first seed %" PRIu64 ", %g simulated s "
+          "each, workload %s\n", o.seed, o.sim_seconds, o.workload);
+  redlock__scripts_init();
+  cpu0 = cpu_seconds();
+  for (seed = o.seed;; seed++) {
+    int v;
+    if (o.seeds > 0 && seeds >= o.seeds)
+      break;
+    if (o.seeds == 0 && cpu_seconds() - cpu0 >= o.wall_seconds)
+      break;
+    v = run_seed(&o, seed, o.verbose, &grants, &trace);
+    if (v < 0) {
+      fprintf(stderr, "redlock-sim: out of memory\n");
+      return 2;
+    }
+    if (o.twice) {
+      uint64_t g = 0, t1 = 0, t2 = 0;
+      (void)run_seed(&o, seed, 0, &g, &t1);
+      (void)run_seed(&o, seed, 0, &g, &t2);
+      if (t1 != t2) {
+        fprintf(stderr, "VIOLATION seed %" PRIu64 ": not deterministic (its "
+                "trace hashed %016" PRIx64 ", then %016" PRIx64 ")\n", seed,
+                t1, t2);
+        violations++;
+        bad_seeds++;
+      }
+    }
+    if (v > 0 && !o.verbose) {
+      /* The same seed again, with its log: what led to it. */
+      uint64_t g = 0, t = 0;
+      (void)run_seed(&o, seed, 1, &g, &t);
+    }
+    seeds++;
+    if (v > 0) {
+      violations += (unsigned)v;
+      bad_seeds++;
+    }
+  }
+  fprintf(stderr, "redlock-sim: %.0f grants per CPU-second (%.2f CPU s)\n",
+          (double)grants / (cpu_seconds() - cpu0 + 1e-9),
+          cpu_seconds() - cpu0);
+  printf("sim: %" PRIu64 " grants, %u violations, %u seeds, %.0f simulated "
+         "s, trace %016" PRIx64 "\n", grants, violations, seeds,
+         seeds * o.sim_seconds, trace);
+  return violations > 0 ? 1 : 0;
+}

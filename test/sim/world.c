@@ -1,0 +1,1251 @@
+/* world.c: the simulated world (world.h): events, clients' seam, links,
+ * servers. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "world.h"
+
+static void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n);
+  if (q == NULL && n > 0) {
+    fprintf(stderr, "sim: out of memory\n");
+    abort();
+  }
+  return q;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n, size);
+  if (p == NULL) {
+    fprintf(stderr, "sim: out of memory\n");
+    abort();
+  }
+  return p;
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+typedef struct simev {
+  uint64_t at, seq;
+  simenv *env;            /* whose process runs it (NULL: the world's) */
+  sim_fn fn;
+  void *arg;
+  uint64_t a;
+} simev;
+
+static int ev_before(const simev *x, const simev *y) {
+  return x->at < y->at || (x->at == y->at && x->seq < y->seq);
+}
+
+static void heap_push(simworld *w, simev e) {
+  size_t i;
+  if (w->n_heap == w->cap_heap) {
+    w->cap_heap = w->cap_heap ? 2 * w->cap_heap : 1024;
+    w->heap = xrealloc(w->heap, w->cap_heap * sizeof(*w->heap));
+  }
+  i = w->n_heap++;
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (!ev_before(&e, &w->heap[p]))
+      break;
+    w->heap[i] = w->heap[p];
+    i = p;
+  }
+  w->heap[i] = e;
+}
+
+static simev heap_pop(simworld *w) {
+  simev top = w->heap[0], last = w->heap[--w->n_heap];
+  size_t i = 0, n = w->n_heap;
+  if (n == 0)
+    return top;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    const simev *best = &last;
+    if (l < n && ev_before(&w->heap[l], best)) {
+      m = l;
+      best = &w->heap[l];
+    }
+    if (r < n && ev_before(&w->heap[r], best))
+      m = r;
+    if (m == i)
+      break;
+    w->heap[i] = w->heap[m];
+    i = m;
+  }
+  w->heap[i] = last;
+  return top;
+}
+
+void sim_trace(simworld *w, uint64_t v) {
+  int i;
+  for (i = 0; i < 8; i++) {
+    w->trace ^= (v >> (8 * i)) & 0xff;
+    w->trace *= 1099511628211ULL;
+  }
+}
+
+uint64_t sim_rand(simworld *w) {
+  /* splitmix64 */
+  uint64_t z = (w->rng += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t sim_between(simworld *w, uint64_t lo, uint64_t hi) {
+  if (hi <= lo)
+    return lo;
+  return lo + sim_rand(w) % (hi - lo + 1);
+}
+
+double sim_unit(simworld *w) {
+  return (double)(sim_rand(w) >> 11) / (double)(1ULL << 53);
+}
+
+void sim_logf(simworld *w, const char *fmt, ...) {
+  char line[600];
+  int n;
+  va_list ap;
+  if (w->log == NULL)
+    return;
+  n = snprintf(line, sizeof(line), "%11.6f ", (double)w->now / 1e9);
+  va_start(ap, fmt);
+  vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+  va_end(ap);
+  w->log(w, line);
+}
+
+void sim_at(simworld *w, uint64_t at, simenv *env, sim_fn fn, void *arg,
+            uint64_t a) {
+  simev e;
+  e.at = at < w->now ? w->now : at;
+  e.seq = w->seq++;
+  e.env = env;
+  e.fn = fn;
+  e.arg = arg;
+  e.a = a;
+  heap_push(w, e);
+}
+
+/* The flushers armed while an event ran: their turn before the process
+ * blocks again (libuv's prepare phase). */
+static void run_flushers(simworld *w) {
+  while (w->armed != NULL) {
+    simenv *e = w->armed;
+    w->armed = e->next_armed;
+    e->next_armed = NULL;
+    e->on_armed_list = 0;
+    if (!e->flush_armed || e->flusher == NULL)
+      continue;
+    if (e->paused_until > w->now) {
+      /* Stopped: its turn comes when it runs again. */
+      sim_at(w, e->paused_until, e, NULL, NULL, 0);
+      continue;
+    }
+    e->flush_armed = 0;
+    sim_trace(w, 0xf100 + e->id);
+    redlock__flusher_run(e->flusher);
+  }
+}
+
+static void arm(simworld *w, simenv *e) {
+  e->flush_armed = 1;
+  if (!e->on_armed_list) {
+    e->on_armed_list = 1;
+    e->next_armed = w->armed;
+    w->armed = e;
+  }
+}
+
+int sim_step(simworld *w, uint64_t until) {
+  simev e;
+  if (w->n_heap == 0 || w->heap[0].at > until)
+    return 0;
+  e = heap_pop(w);
+  if (e.at > w->now)
+    w->now = e.at;
+  if (e.env != NULL) {
+    if (e.env->paused_until > w->now) {
+      /* Its process is stopped: the event waits, in order. */
+      sim_at(w, e.env->paused_until, e.env, e.fn, e.arg, e.a);
+      return 1;
+    }
+  }
+  w->events++;
+  sim_trace(w, w->now);
+  if (e.fn != NULL)
+    e.fn(w, e.arg, e.a);
+  else if (e.env != NULL && e.env->flush_armed)
+    arm(w, e.env);   /* a flusher's turn after a pause */
+  run_flushers(w);
+  return 1;
+}
+
+/* ---- links --------------------------------------------------------------- */
+
+/* Bytes on their way, one direction of a link. */
+typedef struct chunk {
+  struct chunk *next;
+  uint64_t at;            /* arrives (true ns) */
+  size_t len;
+  char data[];
+} chunk;
+
+typedef struct dir {
+  chunk *head, *tail;     /* written, not delivered yet, in order */
+  uint64_t last_at;       /* the last arrival scheduled (FIFO) */
+} dir;
+
+struct simlink {
+  simworld *w;
+  simenv *env;
+  redlock__conn *conn;    /* NULL once the client closed it */
+  unsigned gen;           /* the client connection's at open */
+  simsrv *srv;            /* NULL: nobody listens on that port */
+  unsigned incarnation;   /* the server's when accepted */
+  int connecting;         /* the client waits for the handshake */
+  int accepted;           /* the server has it */
+  int reset;              /* the server side went (crash): nothing more */
+  int fin;                /* the client closed it or died: the server
+                             drops it once the bytes before arrived */
+  unsigned refs;          /* the client, the server, events */
+  dir up, down;           /* client -> server, server -> client */
+  /* The server's side. */
+  char *in;               /* bytes received, not yet executed */
+  size_t in_len, in_cap;
+  simkv_conn kc;
+  char **subs;            /* channels subscribed */
+  size_t *sub_lens;
+  unsigned n_subs;
+  simlink *next_srv;      /* srv->conns */
+  simlink *next_env;      /* env->links */
+};
+
+static unsigned char cut_of(simworld *w, const simlink *l) {
+  if (l->srv == NULL || l->env->id >= w->max_clients)
+    return 0;
+  return w->cut[l->env->id][l->srv->index];
+}
+
+static uint64_t latency(simworld *w) {
+  return sim_between(w, w->lat_min, w->lat_max);
+}
+
+static void link_unref(simlink *l) {
+  chunk *c;
+  if (--l->refs > 0)
+    return;
+  while ((c = l->up.head) != NULL) {
+    l->up.head = c->next;
+    free(c);
+  }
+  while ((c = l->down.head) != NULL) {
+    l->down.head = c->next;
+    free(c);
+  }
+  free(l);
+}
+
+static chunk *chunk_pop(dir *d) {
+  chunk *c = d->head;
+  if (c != NULL) {
+    d->head = c->next;
+    if (d->head == NULL)
+      d->tail = NULL;
+  }
+  return c;
+}
+
+static void dir_clear(dir *d) {
+  chunk *c;
+  while ((c = chunk_pop(d)) != NULL)
+    free(c);
+}
+
+static void on_up(simworld *w, void *arg, uint64_t a);
+static void on_down(simworld *w, void *arg, uint64_t a);
+
+/* Arrival at or after `at`, never before the previous one (FIFO). */
+static uint64_t dir_next_at(dir *d, uint64_t at) {
+  if (at < d->last_at)
+    at = d->last_at;
+  d->last_at = at;
+  return at;
+}
+
+static void dir_schedule(simworld *w, simlink *l, int up, uint64_t at) {
+  l->refs++;
+  if (up)
+    sim_at(w, at, NULL, on_up, l, 0);
+  else
+    sim_at(w, at, l->env, on_down, l, 0);
+}
+
+static void dir_push(simworld *w, simlink *l, int up, const char *p,
+                     size_t n) {
+  dir *d = up ? &l->up : &l->down;
+  chunk *c = xcalloc(1, sizeof(*c) + n);
+  c->len = n;
+  memcpy(c->data, p, n);
+  c->at = dir_next_at(d, w->now + latency(w));
+  if (d->tail != NULL)
+    d->tail->next = c;
+  else
+    d->head = c;
+  d->tail = c;
+  dir_schedule(w, l, up, c->at);
+}
+
+static void srv_receive(simlink *l, const char *p, size_t n);
+static void srv_drop(simlink *l);
+
+/* The chunks of the up direction due by now arrive at the server; a cut
+ * holds or drops them. */
+static void on_up(simworld *w, void *arg, uint64_t a) {
+  simlink *l = arg;
+  unsigned char cut = cut_of(w, l);
+  (void)a;
+  while (l->up.head != NULL && l->up.head->at <= w->now) {
+    chunk *c;
+    if (cut & 1)
+      break;                     /* held: sim_cut's heal moves them */
+    c = chunk_pop(&l->up);
+    if (!(cut & 2) && l->accepted && !l->reset && l->srv->up &&
+        l->srv->incarnation == l->incarnation) {
+      sim_trace(w, 0xa0000000ULL + c->len);
+      srv_receive(l, c->data, c->len);
+    }
+    free(c);
+  }
+  /* The client closed: once its last bytes arrived, so does its FIN. */
+  if (l->fin && l->up.head == NULL && l->accepted)
+    srv_drop(l);
+  link_unref(l);
+}
+
+static void on_down(simworld *w, void *arg, uint64_t a) {
+  simlink *l = arg;
+  unsigned char cut = cut_of(w, l);
+  (void)a;
+  l->refs++;                     /* its callbacks may close it */
+  while (l->down.head != NULL && l->down.head->at <= w->now) {
+    chunk *c;
+    if (cut & 4)
+      break;
+    c = chunk_pop(&l->down);
+    if (!(cut & 8) && l->conn != NULL && l->conn->gen == l->gen &&
+        l->conn->state == REDLOCK__CONN_OPEN) {
+      sim_trace(w, 0xb0000000ULL + c->len);
+      if (redlock__conn_input(l->conn, c->data, c->len) != 0) {
+        free(c);
+        break;
+      }
+    }
+    free(c);
+  }
+  link_unref(l);
+  link_unref(l);
+}
+
+/* The client learns that its connection was refused or reset. */
+static void on_fail(simworld *w, void *arg, uint64_t a) {
+  simlink *l = arg;
+  (void)w;
+  if (l->conn != NULL && l->conn->gen == l->gen &&
+      l->conn->state != REDLOCK__CONN_CLOSED) {
+    l->conn->last_errno = (int)a;
+    sim_trace(w, 0xe0000000ULL + a);
+    redlock__conn_fail(l->conn, REDLOCK_EIO,
+                       a == ECONNREFUSED
+                           ? "connect: Connection refused (simulated)"
+                           : "read: Connection reset by peer (simulated)");
+  }
+  link_unref(l);
+}
+
+/* The client learns that its connection is up. */
+static void on_established(simworld *w, void *arg, uint64_t a) {
+  simlink *l = arg;
+  redlock__conn *c = l->conn;
+  (void)a;
+  if (c != NULL && c->gen == l->gen && l->connecting) {
+    l->connecting = 0;
+    sim_trace(w, 0xc0000000ULL);
+    if (redlock__conn_ready(c) == 0 && redlock__buf_pending(&c->out) > 0)
+      c->sys->ops->conn_write(c);
+  }
+  link_unref(l);
+}
+
+static void on_syn(simworld *w, void *arg, uint64_t a);
+
+/* The client's SYN arrives: refused, accepted (even by a stopped process:
+ * the kernel's backlog answers), or held or lost by a cut. */
+static void on_syn(simworld *w, void *arg, uint64_t a) {
+  simlink *l = arg;
+  simsrv *s = l->srv;
+  unsigned char cut = cut_of(w, l);
+  (void)a;
+  if (l->conn == NULL || !l->connecting || l->fin) {
+    link_unref(l);
+    return;
+  }
+  if (cut & 1) {
+    /* Held: the kernel sends the SYN again, 1 s, 2 s, 4 s ... later. */
+    if (a < 6)
+      sim_at(w, w->now + (SIM_S << a), NULL, on_syn, l, a + 1);
+    else
+      link_unref(l);
+    return;
+  }
+  if (cut & 2) {
+    link_unref(l);   /* lost: the client's connect deadline */
+    return;
+  }
+  if (s == NULL || !s->up) {
+    l->refs++;
+    sim_at(w, w->now + latency(w), l->env, on_fail, l, ECONNREFUSED);
+    link_unref(l);
+    return;
+  }
+  l->accepted = 1;
+  l->incarnation = s->incarnation;
+  l->refs++;   /* the server's */
+  l->next_srv = s->conns;
+  s->conns = l;
+  memset(&l->kc, 0, sizeof(l->kc));
+  l->kc.authed = simkv_config(s->kv, "requirepass")[0] == '\0';
+  l->refs++;
+  sim_at(w, dir_next_at(&l->down, w->now + latency(w)), l->env,
+         on_established, l, 0);
+  link_unref(l);
+}
+
+/* ---- the client's seam (sys.h) ------------------------------------------- */
+
+static simenv *env_of(redlock__sys *s) {
+  return s->arg;
+}
+
+uint64_t sim_env_now(const simenv *e) {
+  return e->clock_base_ns +
+         (uint64_t)((double)(e->w->now - e->clock_ref_ns) * e->rate);
+}
+
+uint64_t sim_env_span(const simenv *e, uint64_t ns) {
+  return (uint64_t)((double)ns / e->rate) + 1;
+}
+
+static redlock__ns env_now(redlock__sys *s) {
+  return sim_env_now(env_of(s));
+}
+
+static int env_random(redlock__sys *s, void *buf, size_t n) {
+  simworld *w = env_of(s)->w;
+  unsigned char *p = buf;
+  while (n > 0) {
+    uint64_t r = sim_rand(w);
+    size_t k = n < 8 ? n : 8;
+    memcpy(p, &r, k);
+    p += k;
+    n -= k;
+  }
+  return 0;
+}
+
+/* A timer: impl[0] its record (below). */
+typedef struct simtimer {
+  redlock__timer *t;      /* NULL once closed */
+  simenv *env;
+  uint64_t gen;           /* bumped by start, stop and close */
+  uint64_t repeat_ns;     /* of the client's clock */
+  int armed;
+  unsigned refs;          /* the timer, events */
+} simtimer;
+
+static void st_unref(simtimer *st) {
+  if (--st->refs == 0)
+    free(st);
+}
+
+static void on_timer(simworld *w, void *arg, uint64_t gen) {
+  simtimer *st = arg;
+  redlock__timer *t = st->t;
+  if (t != NULL && st->armed && st->gen == gen) {
+    if (st->repeat_ns > 0) {
+      st->gen++;
+      st->refs++;
+      sim_at(w, w->now + sim_env_span(st->env, st->repeat_ns), st->env,
+             on_timer, st, st->gen);
+    } else {
+      st->armed = 0;
+    }
+    sim_trace(w, 0x70000000ULL + st->env->id);
+    t->cb(t);
+  }
+  st_unref(st);
+}
+
+static void env_timer_init(redlock__sys *s, redlock__timer *t) {
+  simtimer *st = xcalloc(1, sizeof(*st));
+  st->t = t;
+  st->env = env_of(s);
+  st->refs = 1;
+  memset(t->impl, 0, sizeof(t->impl));
+  t->impl[0] = (uint64_t)(uintptr_t)st;
+  t->sys = s;
+  t->cb = NULL;
+}
+
+static simtimer *st_of(const redlock__timer *t) {
+  return (simtimer *)(uintptr_t)t->impl[0];
+}
+
+static void env_timer_start(redlock__timer *t, redlock__timer_cb cb,
+                            uint64_t ms, uint64_t repeat) {
+  simtimer *st = st_of(t);
+  simworld *w = st->env->w;
+  t->cb = cb;
+  st->gen++;
+  st->armed = 1;
+  st->repeat_ns = repeat * SIM_MS;
+  st->refs++;
+  sim_at(w, w->now + (ms > 0 ? sim_env_span(st->env, ms * SIM_MS) : 0),
+         st->env, on_timer, st, st->gen);
+}
+
+static void env_timer_stop(redlock__timer *t) {
+  simtimer *st = st_of(t);
+  st->armed = 0;
+  st->gen++;
+}
+
+static void on_timer_closed(simworld *w, void *arg, uint64_t a) {
+  redlock__timer *t = arg;
+  (void)w;
+  (void)a;
+  t->closed(t);
+}
+
+static void env_timer_close(redlock__timer *t,
+                            void (*closed)(redlock__timer *t)) {
+  simtimer *st = st_of(t);
+  st->armed = 0;
+  st->gen++;
+  st->t = NULL;
+  t->closed = closed;
+  t->impl[0] = 0;
+  sim_at(st->env->w, st->env->w->now, st->env, on_timer_closed, t, 0);
+  st_unref(st);
+}
+
+static int env_timer_closing(const redlock__timer *t) {
+  return t->impl[0] == 0;
+}
+
+static int env_resolve(redlock__sys *s, redlock__resolve *r,
+                       const char *host, redlock__resolve_cb cb) {
+  (void)s;
+  (void)r;
+  (void)host;
+  (void)cb;
+  return -EAI_NONAME;   /* the simulated masters are IP literals */
+}
+
+static void env_resolve_cancel(redlock__resolve *r) {
+  (void)r;
+}
+
+static simlink *link_of(const redlock__conn *c) {
+  return (simlink *)c->sock;
+}
+
+static int env_conn_open(redlock__conn *c, const struct sockaddr *sa,
+                         const char *path, redlock__tls_ctx *tls,
+                         const char *host, char *err, size_t errlen) {
+  simenv *e = env_of(c->sys);
+  simworld *w = e->w;
+  simlink *l;
+  int port;
+  unsigned i;
+  (void)host;
+  if (sa == NULL || path != NULL || tls != NULL ||
+      sa->sa_family != AF_INET) {
+    snprintf(err, errlen, "the simulator has IPv4 TCP only");
+    return REDLOCK_EIO;
+  }
+  port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+  l = xcalloc(1, sizeof(*l));
+  l->w = w;
+  l->env = e;
+  l->conn = c;
+  l->gen = c->gen;
+  l->connecting = 1;
+  l->refs = 1;   /* the client's */
+  for (i = 0; i < w->n_srv; i++)
+    if (w->srv[i].port == port)
+      l->srv = &w->srv[i];
+  l->next_env = e->links;
+  e->links = l;
+  c->sock = (struct redlock__sock *)l;
+  c->state = REDLOCK__CONN_CONNECTING;
+  c->want_write = 1;
+  sim_trace(w, 0xd0000000ULL + (uint64_t)port);
+  l->refs++;
+  sim_at(w, w->now + latency(w), NULL, on_syn, l, 0);
+  return 0;
+}
+
+static int env_conn_write(redlock__conn *c) {
+  simlink *l = link_of(c);
+  size_t n = redlock__buf_pending(&c->out);
+  if (l != NULL && n > 0)
+    dir_push(l->w, l, 1, c->out.data + c->out.off, n);
+  redlock__buf_reset(&c->out);
+  c->want_write = 0;
+  return 0;
+}
+
+/* What has arrived by now is delivered (a deadline reads first). */
+static int env_conn_read(redlock__conn *c) {
+  simlink *l = link_of(c);
+  unsigned gen = c->gen;
+  if (l == NULL)
+    return 0;
+  l->refs++;
+  on_down(l->w, l, 0);   /* drops the extra reference */
+  return c->gen == gen && c->state != REDLOCK__CONN_CLOSED ? 0 : -1;
+}
+
+static void env_unlist(simlink *l) {
+  simlink **pp;
+  for (pp = &l->env->links; *pp != NULL; pp = &(*pp)->next_env)
+    if (*pp == l) {
+      *pp = l->next_env;
+      return;
+    }
+}
+
+/* The client's side goes (a close, or its process died): bytes already
+ * on their way still arrive, then its FIN (on_up); bytes a cut holds are
+ * lost (a reset discards the send queue: SO_LINGER 0, conn_uv.c). */
+static void link_fin(simlink *l) {
+  simworld *w = l->w;
+  if (l->fin)
+    return;
+  l->fin = 1;
+  l->connecting = 0;
+  if (cut_of(w, l) & 1)
+    dir_clear(&l->up);
+  if (l->accepted) {
+    l->refs++;
+    sim_at(w, dir_next_at(&l->up, w->now + latency(w)), NULL, on_up, l, 0);
+  }
+}
+
+static void env_conn_close(redlock__conn *c) {
+  simlink *l = link_of(c);
+  if (l == NULL)
+    return;
+  c->sock = NULL;
+  l->conn = NULL;
+  link_fin(l);
+  env_unlist(l);
+  link_unref(l);   /* the client's */
+}
+
+static void env_conn_free(redlock__conn *c) {
+  (void)c;
+}
+
+static int env_flusher_init(redlock__sys *s, redlock__flusher *fl) {
+  env_of(s)->flusher = fl;
+  return 0;
+}
+
+static void env_flusher_arm(redlock__flusher *fl) {
+  simenv *e = env_of(fl->sys);
+  arm(e->w, e);
+}
+
+static void on_flusher_closed(simworld *w, void *arg, uint64_t a) {
+  redlock__flusher *fl = arg;
+  (void)w;
+  (void)a;
+  fl->closed(fl);
+}
+
+static void env_flusher_close(redlock__flusher *fl) {
+  simenv *e = env_of(fl->sys);
+  e->flusher = NULL;
+  e->flush_armed = 0;
+  sim_at(e->w, e->w->now, e, on_flusher_closed, fl, 0);
+}
+
+static const redlock__sys_ops env_ops = {
+    env_now,           env_random,        env_timer_init,
+    env_timer_start,   env_timer_stop,    env_timer_close,
+    env_timer_closing, env_resolve,       env_resolve_cancel,
+    env_conn_open,     env_conn_write,    env_conn_read,
+    env_conn_close,    env_conn_free,     env_flusher_init,
+    env_flusher_arm,   env_flusher_close,
+};
+
+void sim_env_init(simworld *w, simenv *e, unsigned id, double rate) {
+  memset(e, 0, sizeof(*e));
+  e->w = w;
+  e->id = id;
+  e->rate = rate;
+  e->clock_ref_ns = w->now;
+  /* Its boot clock: any start, far from the others'. */
+  e->clock_base_ns = sim_between(w, 1, 1000000) * SIM_S;
+  e->sys.ops = &env_ops;
+  e->sys.loop = NULL;
+  e->sys.arg = e;
+}
+
+void sim_env_crash(simenv *e) {
+  simlink *l;
+  e->dead = 1;
+  e->paused_until = UINT64_MAX;
+  /* Its kernel closes its sockets. */
+  for (l = e->links; l != NULL; l = l->next_env)
+    link_fin(l);
+  sim_logf(e->w, "client %u crashed", e->id);
+}
+
+void sim_env_revive(simenv *e) {
+  simworld *w = e->w;
+  size_t i, n = w->n_heap;
+  simev *all = w->heap;
+  if (!e->dead)
+    return;
+  e->dead = 0;
+  e->paused_until = 0;
+  /* Its waiting events come due now, in their order: the heap again. */
+  w->heap = NULL;
+  w->n_heap = w->cap_heap = 0;
+  for (i = 0; i < n; i++) {
+    if (all[i].env == e && all[i].at == UINT64_MAX)
+      all[i].at = w->now;
+    heap_push(w, all[i]);
+  }
+  free(all);
+  if (e->flush_armed) {
+    e->flush_armed = 0;
+    arm(w, e);
+  }
+}
+
+/* ---- servers ------------------------------------------------------------- */
+
+int64_t sim_srv_wall_us(const simsrv *s) {
+  return s->wall_base_us +
+         (int64_t)((double)(s->w->now - s->wall_ref_ns) / 1000.0 *
+                   s->wall_rate);
+}
+
+static void wall_rebase(simsrv *s) {
+  s->wall_base_us = sim_srv_wall_us(s);
+  s->wall_ref_ns = s->w->now;
+}
+
+void sim_srv_step_clock(simsrv *s, int64_t us) {
+  wall_rebase(s);
+  s->wall_base_us += us;
+  sim_trace(s->w, 0x5000000000ULL + (uint64_t)us);
+}
+
+void sim_srv_set_rate(simsrv *s, double rate) {
+  wall_rebase(s);
+  s->wall_rate = rate;
+}
+
+static void hex40(simworld *w, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  int i;
+  for (i = 0; i < 40; i++)
+    out[i] = hex[sim_rand(w) & 15];
+  out[40] = '\0';
+}
+
+static void srv_fill_info(simsrv *s) {
+  s->info.run_id = s->run_id;
+  s->info.uptime_s = (int64_t)((s->w->now - s->started_ns) / SIM_S);
+  s->info.tcp_port = s->port;
+  s->info.role = "master";
+  s->info.master_host = NULL;
+  s->info.master_port = 0;
+  s->info.master_link_up = 0;
+  s->info.master_replid = s->replid;
+  s->info.second_repl_offset = -1;
+  s->info.connected_slaves = 0;
+  s->info.aof_enabled = -1;
+  s->info.rdb_last_save_time = 0;
+}
+
+static long srv_publish(void *arg, const char *ch, size_t chlen,
+                        const char *msg, size_t msglen);
+
+static void srv_start(simsrv *s) {
+  s->up = 1;
+  s->started_ns = s->w->now;
+  hex40(s->w, s->run_id);
+  hex40(s->w, s->replid);
+  srv_fill_info(s);
+  sim_trace(s->w, 0x5100000000ULL + s->index);
+}
+
+/* ---- the server's side of a link ---------------------------------------- */
+
+static void srv_drop(simlink *l) {
+  simsrv *s = l->srv;
+  simlink **pp;
+  unsigned i;
+  if (!l->accepted)
+    return;
+  for (pp = &s->conns; *pp != NULL; pp = &(*pp)->next_srv)
+    if (*pp == l) {
+      *pp = l->next_srv;
+      break;
+    }
+  l->accepted = 0;
+  for (i = 0; i < l->n_subs; i++)
+    free(l->subs[i]);
+  free(l->subs);
+  free(l->sub_lens);
+  l->subs = NULL;
+  l->sub_lens = NULL;
+  l->n_subs = 0;
+  free(l->in);
+  l->in = NULL;
+  l->in_len = l->in_cap = 0;
+  link_unref(l);   /* the server's */
+}
+
+static void out_append(simkv_out *o, const char *p, size_t n) {
+  if (o->len + n > o->cap) {
+    o->cap = (o->len + n) * 2 + 64;
+    o->p = xrealloc(o->p, o->cap);
+  }
+  memcpy(o->p + o->len, p, n);
+  o->len += n;
+}
+
+static void out_printf(simkv_out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void out_printf(simkv_out *o, const char *fmt, ...) {
+  char buf[256];
+  int n;
+  va_list ap;
+  va_start(ap, fmt);
+  n = vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  out_append(o, buf, (size_t)n);
+}
+
+static void out_bulk(simkv_out *o, const char *p, size_t n) {
+  out_printf(o, "$%zu\r\n", n);
+  out_append(o, p, n);
+  out_append(o, "\r\n", 2);
+}
+
+static long srv_publish(void *arg, const char *ch, size_t chlen,
+                        const char *msg, size_t msglen) {
+  simsrv *s = arg;
+  simlink *l;
+  long n = 0;
+  simkv_out o = {NULL, 0, 0};
+  for (l = s->conns; l != NULL; l = l->next_srv) {
+    unsigned i;
+    for (i = 0; i < l->n_subs; i++)
+      if (l->sub_lens[i] == chlen && memcmp(l->subs[i], ch, chlen) == 0) {
+        o.len = 0;
+        out_append(&o, "*3\r\n$7\r\nmessage\r\n", 17);
+        out_bulk(&o, ch, chlen);
+        out_bulk(&o, msg, msglen);
+        dir_push(s->w, l, 0, o.p, o.len);
+        n++;
+        break;
+      }
+  }
+  free(o.p);
+  return n;
+}
+
+/* SUBSCRIBE / UNSUBSCRIBE: the connection's channels. */
+static void srv_pubsub(simlink *l, int sub, int argc, const char *const *argv,
+                       const size_t *lens, simkv_out *o) {
+  int i;
+  for (i = 1; i < argc; i++) {
+    unsigned k, found = l->n_subs;
+    for (k = 0; k < l->n_subs; k++)
+      if (l->sub_lens[k] == lens[i] &&
+          memcmp(l->subs[k], argv[i], lens[i]) == 0)
+        found = k;
+    if (sub && found == l->n_subs) {
+      l->subs = xrealloc(l->subs, (l->n_subs + 1) * sizeof(*l->subs));
+      l->sub_lens =
+          xrealloc(l->sub_lens, (l->n_subs + 1) * sizeof(*l->sub_lens));
+      l->subs[l->n_subs] = xcalloc(1, lens[i] + 1);
+      memcpy(l->subs[l->n_subs], argv[i], lens[i]);
+      l->sub_lens[l->n_subs++] = lens[i];
+    } else if (!sub && found < l->n_subs) {
+      free(l->subs[found]);
+      l->subs[found] = l->subs[l->n_subs - 1];
+      l->sub_lens[found] = l->sub_lens[l->n_subs - 1];
+      l->n_subs--;
+    }
+    out_printf(o, "*3\r\n$%d\r\n%s\r\n", sub ? 9 : 11,
+               sub ? "subscribe" : "unsubscribe");
+    out_bulk(o, argv[i], lens[i]);
+    out_printf(o, ":%u\r\n", l->n_subs);
+  }
+}
+
+/* One complete command at the front of l->in: its length, 0 when more
+ * bytes are needed, -1 when it is not RESP (a protocol error). */
+#define MAX_ARGS 1024
+static long parse_cmd(const char *p, size_t n, int *argc,
+                      const char **argv, size_t *lens) {
+  size_t i = 0;
+  long k, count;
+  char *end;
+  if (n < 4)
+    return 0;
+  if (p[0] != '*')
+    return -1;
+  count = strtol(p + 1, &end, 10);
+  if (end >= p + n || (size_t)(end - p) + 2 > n)
+    return 0;
+  if (count < 1 || count > MAX_ARGS || end[0] != '\r')
+    return -1;
+  i = (size_t)(end - p) + 2;
+  for (k = 0; k < count; k++) {
+    long len;
+    if (i >= n)
+      return 0;
+    if (p[i] != '$')
+      return -1;
+    len = strtol(p + i + 1, &end, 10);
+    if (end >= p + n || (size_t)(end - p) + 2 > n)
+      return 0;
+    if (len < 0 || end[0] != '\r')
+      return -1;
+    i = (size_t)(end - p) + 2;
+    if (i + (size_t)len + 2 > n)
+      return 0;
+    argv[k] = p + i;
+    lens[k] = (size_t)len;
+    i += (size_t)len + 2;
+  }
+  *argc = (int)count;
+  return (long)i;
+}
+
+static int is(const char *a, size_t n, const char *b) {
+  return strlen(b) == n && strncasecmp(a, b, n) == 0;
+}
+
+/* Runs what l->in holds, unless the server is stopped. */
+static void srv_run(simlink *l) {
+  simsrv *s = l->srv;
+  simworld *w = s->w;
+  const char *argv[MAX_ARGS];
+  size_t lens[MAX_ARGS];
+  simkv_out o = {NULL, 0, 0};
+  size_t off = 0;
+  simkv_ctx ctx;
+  if (s->paused_until > w->now || !l->accepted)
+    return;
+  memset(&ctx, 0, sizeof(ctx));
+  srv_fill_info(s);
+  ctx.info = &s->info;
+  ctx.publish = srv_publish;
+  ctx.arg = s;
+  while (off < l->in_len) {
+    int argc = 0;
+    long used = parse_cmd(l->in + off, l->in_len - off, &argc, argv, lens);
+    if (used == 0)
+      break;
+    if (used < 0) {
+      out_printf(&o, "-ERR Protocol error (simulated)\r\n");
+      off = l->in_len;
+      break;
+    }
+    off += (size_t)used;
+    s->commands++;
+    if ((int)l->env->id == w->trace_client) {
+      char line[160];
+      int k, m = 0;
+      for (k = 0; k < argc && k < 4 && m < 120; k++)
+        m += snprintf(line + m, sizeof(line) - (size_t)m, " %.*s",
+                      (int)(lens[k] < 24 ? lens[k] : 24), argv[k]);
+      sim_logf(w, "  server %u runs for client %u:%s", s->index,
+               l->env->id, line);
+    }
+    ctx.now_us = sim_srv_wall_us(s);
+    if (is(argv[0], lens[0], "SUBSCRIBE") && argc > 1) {
+      srv_pubsub(l, 1, argc, argv, lens, &o);
+    } else if (is(argv[0], lens[0], "UNSUBSCRIBE") && argc > 1) {
+      srv_pubsub(l, 0, argc, argv, lens, &o);
+    } else if (l->n_subs > 0 && !is(argv[0], lens[0], "PING")) {
+      out_printf(&o, "-ERR Can't execute '%.*s': only (P|S)SUBSCRIBE / "
+                 "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in "
+                 "this context\r\n", (int)lens[0], argv[0]);
+    } else {
+      int rc = simkv_exec(s->kv, &l->kc, &ctx, argc, argv, lens, &o);
+      if (rc > 0)
+        s->writes++;
+    }
+  }
+  if (off > 0) {
+    memmove(l->in, l->in + off, l->in_len - off);
+    l->in_len -= off;
+  }
+  if (o.len > 0)
+    dir_push(w, l, 0, o.p, o.len);
+  free(o.p);
+}
+
+static void srv_receive(simlink *l, const char *p, size_t n) {
+  if (l->in_len + n > l->in_cap) {
+    l->in_cap = (l->in_len + n) * 2;
+    l->in = xrealloc(l->in, l->in_cap);
+  }
+  memcpy(l->in + l->in_len, p, n);
+  l->in_len += n;
+  srv_run(l);
+}
+
+sim_loss sim_srv_loss(const simsrv *s) {
+  const char *aof = simkv_config(s->kv, "appendonly");
+  const char *fsync = simkv_config(s->kv, "appendfsync");
+  if (strcmp(aof, "yes") == 0)
+    return strcmp(fsync, "always") == 0 ? SIM_LOSE_NOTHING
+                                        : SIM_LOSE_SECOND;
+  return s->rdb != NULL ? SIM_LOSE_SNAPSHOT : SIM_LOSE_ALL;
+}
+
+void sim_srv_snapshot(simsrv *s) {
+  if (s->rdb != NULL)
+    simkv_free(s->rdb);
+  s->rdb = simkv_clone(s->kv);
+}
+
+/* The AOF's fsync (everysec): what a crash keeps is this copy. */
+static void on_fsync(simworld *w, void *arg, uint64_t incarnation) {
+  simsrv *s = arg;
+  if (!s->up || s->incarnation != incarnation)
+    return;
+  if (strcmp(simkv_config(s->kv, "appendonly"), "yes") == 0 &&
+      strcmp(simkv_config(s->kv, "appendfsync"), "always") != 0) {
+    if (s->fsynced != NULL)
+      simkv_free(s->fsynced);
+    s->fsynced = simkv_clone(s->kv);
+  }
+  if (!w->stopping)
+    sim_at(w, w->now + SIM_S, NULL, on_fsync, s, incarnation);
+}
+
+static void on_restart(simworld *w, void *arg, uint64_t incarnation) {
+  simsrv *s = arg;
+  (void)w;
+  if (s->up || s->incarnation != incarnation)
+    return;
+  srv_start(s);
+  simkv_restart(s->kv, sim_srv_wall_us(s));
+  sim_at(w, w->now + SIM_S, NULL, on_fsync, s, s->incarnation);
+  sim_logf(w, "server %u restarted (run_id %.8s, %zu keys)", s->index,
+           s->run_id, simkv_keys(s->kv));
+}
+
+void sim_srv_crash(simsrv *s, uint64_t down_ns) {
+  simworld *w = s->w;
+  sim_loss loss = sim_srv_loss(s);
+  simkv *keep = NULL;
+  char conf[4][32];
+  static const char *names[4] = {"appendonly", "appendfsync", "save",
+                                 "requirepass"};
+  int i;
+  if (!s->up)
+    return;
+  /* What the disk kept; the config is the one it starts with (its file
+   * on disk: a CONFIG SET without CONFIG REWRITE is lost too, but the
+   * simulated deployment starts every instance with the same settings as
+   * it ran, as an operator's unit file would). */
+  for (i = 0; i < 4; i++)
+    snprintf(conf[i], sizeof(conf[i]), "%s", simkv_config(s->kv, names[i]));
+  switch (loss) {
+    case SIM_LOSE_NOTHING:
+      keep = simkv_clone(s->kv);
+      break;
+    case SIM_LOSE_SECOND:
+      keep = s->fsynced != NULL ? simkv_clone(s->fsynced) : simkv_new();
+      break;
+    case SIM_LOSE_SNAPSHOT:
+      keep = simkv_clone(s->rdb);
+      break;
+    case SIM_LOSE_ALL:
+      keep = simkv_new();
+      break;
+  }
+  if (keep == NULL) {
+    fprintf(stderr, "sim: out of memory\n");
+    abort();
+  }
+  for (i = 0; i < 4; i++)
+    simkv_config_set(keep, names[i], conf[i]);
+  simkv_free(s->kv);
+  s->kv = keep;
+  if (s->fsynced != NULL) {
+    simkv_free(s->fsynced);
+    s->fsynced = NULL;
+  }
+  s->up = 0;
+  s->paused_until = 0;
+  s->incarnation++;
+  /* Every connection is reset: the clients learn it after what was
+   * already on its way to them. */
+  while (s->conns != NULL) {
+    simlink *l = s->conns;
+    l->reset = 1;
+    dir_clear(&l->up);
+    l->refs++;
+    sim_at(w, dir_next_at(&l->down, w->now + latency(w)), l->env, on_fail,
+           l, ECONNRESET);
+    srv_drop(l);
+  }
+  sim_logf(w, "server %u crashed (loses %s), back in %.3f s", s->index,
+           loss == SIM_LOSE_NOTHING    ? "nothing"
+           : loss == SIM_LOSE_SECOND   ? "up to a second"
+           : loss == SIM_LOSE_SNAPSHOT ? "what followed its snapshot"
+                                       : "everything",
+           (double)down_ns / 1e9);
+  sim_at(w, w->now + down_ns, NULL, on_restart, s, s->incarnation);
+}
+
+static void on_resume(simworld *w, void *arg, uint64_t incarnation) {
+  simsrv *s = arg;
+  simlink *l, *next;
+  if (s->incarnation != incarnation || s->paused_until > w->now)
+    return;
+  s->paused_until = 0;
+  for (l = s->conns; l != NULL; l = next) {
+    next = l->next_srv;
+    l->refs++;
+    srv_run(l);
+    link_unref(l);
+  }
+}
+
+void sim_srv_pause(simsrv *s, uint64_t ns) {
+  simworld *w = s->w;
+  if (!s->up)
+    return;
+  if (s->paused_until < w->now + ns)
+    s->paused_until = w->now + ns;
+  sim_logf(w, "server %u paused for %.3f s", s->index, (double)ns / 1e9);
+  sim_at(w, s->paused_until, NULL, on_resume, s, s->incarnation);
+}
+
+/* ---- cuts ---------------------------------------------------------------- */
+
+void sim_cut(simworld *w, unsigned client, unsigned srv, int mode, int dirs) {
+  unsigned char old, now = 0;
+  if (client >= w->max_clients || srv >= w->n_srv)
+    return;
+  old = w->cut[client][srv];
+  if (mode == 1)
+    now = (unsigned char)(((dirs & 1) ? 1 : 0) | ((dirs & 2) ? 4 : 0));
+  else if (mode == 2)
+    now = (unsigned char)(((dirs & 1) ? 2 : 0) | ((dirs & 2) ? 8 : 0));
+  w->cut[client][srv] = now;
+  if (old == now)
+    return;
+  /* Healed directions: what they held moves on (held chunks arrive one
+   * latency from now, in order; a held SYN is tried again). */
+  {
+    simsrv *s = &w->srv[srv];
+    simlink *l;
+    for (l = s->conns; l != NULL; l = l->next_srv) {
+      if (l->env->id != client)
+        continue;
+      if ((old & 1) && !(now & 1) && l->up.head != NULL) {
+        chunk *c;
+        for (c = l->up.head; c != NULL; c = c->next)
+          if (c->at <= w->now)
+            c->at = dir_next_at(&l->up, w->now + latency(w));
+        for (c = l->up.head; c != NULL; c = c->next)
+          dir_schedule(w, l, 1, c->at);
+      }
+      if ((old & 4) && !(now & 4) && l->down.head != NULL) {
+        chunk *c;
+        for (c = l->down.head; c != NULL; c = c->next)
+          if (c->at <= w->now)
+            c->at = dir_next_at(&l->down, w->now + latency(w));
+        for (c = l->down.head; c != NULL; c = c->next)
+          dir_schedule(w, l, 0, c->at);
+      }
+    }
+  }
+}
+
+/* ---- the world ----------------------------------------------------------- */
+
+void sim_init(simworld *w, uint64_t seed, unsigned n_srv, int base_port,
+              unsigned max_clients) {
+  unsigned i;
+  memset(w, 0, sizeof(*w));
+  w->rng = seed;
+  w->trace = 14695981039346656037ULL;
+  w->now = SIM_S;
+  w->lat_min = 50000;       /* 50 us */
+  w->lat_max = 400000;      /* 400 us */
+  w->max_clients = max_clients;
+  w->trace_client = -1;
+  w->cut = xcalloc(max_clients, sizeof(*w->cut));
+  w->n_srv = n_srv;
+  w->base_port = base_port;
+  w->srv = xcalloc(n_srv, sizeof(*w->srv));
+  for (i = 0; i < n_srv; i++) {
+    simsrv *s = &w->srv[i];
+    s->w = w;
+    s->index = i;
+    s->port = base_port + (int)i;
+    s->kv = simkv_new();
+    if (s->kv == NULL) {
+      fprintf(stderr, "sim: out of memory\n");
+      abort();
+    }
+    s->wall_rate = 1.0;
+    s->wall_ref_ns = w->now;
+    /* Wall clocks near each other, as NTP keeps them: within 2 ms. */
+    s->wall_base_us = 1700000000000000LL + (int64_t)sim_between(w, 0, 2000);
+    srv_start(s);
+    sim_at(w, w->now + SIM_S, NULL, on_fsync, s, s->incarnation);
+  }
+}
+
+void sim_free(simworld *w) {
+  unsigned i;
+  for (i = 0; i < w->n_srv; i++) {
+    simsrv *s = &w->srv[i];
+    while (s->conns != NULL)
+      srv_drop(s->conns);
+    simkv_free(s->kv);
+    if (s->rdb != NULL)
+      simkv_free(s->rdb);
+    if (s->fsynced != NULL)
+      simkv_free(s->fsynced);
+  }
+  free(w->srv);
+  free(w->cut);
+  free(w->heap);
+  memset(w, 0, sizeof(*w));
+}

@@ -1,0 +1,181 @@
+/* world.h: the simulated world of redlock-sim (issue 31).
+ *
+ * One thread, one virtual clock (true time, in ns), one seeded random
+ * source and one queue of events. In it: clients, each the real library
+ * over a seam of ours (lib/sys/sys.h: its own clock with a drift rate,
+ * timers, random bytes from the world's source, and a transport whose
+ * connections are links to simulated servers), and simulated Redis
+ * servers (kv.h for their data) with wall clocks that drift and step,
+ * persistence models, crashes, restarts and pauses. Links between them
+ * carry bytes with a delay, in order, and can be cut one way or both
+ * (bytes held until the cut heals, as TCP retransmits, or dropped with
+ * the connection reset).
+ *
+ * Owns: the event queue, true time, randomness, the trace hash, the seam
+ * implementation, links and servers. Does not own: what the clients do
+ * (sim.c's workloads), when faults happen (sim.c's schedule), what counts
+ * as a violation (sim.c's oracle).
+ *
+ * Invariants
+ *  1. Same seed and same calls, same run: nothing reads the OS clock or
+ *     randomness; events at the same time run in the order they were
+ *     queued (a sequence number breaks ties).
+ *  2. A link delivers each direction's bytes in the order they were
+ *     written, never before their delay, never after the connection was
+ *     closed or reset (a closed client connection receives nothing).
+ *  3. A paused process (client or server) runs nothing: its events wait
+ *     for the pause's end, in order; bytes to a paused server queue. */
+#ifndef REDLOCK_SIM_WORLD_H
+#define REDLOCK_SIM_WORLD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "conn.h"
+#include "kv.h"
+#include "sys.h"
+
+#define SIM_MS 1000000ULL          /* ns */
+#define SIM_S 1000000000ULL
+
+typedef struct simworld simworld;
+typedef struct simsrv simsrv;
+typedef struct simenv simenv;
+typedef struct simlink simlink;
+
+/* How a server keeps its data across a restart: follows its config
+ * (appendonly, appendfsync) at the moment it crashes, as Redis does. */
+typedef enum {
+  SIM_LOSE_ALL = 0,      /* appendonly no, no snapshot: empty */
+  SIM_LOSE_SNAPSHOT,     /* appendonly no: the last RDB snapshot */
+  SIM_LOSE_SECOND,       /* appendfsync everysec/no: the last fsync */
+  SIM_LOSE_NOTHING       /* appendfsync always */
+} sim_loss;
+
+/* A server: one redis-server process over its life (restarts keep the
+ * port and the object). */
+struct simsrv {
+  simworld *w;
+  unsigned index;
+  int port;
+  simkv *kv;
+  simkv *rdb;             /* the last snapshot (BGSAVE), or NULL */
+  simkv *fsynced;         /* the AOF's state at the last fsync (everysec) */
+  int up;                 /* running (accepting) */
+  uint64_t paused_until;  /* SIGSTOP: runs nothing before (true ns) */
+  unsigned incarnation;   /* bumped by every crash */
+  char run_id[41];
+  uint64_t started_ns;    /* true time of the last start */
+  /* Its wall clock: wall_us = wall_base_us + (now - wall_ref) * rate. */
+  int64_t wall_base_us;
+  uint64_t wall_ref_ns;
+  double wall_rate;
+  simkv_info info;
+  char replid[41];
+  simlink *conns;         /* its accepted connections (list) */
+  uint64_t commands;      /* executed */
+  uint64_t writes;
+};
+
+/* A client's environment: its seam (sys.h) and its process. */
+struct simenv {
+  redlock__sys sys;       /* sys.arg = this */
+  simworld *w;
+  unsigned id;
+  /* Its validity clock: base + (now - ref) * rate; never steps. */
+  uint64_t clock_base_ns, clock_ref_ns;
+  double rate;
+  uint64_t paused_until;  /* SIGSTOP of the client's process */
+  int dead;               /* crashed: stopped for good (its events wait
+                             at the end of time; sim_env_revive) */
+  redlock__flusher *flusher;
+  int flush_armed;
+  int on_armed_list;
+  simenv *next_armed;
+  simlink *links;         /* its connections' links */
+};
+
+struct simworld {
+  uint64_t now;           /* true time, ns */
+  uint64_t rng;
+  uint64_t trace;         /* FNV-1a of every event, in order */
+  uint64_t events;
+  /* The event heap. */
+  struct simev *heap;
+  size_t n_heap, cap_heap;
+  uint64_t seq;
+  simsrv *srv;            /* n_srv servers, ports base_port + i */
+  unsigned n_srv;
+  int base_port;
+  simenv *armed;          /* clients whose flusher wants a turn */
+  /* Links: latency of each direction, ns, uniform in [lat_min, lat_max]. */
+  uint64_t lat_min, lat_max;
+  /* Cuts: cut[c][s] bit 1: client c's bytes to server s are held (bit 2:
+   * dropped), bit 4/8 the same for s to c. At most SIM_MAX_CLIENTS. */
+  unsigned char (*cut)[64];
+  unsigned max_clients;
+  int stopping;           /* the run ends: no more periodic events */
+  int trace_client;       /* -1, or a client whose commands and replies
+                             the log shows (debugging a seed) */
+  int verbose;
+  void (*log)(simworld *w, const char *line);
+  void *log_arg;
+};
+
+typedef void (*sim_fn)(simworld *w, void *arg, uint64_t a);
+
+/* ---- the world ----------------------------------------------------------- */
+
+void sim_init(simworld *w, uint64_t seed, unsigned n_srv, int base_port,
+              unsigned max_clients);
+void sim_free(simworld *w);
+uint64_t sim_rand(simworld *w);
+/* Uniform in [lo, hi]. */
+uint64_t sim_between(simworld *w, uint64_t lo, uint64_t hi);
+double sim_unit(simworld *w);
+void sim_trace(simworld *w, uint64_t v);
+/* Runs fn(w, arg, a) at true time `at` (>= now) in `env`'s process (NULL:
+ * the world's own, never paused). */
+void sim_at(simworld *w, uint64_t at, simenv *env, sim_fn fn, void *arg,
+            uint64_t a);
+/* One event (and the flushers it armed): 0 when none is left or the next
+ * one is after `until`. */
+int sim_step(simworld *w, uint64_t until);
+void sim_logf(simworld *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- clients' environments ----------------------------------------------- */
+
+void sim_env_init(simworld *w, simenv *e, unsigned id, double rate);
+/* The client's own clock now. */
+uint64_t sim_env_now(const simenv *e);
+/* True ns for `ns` of the client's clock. */
+uint64_t sim_env_span(const simenv *e, uint64_t ns);
+/* Crash: every connection of the client is dropped (the servers see it
+ * go), and nothing of it runs again. Its memory stays (the oracle reads
+ * it; sim_env_free at the end). */
+void sim_env_crash(simenv *e);
+/* The end of a run: a crashed client runs again (its events come due
+ * now, in order), so that it can be closed and freed. */
+void sim_env_revive(simenv *e);
+
+/* ---- servers ------------------------------------------------------------- */
+
+int64_t sim_srv_wall_us(const simsrv *s);
+void sim_srv_step_clock(simsrv *s, int64_t us);
+void sim_srv_set_rate(simsrv *s, double rate);
+/* Kill -9: connections reset; restart after down_ns with what its
+ * persistence kept (sim_loss of its config at this moment). */
+void sim_srv_crash(simsrv *s, uint64_t down_ns);
+sim_loss sim_srv_loss(const simsrv *s);
+void sim_srv_pause(simsrv *s, uint64_t ns);
+/* BGSAVE: the RDB snapshot is now. */
+void sim_srv_snapshot(simsrv *s);
+/* Cuts between client id and server index: mode 0 heals, 1 holds bytes
+ * (delivered when it heals), 2 drops them and resets the connection when
+ * it heals; dirs bit 1: client to server, bit 2: server to client. */
+void sim_cut(simworld *w, unsigned client, unsigned srv, int mode,
+             int dirs);
+
+#endif
