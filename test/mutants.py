@@ -64,7 +64,8 @@ def parse(path):
             continue
         if line.startswith("## "):
             cur = {"name": line[3:].strip(), "file": None, "tests": [],
-                   "orig": [], "repl": [], "why": "", "pytest": None}
+                   "orig": [], "repl": [], "why": "", "pytest": None,
+                   "sim": None}
             mode = "head"
         elif cur is not None and line.startswith("file:"):
             cur["file"] = line[5:].strip()
@@ -72,6 +73,8 @@ def parse(path):
             cur["tests"] = line[6:].split()
         elif cur is not None and line.startswith("pytest:"):
             cur["pytest"] = line[7:].strip()
+        elif cur is not None and line.startswith("sim:"):
+            cur["sim"] = line[4:].strip()
         elif cur is not None and line.startswith("why:"):
             cur["why"] = line[4:].strip()
         elif cur is not None and line == "---":
@@ -357,6 +360,10 @@ class Worker:
                     + open(blog, errors="replace").read()[-3000:])
             tlog = os.path.join(self.dir, f"test-{i}.log")
             env = None
+            if m.get("simargs"):
+                # --sim: the simulator alone (test sim-mutant reads its
+                # options from REDLOCK_SIM_ARGS)
+                env = dict(os.environ, REDLOCK_SIM_ARGS=m["simargs"])
             if m["pytest"]:
                 # python suites: only the tests of this mutant
                 # (test/python/run.sh passes them to pytest as -k)
@@ -386,6 +393,10 @@ class Worker:
                     f"({' '.join(m['tests'])})")
             elif rc != 0:
                 by = ", ".join(failed) if failed else f"meson exit {rc}"
+                first = re.search(r"^sim: the first violation .*$", out,
+                                  re.M)
+                if first:
+                    by += " (" + first.group(0)[5:] + ")"
                 self.run.report(
                     "KILLED", m["name"],
                     f"KILLED   {m['name']} by {by} ({took:.0f} s)")
@@ -399,16 +410,24 @@ class Worker:
                 f.write(text)
 
 
+SIM_BUDGET = os.environ.get("REDLOCK_SIM_MUTANT_SECONDS") or "60"
+
+
 def arguments(argv):
-    """(jobs, name parts)."""
+    """(jobs, name parts, sim)."""
     jobs = os.environ.get("REDLOCK_MUTANT_JOBS") or "2"
     only = []
+    sim = False
     i = 0
     while i < len(argv):
         a = argv[i]
         if a in ("-h", "--help"):
             print(__doc__.strip())
             sys.exit(0)
+        if a == "--sim":
+            sim = True
+            i += 1
+            continue
         if a in ("-j", "--jobs"):
             if i + 1 == len(argv):
                 sys.exit(f"mutants: {a} needs a number")
@@ -428,7 +447,7 @@ def arguments(argv):
     if not re.fullmatch(r"\d+", jobs.strip()) or int(jobs) < 1:
         sys.exit(f"mutants: --jobs (REDLOCK_MUTANT_JOBS) must be a number "
                  f"of 1 or more, not '{jobs}'")
-    return int(jobs), only
+    return int(jobs), only, sim
 
 
 def on_term(signum, frame):
@@ -436,10 +455,20 @@ def on_term(signum, frame):
 
 
 def main():
-    jobs, only = arguments(sys.argv[1:])
+    jobs, only, sim = arguments(sys.argv[1:])
     muts = parse(os.path.join(HERE, "mutants.txt"))
     if only:
         muts = [m for m in muts if any(o in m["name"] for o in only)]
+    if sim:
+        # The safety mutants (a sim: line) against the simulator alone:
+        # fresh seeds until the first violation or the budget
+        # (REDLOCK_SIM_MUTANT_SECONDS of CPU, 60 by default).
+        muts = [m for m in muts if m["sim"] is not None]
+        for m in muts:
+            m["tests"] = ["sim-mutant"]
+            m["pytest"] = None
+            m["simargs"] = (f"--seconds {SIM_BUDGET} --stop-at-first "
+                            f"{m['sim']}")
     if not muts:
         sys.exit("mutants: no mutant selected")
     jobs = min(jobs, len(muts))

@@ -80,6 +80,8 @@ typedef struct opts {
   int verbose;
   int twice;              /* --twice: every seed runs again, and must hash
                              the same (determinism) */
+  int stop_at_first;      /* --stop-at-first: the first violating seed
+                             ends the run (mutants.sh --sim) */
 } opts;
 
 /* ---- one seed's run ------------------------------------------------------ */
@@ -1044,6 +1046,10 @@ static int parse_opts(opts *o, int argc, char **argv, int from) {
       o->twice = 1;
       continue;
     }
+    if (strcmp(a, "--stop-at-first") == 0) {
+      o->stop_at_first = 1;
+      continue;
+    }
     if (v == NULL) {
       usage();
       return -1;
@@ -1153,6 +1159,28 @@ int main(int argc, char **argv) {
   opts_default(&o);
   if (argc >= 3 && strcmp(argv[1], "--corpus") == 0)
     return run_corpus(argv[2]);
+  if (argc == 2 && strcmp(argv[1], "--args-from-env") == 0) {
+    /* The test sim-mutant (mutants.sh --sim): the options come in
+     * REDLOCK_SIM_ARGS; without them there is nothing to do (skipped). */
+    static char buf[1024];
+    static char *args[64];
+    char *save = NULL, *tok;
+    const char *env = getenv("REDLOCK_SIM_ARGS");
+    int n = 0;
+    if (env == NULL || env[0] == '\0') {
+      fprintf(stderr, "redlock-sim: REDLOCK_SIM_ARGS is not set (this "
+              "test runs from test/mutants.sh --sim)\n");
+      return 77;
+    }
+    snprintf(buf, sizeof(buf), "%s", env);
+    args[n++] = argv[0];
+    for (tok = strtok_r(buf, " ", &save); tok != NULL && n < 63;
+         tok = strtok_r(NULL, " ", &save))
+      args[n++] = tok;
+    args[n] = NULL;
+    argc = n;
+    argv = args;
+  }
   if (parse_opts(&o, argc, argv, 1) != 0)
     return 2;
   if (!o.seed_given) {
@@ -1196,6 +1224,12 @@ int main(int argc, char **argv) {
     if (v > 0) {
       violations += (unsigned)v;
       bad_seeds++;
+      if (o.stop_at_first) {
+        printf("sim: the first violation came with seed %" PRIu64 ", "
+               "after %u seeds, %.0f simulated s and %.1f CPU s\n", seed,
+               seeds, seeds * o.sim_seconds, cpu_seconds() - cpu0);
+        break;
+      }
     }
   }
   fprintf(stderr, "redlock-sim: %.0f grants per CPU-second (%.2f CPU s)\n",
