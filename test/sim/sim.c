@@ -342,7 +342,7 @@ static void on_released(redlock_lock_t *l, int status,
   op_end(a);
   redlock_lock_free(l);
   a->lock = NULL;
-  actor_next(a, sim_between(&a->r->w, 0, 300) * SIM_MS);
+  actor_next(a, sim_between(&a->r->w, 0, 50) * SIM_MS);
 }
 
 static void do_release(simworld *w, void *arg, uint64_t gen);
@@ -360,7 +360,7 @@ static void on_unheld(redlock_lock_t *l, int status,
     oracle_end(a);
     redlock_lock_free(l);
     a->lock = NULL;
-    actor_next(a, sim_between(&a->r->w, 0, 300) * SIM_MS);
+    actor_next(a, sim_between(&a->r->w, 0, 50) * SIM_MS);
     return;
   }
   a->holds--;
@@ -480,7 +480,7 @@ static void on_acquired(redlock_lock_t *l, int status,
              a->keys, (double)(w->now - a->op_start) / 1e9, why);
     redlock_lock_free(l);
     a->lock = NULL;
-    actor_next(a, sim_between(w, 0, 200) * SIM_MS);
+    actor_next(a, sim_between(w, 0, 100) * SIM_MS);
     return;
   }
   oracle_grant(a, res->validity_ms, redlock_lock_fence(l));
@@ -495,9 +495,14 @@ static void on_acquired(redlock_lock_t *l, int status,
            a->gen);
   } else {
     /* Hold for part of the validity (auto-extended: up to 3 ttls). */
-    uint64_t hold_ms = a->auto_extend
-                           ? sim_between(w, 0, 3 * (uint64_t)a->ttl_ms)
-                           : sim_between(w, 0, (uint64_t)res->validity_ms);
+    uint64_t max = (uint64_t)res->validity_ms;
+    uint64_t hold_ms;
+    /* Mostly short holds (many grants per simulated second), now and
+     * then one to the end of the validity (expiry, takeover). */
+    if (sim_between(w, 0, 4) != 0 && max > 100)
+      max = 100;
+    hold_ms = a->auto_extend ? sim_between(w, 0, 3 * (uint64_t)a->ttl_ms)
+                             : sim_between(w, 0, max);
     sim_at(w, w->now + sim_env_span(&a->env, hold_ms * SIM_MS), &a->env,
            do_release, a, a->gen);
   }
@@ -734,7 +739,10 @@ static void on_heal(simworld *w, void *arg, uint64_t x) {
            (unsigned)(x & 0xff));
 }
 
-/* May master i get a fault no client may see, for window_ns? */
+/* May master i get a fault that makes it faulty in the failure model's
+ * sense (DESIGN, "The guard's argument", 2.: a restart that lost keys or
+ * a clock step, within the window; a durability setting changed under a
+ * declaration), for window_ns? */
 static int unseen_fault_ok(run *r, unsigned i, uint64_t window_ns) {
   unsigned j, busy = 0, q = r->n_masters / 2 + 1;
   for (j = 0; j < r->n_masters; j++)
@@ -764,9 +772,20 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
   k = kinds[sim_between(w, 0, n - 1)];
   i = (unsigned)sim_between(w, 0, r->n_masters - 1);
   switch (k) {
-    case F_CRASH:
-      sim_srv_crash(&w->srv[i], sim_between(w, 10, 3000) * SIM_MS);
+    case F_CRASH: {
+      uint64_t down = sim_between(w, 10, 3000) * SIM_MS;
+      /* A restart that loses keys is the guard's to handle; with the
+       * window read from the masters' ttl record (restart_guard_ms 0),
+       * the record must survive somewhere: the failure model (DESIGN,
+       * "The guard's argument", 2.) allows at most N - quorum masters
+       * within the window of such a restart at a time. A fixed window
+       * needs no record: any number may restart. */
+      if (r->guard_ms == 0 && sim_srv_loss(&w->srv[i]) != SIM_LOSE_NOTHING &&
+          !unseen_fault_ok(r, i, down + 15 * SIM_S))
+        break;
+      sim_srv_crash(&w->srv[i], down);
       break;
+    }
     case F_PAUSE:
       sim_srv_pause(&w->srv[i], sim_between(w, 10, 3000) * SIM_MS);
       break;
@@ -872,6 +891,12 @@ static void deploy(run *r) {
     if (r->n_masters == 1 && p != 3)
       r->guard_ms = 10000;
   }
+  /* A fixed restart window (any number of masters may restart), now and
+   * then, else the ttl record's. */
+  if (r->guard_ms == 0 && sim_between(w, 0, 3) == 0)
+    r->guard_ms = 10000;
+  sim_logf(w, "clients: restart_guard_ms %d, %s", r->guard_ms,
+           r->declared ? "masters declared durable" : "undeclared");
 }
 
 /* RDB snapshots now and then (the servers that save). */

@@ -908,36 +908,63 @@ static void srv_pubsub(simlink *l, int sub, int argc, const char *const *argv,
   }
 }
 
+/* A RESP length line at p (after its type byte) up to CRLF: *v and the
+ * bytes through the LF; 0 when incomplete, -1 when not a number. */
+static long parse_len(const char *p, size_t n, long *v) {
+  size_t i = 0;
+  long x = 0;
+  if (n == 0)
+    return 0;
+  if (p[0] == '-') {
+    for (i = 1; i < n && p[i] != '\r'; i++)
+      ;
+    if (i + 1 >= n)
+      return 0;
+    *v = -1;
+    return (long)i + 2;
+  }
+  for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+    x = x * 10 + (p[i] - '0');
+    if (x > (1L << 40))
+      return -1;
+  }
+  if (i + 1 >= n)
+    return 0;
+  if (i == 0 || p[i] != '\r' || p[i + 1] != '\n')
+    return -1;
+  *v = x;
+  return (long)i + 2;
+}
+
 /* One complete command at the front of l->in: its length, 0 when more
  * bytes are needed, -1 when it is not RESP (a protocol error). */
 #define MAX_ARGS 1024
 static long parse_cmd(const char *p, size_t n, int *argc,
                       const char **argv, size_t *lens) {
-  size_t i = 0;
-  long k, count;
-  char *end;
+  size_t i;
+  long k, count, used;
   if (n < 4)
     return 0;
   if (p[0] != '*')
     return -1;
-  count = strtol(p + 1, &end, 10);
-  if (end >= p + n || (size_t)(end - p) + 2 > n)
-    return 0;
-  if (count < 1 || count > MAX_ARGS || end[0] != '\r')
+  used = parse_len(p + 1, n - 1, &count);
+  if (used <= 0)
+    return used;
+  if (count < 1 || count > MAX_ARGS)
     return -1;
-  i = (size_t)(end - p) + 2;
+  i = 1 + (size_t)used;
   for (k = 0; k < count; k++) {
     long len;
     if (i >= n)
       return 0;
     if (p[i] != '$')
       return -1;
-    len = strtol(p + i + 1, &end, 10);
-    if (end >= p + n || (size_t)(end - p) + 2 > n)
-      return 0;
-    if (len < 0 || end[0] != '\r')
+    used = parse_len(p + i + 1, n - i - 1, &len);
+    if (used <= 0)
+      return used;
+    if (len < 0)
       return -1;
-    i = (size_t)(end - p) + 2;
+    i += 1 + (size_t)used;
     if (i + (size_t)len + 2 > n)
       return 0;
     argv[k] = p + i;
