@@ -301,6 +301,8 @@ static void out_ok(run *R) {
 
 /* "-<text>\r\n", CR and LF in the text turned into spaces (Redis's
  * addReplyErrorFormat). */
+static void out_verr(run *R, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static void out_verr(run *R, const char *fmt, va_list ap) {
   va_list ap2;
   int n;

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <time.h>
 
 #include "scripts.h"
@@ -84,6 +85,63 @@ typedef struct opts {
                              ends the run (mutants.sh --sim) */
 } opts;
 
+/* ---- memory -------------------------------------------------------------- */
+
+/* The library's allocations, counted (redlock_replace_allocator): every
+ * byte comes back when the clients are closed, and the peak is reported.
+ * A header before each block keeps its size. */
+typedef union memhead {
+  size_t size;
+  max_align_t align;
+} memhead;
+
+static size_t mem_live, mem_peak;
+
+static void *mem_malloc(size_t n) {
+  memhead *h = malloc(sizeof(*h) + n);
+  if (h == NULL)
+    return NULL;
+  h->size = n;
+  mem_live += n;
+  if (mem_live > mem_peak)
+    mem_peak = mem_live;
+  return h + 1;
+}
+
+static void mem_free(void *p) {
+  memhead *h;
+  if (p == NULL)
+    return;
+  h = (memhead *)p - 1;
+  mem_live -= h->size;
+  free(h);
+}
+
+static void *mem_realloc(void *p, size_t n) {
+  memhead *h, *nh;
+  if (p == NULL)
+    return mem_malloc(n);
+  h = (memhead *)p - 1;
+  nh = realloc(h, sizeof(*nh) + n);
+  if (nh == NULL)
+    return NULL;
+  mem_live = mem_live - nh->size + n;
+  nh->size = n;
+  if (mem_live > mem_peak)
+    mem_peak = mem_live;
+  return nh + 1;
+}
+
+static void *mem_calloc(size_t k, size_t n) {
+  void *p;
+  if (n != 0 && k > SIZE_MAX / n)
+    return NULL;
+  p = mem_malloc(k * n);
+  if (p != NULL)
+    memset(p, 0, k * n);
+  return p;
+}
+
 /* ---- one seed's run ------------------------------------------------------ */
 
 typedef struct actor actor;
@@ -124,6 +182,11 @@ typedef struct run {
   char log[LOG_LINES][200];
   unsigned log_next;
   int ending;             /* the run's end: no new work */
+  struct released {       /* plain locks released with status 0 */
+    char token[41];
+    uint64_t at;          /* true ns */
+  } *released;
+  size_t n_released, cap_released;
   int logging;            /* the world's log kept (a replay, --verbose):
                              formatting it costs half the run */
 } run;
@@ -340,6 +403,23 @@ static void on_released(redlock_lock_t *l, int status,
   sim_logf(&a->r->w, "client %u released keys %#x: %s", a->id, a->keys,
            redlock_err_name(status));
   op_end(a);
+  if (status == 0 && a->mode == 'P') {
+    /* Released: once every fault healed, no master keeps it. */
+    run *r = a->r;
+    if (r->n_released == r->cap_released) {
+      size_t cap = r->cap_released ? 2 * r->cap_released : 256;
+      struct released *p = realloc(r->released, cap * sizeof(*p));
+      if (p != NULL) {
+        r->released = p;
+        r->cap_released = cap;
+      }
+    }
+    if (r->n_released < r->cap_released) {
+      snprintf(r->released[r->n_released].token, 41, "%s",
+               redlock_lock_token(l));
+      r->released[r->n_released++].at = r->w.now;
+    }
+  }
   redlock_lock_free(l);
   a->lock = NULL;
   actor_next(a, sim_between(&a->r->w, 0, 50) * SIM_MS);
@@ -913,8 +993,11 @@ static void on_bgsave(simworld *w, void *arg, uint64_t x) {
          0);
 }
 
+static size_t peak_worst;   /* the largest peak of a seed's run */
+
 static int run_seed(const opts *o, uint64_t seed, int logging,
                     uint64_t *grants, uint64_t *trace) {
+  size_t mem_base = mem_live;
   run *r = calloc(1, sizeof(*r));
   simworld *w;
   unsigned i, n_clients;
@@ -922,6 +1005,7 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
   int closing;
   if (r == NULL)
     return -1;
+  mem_peak = mem_live;
   r->o = o;
   r->seed = seed;
   w = &r->w;
@@ -976,6 +1060,39 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
     a->env.paused_until = 0;
     sim_env_revive(&a->env);
   }
+  /* Every fault heals (cuts above; servers come back, stopped ones go
+   * on), the clients still running: 5 s for kept releases to arrive. */
+  {
+    uint64_t until = w->now + 5 * SIM_S;
+    unsigned s;
+    while (sim_step(w, until))
+      ;
+    for (s = 0; s < r->n_masters; s++) {
+      unsigned k;
+      if (!w->srv[s].up)
+        continue;
+      for (k = 0; k < r->n_keys; k++) {
+        char name[16];
+        size_t len, t;
+        const char *v;
+        snprintf(name, sizeof(name), "k%u", k);
+        v = simkv_get(w->srv[s].kv, name, strlen(name),
+                      sim_srv_wall_us(&w->srv[s]), &len);
+        if (v == NULL || len != 40)
+          continue;
+        for (t = 0; t < r->n_released; t++)
+          if (memcmp(r->released[t].token, v, 40) == 0 &&
+              /* A restart since may have rolled the release back (an
+               * AOF everysec, a snapshot): the key then lives its ttl. */
+              w->srv[s].started_ns < r->released[t].at) {
+            violation(r, "k%u is still on server %u under a token whose "
+                      "release succeeded (%.40s), 5 s after every fault "
+                      "healed", k, s, v);
+            break;
+          }
+      }
+    }
+  }
   closing = 0;
   for (i = 0; i < r->n_actors; i++) {
     actor *a = r->actors[i];
@@ -988,6 +1105,17 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
   (void)closing;
   while (sim_step(w, UINT64_MAX))
     ;
+  /* Every client closed: what they allocated is back, and a released
+   * lock left nothing on a master once every fault healed (kept
+   * releases reach a master that was cut off or down). */
+  if (mem_live != mem_base)
+    violation(r, "%zu bytes of the library still allocated after every "
+              "client closed", mem_live - mem_base);
+  if (mem_peak - mem_base > peak_worst)
+    peak_worst = mem_peak - mem_base;
+  if (mem_peak - mem_base > 32u << 20)
+    violation(r, "the library's memory peaked at %zu bytes (32 MB is the "
+              "bound for this many clients)", mem_peak - mem_base);
   *grants += r->grants;
   *trace ^= w->trace + seed;
   *trace *= 1099511628211ULL;
@@ -996,6 +1124,7 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
     sim_free(w);
     for (i = 0; i < r->n_actors; i++)
       free(r->actors[i]);
+    free(r->released);
     free(r);
     return v;
   }
@@ -1143,6 +1272,7 @@ static int run_corpus(const char *path) {
     return 2;
   }
   redlock__scripts_init();
+  redlock_replace_allocator(mem_malloc, mem_realloc, mem_calloc, mem_free);
   while (fgets(line, sizeof(line), f) != NULL) {
     char *argv[32], *save = NULL, *tok, *hash = strchr(line, '#');
     int argc = 0;
@@ -1216,6 +1346,7 @@ int main(int argc, char **argv) {
   fprintf(stderr, "redlock-sim: first seed %" PRIu64 ", %g simulated s "
           "each, workload %s\n", o.seed, o.sim_seconds, o.workload);
   redlock__scripts_init();
+  redlock_replace_allocator(mem_malloc, mem_realloc, mem_calloc, mem_free);
   cpu0 = cpu_seconds();
   for (seed = o.seed;; seed++) {
     int v;
@@ -1257,9 +1388,10 @@ int main(int argc, char **argv) {
       }
     }
   }
-  fprintf(stderr, "redlock-sim: %.0f grants per CPU-second (%.2f CPU s)\n",
+  fprintf(stderr, "redlock-sim: %.0f grants per CPU-second (%.2f CPU s); "
+          "the library's largest peak in a seed: %zu bytes\n",
           (double)grants / (cpu_seconds() - cpu0 + 1e-9),
-          cpu_seconds() - cpu0);
+          cpu_seconds() - cpu0, peak_worst);
   printf("sim: %" PRIu64 " grants, %u violations, %u seeds, %.0f simulated "
          "s, trace %016" PRIx64 "\n", grants, violations, seeds,
          seeds * o.sim_seconds, trace);
