@@ -49,7 +49,11 @@ enum {
   F_CCRASH = 1 << 5,      /* a client dies holding what it holds */
   F_CONFIG = 1 << 6,      /* CONFIG SET appendonly/appendfsync at run time */
   F_JOIN = 1 << 7,        /* fresh clients join (as CLI calls do) */
-  F_ALL = (1 << 8) - 1
+  F_DRIFT = 1 << 8,       /* a master's wall clock runs fast or slow (within
+                             the drift allowance) */
+  F_KILL = 1 << 9,        /* CLIENT KILL: a master resets a client's
+                             connections */
+  F_ALL = (1 << 10) - 1
 };
 
 static const struct {
@@ -59,7 +63,7 @@ static const struct {
     {"crash", F_CRASH},   {"pause", F_PAUSE},   {"clock", F_CLOCK},
     {"cut", F_CUT},       {"client-pause", F_CPAUSE},
     {"client-crash", F_CCRASH},                 {"config", F_CONFIG},
-    {"join", F_JOIN},
+    {"join", F_JOIN},     {"drift", F_DRIFT},   {"kill", F_KILL},
 };
 
 static const char *const workloads[] = {"plain", "fence", "extend", "auto",
@@ -932,6 +936,20 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       sim_logf(w, "server %u: CONFIG SET %s %s", i, set[s][0], set[s][1]);
       break;
     }
+    case F_DRIFT: {
+      /* Within 0.3 %: with the clients' 0.1 %, inside the drift allowance
+       * (1 % of the ttl): no client need notice. */
+      double rate = 1.0 + (sim_unit(w) - 0.5) * 0.006;
+      sim_srv_set_rate(&w->srv[i], rate);
+      sim_logf(w, "server %u's clock runs at %.4f", i, rate);
+      break;
+    }
+    case F_KILL: {
+      unsigned c = (unsigned)sim_between(w, 0, r->n_actors - 1);
+      sim_srv_kill_client(&w->srv[i], c);
+      sim_logf(w, "server %u: CLIENT KILL of client %u's connections", i, c);
+      break;
+    }
     case F_JOIN: {
       int elect = strcmp(r->workload, "elect") == 0;
       actor *a = actor_new(r, !elect);
@@ -1142,7 +1160,7 @@ static void usage(void) {
           "                   [--masters N] [--clients C] [--twice] "
           "[--verbose]\n"
           "faults: crash,pause,clock,cut,client-pause,client-crash,config,"
-          "join\n");
+          "join,drift,kill\n");
 }
 
 static int parse_faults(const char *s, unsigned *out) {

@@ -1157,6 +1157,22 @@ void sim_srv_crash(simsrv *s, uint64_t down_ns) {
   sim_at(w, w->now + down_ns, NULL, on_restart, s, s->incarnation);
 }
 
+void sim_srv_kill_client(simsrv *s, unsigned client) {
+  simworld *w = s->w;
+  simlink *l, *next;
+  for (l = s->conns; l != NULL; l = next) {
+    next = l->next_srv;
+    if (l->env->id != client)
+      continue;
+    l->reset = 1;
+    dir_clear(&l->up);
+    l->refs++;
+    sim_at(w, dir_next_at(&l->down, w->now + latency(w)), l->env, on_fail,
+           l, ECONNRESET);
+    srv_drop(l);
+  }
+}
+
 static void on_resume(simworld *w, void *arg, uint64_t incarnation) {
   simsrv *s = arg;
   simlink *l, *next;

@@ -170,6 +170,9 @@ void sim_srv_set_rate(simsrv *s, double rate);
 void sim_srv_crash(simsrv *s, uint64_t down_ns);
 sim_loss sim_srv_loss(const simsrv *s);
 void sim_srv_pause(simsrv *s, uint64_t ns);
+/* CLIENT KILL (or an idle timeout): the server closes every connection of
+ * that client (a reset). */
+void sim_srv_kill_client(simsrv *s, unsigned client);
 /* BGSAVE: the RDB snapshot is now. */
 void sim_srv_snapshot(simsrv *s);
 /* Cuts between client id and server index: mode 0 heals, 1 holds bytes
