@@ -87,6 +87,9 @@ typedef struct opts {
                              the same (determinism) */
   int stop_at_first;      /* --stop-at-first: the first violating seed
                              ends the run (mutants.sh --sim) */
+  int shrink;             /* --shrink: a violating seed's smallest
+                             schedule (shorter, fewer faults, clients) */
+  char faults_buf[160];   /* faults_arg when the shrinker built it */
 } opts;
 
 /* ---- memory -------------------------------------------------------------- */
@@ -179,6 +182,7 @@ typedef struct run {
    * N - quorum masters have one, so that a majority of the others is a
    * reference; N = 1 gets none. */
   uint64_t faulty_until[MAX_MASTERS];
+  uint64_t frng;          /* the faults' random stream */
   holder lead[MAX_CLIENTS];   /* the election's leaders */
   uint64_t grants;
   unsigned violations;
@@ -839,6 +843,24 @@ static int unseen_fault_ok(run *r, unsigned i, uint64_t window_ns) {
   return 1;
 }
 
+/* The faults draw from a stream of their own (a shrink that drops a kind
+ * of fault leaves the workload's and the network's draws as they were
+ * until the schedules diverge). */
+static uint64_t frand(run *r) {
+  uint64_t z = (r->frng += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static uint64_t fbetween(run *r, uint64_t lo, uint64_t hi) {
+  return hi <= lo ? lo : lo + frand(r) % (hi - lo + 1);
+}
+
+static double funit(run *r) {
+  return (double)(frand(r) >> 11) / (double)(1ULL << 53);
+}
+
 static void on_fault(simworld *w, void *arg, uint64_t x) {
   run *r = arg;
   unsigned kinds[16], n = 0, k, i;
@@ -849,15 +871,15 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
   for (k = 0; k < sizeof(fault_names) / sizeof(fault_names[0]); k++)
     if (r->o->faults & fault_names[k].bit)
       kinds[n++] = fault_names[k].bit;
-  next = w->now + sim_between(w, 50, 1500) * SIM_MS;
+  next = w->now + fbetween(r, 50, 1500) * SIM_MS;
   sim_at(w, next, NULL, on_fault, r, 0);
   if (n == 0)
     return;
-  k = kinds[sim_between(w, 0, n - 1)];
-  i = (unsigned)sim_between(w, 0, r->n_masters - 1);
+  k = kinds[fbetween(r, 0, n - 1)];
+  i = (unsigned)fbetween(r, 0, r->n_masters - 1);
   switch (k) {
     case F_CRASH: {
-      uint64_t down = sim_between(w, 10, 3000) * SIM_MS;
+      uint64_t down = fbetween(r, 10, 3000) * SIM_MS;
       /* A restart that loses keys is the guard's to handle; with the
        * window read from the masters' ttl record (restart_guard_ms 0),
        * the record must survive somewhere: the failure model (DESIGN,
@@ -871,13 +893,13 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       break;
     }
     case F_PAUSE:
-      sim_srv_pause(&w->srv[i], sim_between(w, 10, 3000) * SIM_MS);
+      sim_srv_pause(&w->srv[i], fbetween(r, 10, 3000) * SIM_MS);
       break;
     case F_CLOCK: {
       /* Forward steps (keys expire early: the clock check's case), and
        * back (keys live longer). */
-      int64_t us = (int64_t)sim_between(w, 50, 20000) * 1000;
-      if (sim_between(w, 0, 3) == 0)
+      int64_t us = (int64_t)fbetween(r, 50, 20000) * 1000;
+      if (fbetween(r, 0, 3) == 0)
         us = -us;
       /* Unseen until a client reads TIME: the longest ttl (10 s) and a
        * recheck's time. */
@@ -888,9 +910,9 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       break;
     }
     case F_CUT: {
-      unsigned c = (unsigned)sim_between(w, 0, r->n_actors - 1);
-      int mode = (int)sim_between(w, 1, 2), dirs = (int)sim_between(w, 1, 3);
-      uint64_t ms = sim_between(w, 10, 3000);
+      unsigned c = (unsigned)fbetween(r, 0, r->n_actors - 1);
+      int mode = (int)fbetween(r, 1, 2), dirs = (int)fbetween(r, 1, 3);
+      uint64_t ms = fbetween(r, 10, 3000);
       sim_cut(w, c, i, mode, dirs);
       sim_logf(w, "cut: client %u, server %u, %s, %s, %.3f s", c, i,
                mode == 1 ? "held" : "dropped",
@@ -902,8 +924,8 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       break;
     }
     case F_CPAUSE: {
-      actor *a = r->actors[sim_between(w, 0, r->n_actors - 1)];
-      uint64_t ms = sim_between(w, 10, 5000);
+      actor *a = r->actors[fbetween(r, 0, r->n_actors - 1)];
+      uint64_t ms = fbetween(r, 10, 5000);
       if (a->env.dead || a->closed)
         break;
       a->env.paused_until = w->now + ms * SIM_MS;
@@ -914,7 +936,7 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       break;
     }
     case F_CCRASH: {
-      actor *a = r->actors[sim_between(w, 0, r->n_actors - 1)];
+      actor *a = r->actors[fbetween(r, 0, r->n_actors - 1)];
       if (a->env.dead || a->closed || r->n_actors < 2)
         break;
       sim_env_crash(&a->env);
@@ -927,7 +949,7 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
                                             {"appendfsync", "always"},
                                             {"appendonly", "no"},
                                             {"appendonly", "yes"}};
-      unsigned s = (unsigned)sim_between(w, 0, 3);
+      unsigned s = (unsigned)fbetween(r, 0, 3);
       /* Seen at the next recheck (3 s) by a connected client; a crash
        * before that is the operator's (README); then its window. */
       if (!unseen_fault_ok(r, i, 15 * SIM_S))
@@ -939,13 +961,13 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
     case F_DRIFT: {
       /* Within 0.3 %: with the clients' 0.1 %, inside the drift allowance
        * (1 % of the ttl): no client need notice. */
-      double rate = 1.0 + (sim_unit(w) - 0.5) * 0.006;
+      double rate = 1.0 + (funit(r) - 0.5) * 0.006;
       sim_srv_set_rate(&w->srv[i], rate);
       sim_logf(w, "server %u's clock runs at %.4f", i, rate);
       break;
     }
     case F_KILL: {
-      unsigned c = (unsigned)sim_between(w, 0, r->n_actors - 1);
+      unsigned c = (unsigned)fbetween(r, 0, r->n_actors - 1);
       sim_srv_kill_client(&w->srv[i], c);
       sim_logf(w, "server %u: CLIENT KILL of client %u's connections", i, c);
       break;
@@ -1026,6 +1048,7 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
   mem_peak = mem_live;
   r->o = o;
   r->seed = seed;
+  r->frng = seed ^ 0x5eed5eed5eed5eedULL;
   w = &r->w;
   {
     /* How many masters comes first, from the seed alone. */
@@ -1158,7 +1181,7 @@ static void usage(void) {
           "reentrant|elect|mixed] "
           "[--faults LIST|all|none]\n"
           "                   [--masters N] [--clients C] [--twice] "
-          "[--verbose]\n"
+          "[--shrink] [--verbose]\n"
           "faults: crash,pause,clock,cut,client-pause,client-crash,config,"
           "join,drift,kill\n");
 }
@@ -1222,6 +1245,10 @@ static int parse_opts(opts *o, int argc, char **argv, int from) {
       o->stop_at_first = 1;
       continue;
     }
+    if (strcmp(a, "--shrink") == 0) {
+      o->shrink = 1;
+      continue;
+    }
     if (v == NULL) {
       usage();
       return -1;
@@ -1273,6 +1300,71 @@ static int parse_opts(opts *o, int argc, char **argv, int from) {
     return -1;
   }
   return 0;
+}
+
+/* One quiet run of o's seed: its violations. */
+static int quiet_run(const opts *o) {
+  uint64_t g = 0, t = 0;
+  return run_seed(o, o->seed, 0, &g, &t);
+}
+
+static void faults_name(opts *o) {
+  size_t k, n = 0;
+  o->faults_buf[0] = '\0';
+  for (k = 0; k < sizeof(fault_names) / sizeof(fault_names[0]); k++)
+    if (o->faults & fault_names[k].bit)
+      n += (size_t)snprintf(o->faults_buf + n, sizeof(o->faults_buf) - n,
+                            "%s%s", n ? "," : "", fault_names[k].name);
+  o->faults_arg = o->faults ? o->faults_buf : "none";
+}
+
+/* --shrink: the same seed with a shorter run (the schedule's prefix is
+ * the same: the first violation's time bounds it), then without each
+ * kind of fault and with fewer clients, while a violation remains (those
+ * change the schedule: the result is a smaller failing run, not the same
+ * one). Prints the command that replays it. */
+static int run_shrink(opts *o) {
+  double lo = 0.25, hi = o->sim_seconds;
+  size_t k;
+  int c;
+  if (quiet_run(o) == 0) {
+    printf("sim: seed %" PRIu64 " shows no violation: nothing to shrink\n",
+           o->seed);
+    return 0;
+  }
+  while (hi - lo > 0.25) {
+    o->sim_seconds = (lo + hi) / 2;
+    if (quiet_run(o) > 0)
+      hi = o->sim_seconds;
+    else
+      lo = o->sim_seconds;
+  }
+  o->sim_seconds = hi;
+  for (k = 0; k < sizeof(fault_names) / sizeof(fault_names[0]); k++) {
+    unsigned was = o->faults;
+    if (!(o->faults & fault_names[k].bit))
+      continue;
+    o->faults &= ~fault_names[k].bit;
+    if (quiet_run(o) == 0)
+      o->faults = was;
+  }
+  faults_name(o);
+  if (o->clients == 0)
+    for (c = 1; c <= MAX_CLIENTS / 2; c++) {
+      o->clients = c;
+      if (quiet_run(o) > 0)
+        break;
+      o->clients = 0;
+    }
+  printf("sim: shrunk: redlock-sim --seed %" PRIu64 " --seeds 1 "
+         "--sim-seconds %g --workload %s --faults %s", o->seed,
+         o->sim_seconds, o->workload, o->faults_arg);
+  if (o->masters > 0)
+    printf(" --masters %d", o->masters);
+  if (o->clients > 0)
+    printf(" --clients %d", o->clients);
+  printf(" --verbose\n");
+  return 1;
 }
 
 /* --corpus FILE: each line "SEED [options]" (# starts a comment) runs
@@ -1365,6 +1457,8 @@ int main(int argc, char **argv) {
           "each, workload %s\n", o.seed, o.sim_seconds, o.workload);
   redlock__scripts_init();
   redlock_replace_allocator(mem_malloc, mem_realloc, mem_calloc, mem_free);
+  if (o.shrink)
+    return run_shrink(&o);
   cpu0 = cpu_seconds();
   for (seed = o.seed;; seed++) {
     int v;
