@@ -57,7 +57,7 @@ redis=${REDIS_SERVER:-redis-server}
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 ping_port() {
-  timeout 2 redis-cli -h 127.0.0.1 -p "$1" PING 2>/dev/null | grep -q PONG
+  timeout 2 redis-cli -h 127.0.0.1 -p "$1" PING 2>/dev/null | grep PONG >/dev/null
 }
 
 port_busy() {
@@ -267,7 +267,7 @@ case "$cmd" in
   failover)
     load; check_index "${2:-}"
     [ "${MODE:-masters}" = clusters ] || die "not a clusters setup"
-    rc "$(mport "$2")" CLUSTER FAILOVER TAKEOVER | grep -q OK ||
+    rc "$(mport "$2")" CLUSTER FAILOVER TAKEOVER | grep OK >/dev/null ||
       die "node $2: CLUSTER FAILOVER TAKEOVER refused (a primary?)"
     ;;
   up)

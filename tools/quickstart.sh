@@ -28,7 +28,7 @@ log() { printf '[quickstart] %s\n' "$*" >&2; }
 need_pkgs() {
   local missing=() p
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "ok installed" >/dev/null \
       || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then

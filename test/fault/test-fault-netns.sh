@@ -52,7 +52,7 @@ done
 for i in 1 2 3; do
   x=$((base + i)); ok=0
   for t in $(seq 1 250); do
-    if timeout 2 redis-cli -h "10.77.$x.2" -p 6379 PING 2>/dev/null | grep -q PONG; then ok=1; break; fi
+    if timeout 2 redis-cli -h "10.77.$x.2" -p 6379 PING 2>/dev/null | grep PONG >/dev/null; then ok=1; break; fi
     sleep 0.02
   done
   [ "$ok" = 1 ] || { echo "master $i did not start"; cat "$work/m$i.log"; exit 1; }

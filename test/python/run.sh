@@ -47,7 +47,7 @@ export REDLOCK_LIBRARY=$build/lib/libredlock.so
 # (support.spawn keeps it out of redis-server and node). Python's own
 # allocations are not LeakSanitizer's business: leaks are off here; ASan
 # still stops the process at the first memory error.
-if ldd "$REDLOCK_LIBRARY" 2>/dev/null | grep -q libasan; then
+if ldd "$REDLOCK_LIBRARY" 2>/dev/null | grep libasan >/dev/null; then
   export LD_PRELOAD=$(${CC:-cc} -print-file-name=libasan.so)
   export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
