@@ -329,6 +329,12 @@ static void mark_step(redlock__guard *g, unsigned idx, int64_t size,
   gn->step_us = size;
   gn->step_how = how;
   gn->step_note = 1;
+  /* Its window is the deployment's longest ttl NOW: a longer ttl may have
+   * been recorded since this client last read the record (found by
+   * redlock-sim: a step kept out for the 2.1 s this client knew while
+   * another held an 8.3 s lock). The record is read again. */
+  gn->step_read = 0;
+  request_read(g);
   warn(g, idx, "%s: wall clock %s %.1f s %s%s: its votes count again in "
        "%.1f s (the longest ttl)", g->nodes[idx].uri.display,
        how == GUARD_STEP_FIRST ? "is" : "stepped",
@@ -544,6 +550,8 @@ static void read_record(redlock__guard *g, unsigned idx) {
     gn->step_ns = at;
     gn->step_us = 0;
     gn->step_how = GUARD_STEP_MARK;
+    gn->step_read = 0;   /* its window: the record as it is now */
+    request_read(g);
   }
 }
 
@@ -997,8 +1005,12 @@ static void finish_read(redlock__guard *g) {
   g->reading = 0;
   valid = redlock__guard_read_valid(g->n_masters, g->quorum,
                                     g->read_answered);
-  if (valid)
+  if (valid) {
     record_seen(g, g->read_max);
+    for (i = 0; i < g->n; i++)
+      if (g->gn[i].step_ns != 0 && g->gn[i].step_ns <= g->read_start)
+        g->gn[i].step_read = 1;
+  }
   settle_decl(g);
   for (i = 0; i < g->n; i++) {
     redlock__guard_node *gn = &g->gn[i];
@@ -1342,6 +1354,20 @@ static redlock__guard_verdict verdict(redlock__guard *g, unsigned idx,
                     cause);
   if (v != REDLOCK__GUARD_COUNT)
     return v;
+  if (g->mode_ms == 0 && g->gn[idx].step_ns != 0 && !g->gn[idx].step_read &&
+      !g->closing) {
+    /* A step's window ended by what this client knew of the longest ttl,
+     * not yet by the record read since the step (mark_step). */
+    if (start_reads && !g->reading)
+      request_read(g);
+    if (g->reading && start_reads)
+      return REDLOCK__GUARD_PENDING;
+    *cause = REDLOCK_GUARD_CLOCK_STEP;
+    snprintf(why, whylen, "clock stepped: the longest ttl %s since",
+             g->reading ? "is being read" : "could not be read (too few "
+                                            "masters answered)");
+    return REDLOCK__GUARD_REFUSE;
+  }
   return restart_verdict(g, idx, now, start_reads, why, whylen, wait_ms,
                          window_ms, cause);
 }

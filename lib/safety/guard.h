@@ -108,6 +108,9 @@ typedef struct redlock__guard_node {
   redlock__ns step_ns;        /* the latest step seen (0: none) */
   int64_t step_us;            /* its size (+ forward, - back) */
   int step_how;               /* GUARD_STEP_* */
+  int step_read;              /* the ttl record was read (a quorum) since
+                                 the step: its window is the deployment's
+                                 longest ttl, not what this client knew */
   int base;                   /* its offset against the others' is known
                                  (the record's, or our note) */
   int base_check;             /* compare the record's with ours once the
