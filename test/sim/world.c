@@ -828,6 +828,7 @@ static void srv_start(simsrv *s) {
   s->up = 1;
   s->started_ns = s->w->now;
   s->data_ns = s->w->now;
+  s->second_offset = -1;   /* no replication history after a restart */
   hex40(s->w, s->run_id);
   /* A replica keeps the replication id it loads (its primary's, in the
    * RDB's or the AOF's preamble) until it syncs again. */
@@ -1878,6 +1879,11 @@ static void cl_promote(simsrv *r, int lossless) {
     r->second_offset = (int64_t)r->writes + 1;
   }
   r->data_ns = w->now;
+  /* The primary it replaces hears of it first (the new primary's
+   * broadcast; unless it is stopped or down: then when it is back). */
+  if (!(now & (1u << p)))
+    sim_at(w, w->now + sim_between(w, 1, 20) * SIM_MS, NULL, on_cl_adopt, ps,
+           g->epoch);
   sim_logf(w, "server %u (cluster node %u) promoted in place of server %u%s",
            r->index, x, ps->index,
            lossless ? " (manual failover: nothing lost)"
