@@ -1399,6 +1399,13 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
     }
     sim_init(w, seed, n_srv, 7000, MAX_CLIENTS);
   }
+  /* README, Redis Cluster: "a node demoted and promoted again between two
+   * identity checks (one second), and voting meanwhile, is seen only at
+   * the next check" (a vote from the old instance, whose writes the new
+   * one may lack). Outside the promise, so never here: a node is promoted
+   * again no sooner than 7 s after its demotion, two checks apart even
+   * for a client stopped meanwhile (F_CPAUSE: up to 5 s). */
+  w->repromote_gap = 7 * SIM_S;
   r->logging = logging;
   w->log = logging ? run_log : NULL;
   w->log_arg = r;

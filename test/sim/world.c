@@ -1383,6 +1383,8 @@ static void cl_adopt(simsrv *s, simclcfg *g) {
   s->bent = 0;
   if (s->mig == SIM_MIG_OUT && g->owner[s->mig_lo] != x)
     s->mig = 0;   /* SETSLOT ... NODE reached it: the migration is over */
+  if (now != x && was == x)
+    s->demoted_ns = s->w->now;
   if (now != x && now != was) {
     /* Demoted, or another primary's replica now: a full sync. */
     sim_logf(s->w, "server %u (cluster node %u) follows node %u now", s->index,
@@ -1506,6 +1508,11 @@ simsrv *sim_cluster_heir(simcl *c, unsigned node, int synced) {
       return q;
   }
   return NULL;
+}
+
+/* May r be promoted now (w->repromote_gap)? */
+static int repromote_ok(const simsrv *r) {
+  return r->demoted_ns == 0 || r->w->now >= r->demoted_ns + r->w->repromote_gap;
 }
 
 int sim_cluster_would_fail_over(const simsrv *s, uint64_t ns) {
@@ -1764,7 +1771,7 @@ static void on_cl_elect(simworld *w, void *arg, uint64_t a) {
   simsrv *p = sim_cluster_srv(c, (unsigned)(a & 0xff));
   (void)w;
   if (p->gone_gen != (unsigned)(a >> 8) || p->gone_ns == 0 ||
-      sim_cluster_heir(c, p->node, 1) != r)
+      sim_cluster_heir(c, p->node, 1) != r || !repromote_ok(r))
     return;
   cl_promote(r, 0);
 }
@@ -1893,7 +1900,7 @@ static void cl_promote(simsrv *r, int lossless) {
 }
 
 void sim_cluster_failover(simsrv *r, int lossless) {
-  if (r->cl == NULL || !running(r) || sim_srv_primary(r))
+  if (r->cl == NULL || !running(r) || sim_srv_primary(r) || !repromote_ok(r))
     return;
   cl_promote(r, lossless);
 }

@@ -123,6 +123,7 @@ struct simsrv {
   uint64_t gone_ns;       /* others cannot reach it (down, stopped) since,
                              or 0 */
   unsigned gone_gen;
+  uint64_t demoted_ns;    /* when it last became a replica (0: never) */
   int mig;                /* a slot migration: 0, SIM_MIG_OUT, SIM_MIG_IN */
   unsigned mig_lo, mig_hi, mig_peer;
 };
@@ -174,6 +175,9 @@ struct simworld {
   unsigned n_srv;
   simcl *cl[SIM_MAX_CLUSTERS];   /* the clusters made of them */
   unsigned n_cl;
+  uint64_t repromote_gap; /* ns: a node demoted less than this ago is not
+                             promoted (an election or a failover waits; the
+                             fault schedule's rule, sim.c) */
   int base_port;
   simenv *armed;          /* clients whose flusher wants a turn */
   /* Links: latency of each direction, ns, uniform in [lat_min, lat_max]. */
@@ -274,7 +278,9 @@ int sim_cluster_would_fail_over(const simsrv *s, uint64_t ns);
 /* In a slot migration (a fault leaves it alone). */
 int sim_srv_migrating(const simsrv *s);
 /* CLUSTER FAILOVER on replica r: lossless (a manual failover: it first
- * takes its primary's data) or TAKEOVER (what replication brought it). */
+ * takes its primary's data) or TAKEOVER (what replication brought it).
+ * Nothing when r is not a running replica, or was demoted less than
+ * w->repromote_gap ago. */
 void sim_cluster_failover(simsrv *r, int lossless);
 /* Slots lo..hi move from primary `from` to primary `to`, a key at a time
  * (ASK meanwhile), then the target owns them. 0, or -1 when it cannot
