@@ -30,7 +30,8 @@
  *     the client asked): beliefs lag (gossip) and can be bent (a fault),
  *     but a node never comes to believe it owns a slot it was not given,
  *     so two nodes serve one slot only while a node that was failed over
- *     has not heard of it yet (as in Redis).
+ *     has not heard of it yet (stopped or restarting meanwhile; as in
+ *     Redis).
  *
  * Redis Cluster (the cluster section of world.c). A cluster is servers
  * first..first + n - 1 of the world: primaries, each with at most one
