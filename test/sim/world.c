@@ -1516,9 +1516,14 @@ static int repromote_ok(const simsrv *r) {
 }
 
 int sim_cluster_would_fail_over(const simsrv *s, uint64_t ns) {
-  return s->cl != NULL && sim_srv_primary(s) &&
-         ns > s->cl->node_timeout &&
-         sim_cluster_heir(s->cl, s->node, 1) != NULL;
+  unsigned i;
+  if (s->cl == NULL || !sim_srv_primary(s) || ns <= s->cl->node_timeout)
+    return 0;
+  /* Any replica: one down or syncing now may be elected by then. */
+  for (i = 0; i < s->cl->n; i++)
+    if (i != s->node && s->cl->cur->primary[i] == s->node)
+      return 1;
+  return 0;
 }
 
 /* ---- a node's answers ---------------------------------------------------- */

@@ -253,7 +253,7 @@ void sim_srv_snapshot(simsrv *s);
 void sim_cut(simworld *w, unsigned client, unsigned srv, int mode,
              int dirs);
 
-/* ---- Redis Cluster -------------------------------------------------------- */
+/* ---- Redis Cluster ------------------------------------------------------- */
 
 /* Servers first .. first + primaries + replicas - 1 become a cluster:
  * the first `primaries` are primaries with the slots split evenly, then
@@ -273,7 +273,7 @@ int sim_srv_primary(const simsrv *s);
 /* A replica of primary `node` that could take over now (up, running; and
  * synced, with `synced`), or NULL. */
 simsrv *sim_cluster_heir(simcl *c, unsigned node, int synced);
-/* Would stopping this node for ns fail it over (a primary with a synced
+/* Could stopping this node for ns fail it over (a primary with a
  * replica, gone for more than the node timeout)? */
 int sim_cluster_would_fail_over(const simsrv *s, uint64_t ns);
 /* In a slot migration (a fault leaves it alone). */
