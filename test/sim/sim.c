@@ -10,8 +10,7 @@
  * Cluster of 2-3 primaries with 0-1 replica each, with their persistence,
  * whether they are declared durable, clients with their clock rates), a
  * workload and a fault schedule, and runs T simulated seconds. The oracle
- * checks,
- * on true time:
+ * checks, on true time:
  *  - no two clients inside their reported validity of one key at once
  *    (validity as each result and each extension reported it, on the
  *    client's own clock, which drifts);
