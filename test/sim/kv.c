@@ -3148,7 +3148,7 @@ static void unknown_command(run *R) {
 /* Cluster routing (getNodeByQuery): the command's keys must share a slot
  * (CROSSSLOT) that the world lets this node serve. 0: go on. */
 static int route(run *R, const cmddef *c) {
-  int first = c->first, last = c->last, i;
+  int first = c->first, last = c->last, i, keys = 0, missing = 0;
   long slot = -1;
   char why[256];
   if (c->flags & F_EVAL) {
@@ -3173,6 +3173,12 @@ static int route(run *R, const cmddef *c) {
     last = R->argc - 1;
   for (i = first; i <= last && i < R->argc; i++) {
     long s = (long)redlock__key_slot(ARG(i), LEN(i));
+    const kdb *d0 = &R->kv->db[0];
+    long at = db_find(d0, ARG(i), LEN(i), hash_bytes(ARG(i), LEN(i)));
+    keys++;
+    /* Redis looks the key up without touching it (an expired one is
+     * missing, and stays until something else removes it). */
+    missing += at < 0 || dead(d0->slot[at], R->now_ms);
     if (slot < 0) {
       slot = s;
     } else if (s != slot) {
@@ -3183,8 +3189,8 @@ static int route(run *R, const cmddef *c) {
   if (slot < 0)
     return 0;
   why[0] = '\0';
-  if (R->ctx->route(R->ctx->arg, (unsigned)slot, R->conn->asking, why,
-                    sizeof(why)) != 0) {
+  if (R->ctx->route(R->ctx->arg, (unsigned)slot, R->conn->asking, keys,
+                    missing, why, sizeof(why)) != 0) {
     out_err(R, "%s", why);
     return -1;
   }
@@ -3416,6 +3422,92 @@ void simkv_flush(simkv *kv) {
   int i;
   for (i = 0; i < NDB; i++)
     flush_db(kv, &kv->db[i]);
+}
+
+int simkv_copy_keys(simkv *dst, const simkv *src) {
+  int i;
+  simkv_flush(dst);
+  for (i = 0; i < NDB; i++) {
+    const kdb *s = &src->db[i];
+    kdb *d = &dst->db[i];
+    size_t k;
+    if (s->n == 0)
+      continue;
+    if (d->cap < s->cap) {
+      entry **slot = zalloc(s->cap, sizeof(*slot));
+      if (slot == NULL)
+        return -1;
+      free(d->slot);
+      d->slot = slot;
+      d->cap = s->cap;
+    }
+    for (k = 0; k < s->cap; k++) {
+      const entry *e = s->slot[k];
+      entry *c;
+      size_t j;
+      if (e == NULL)
+        continue;
+      c = entry_copy(e);
+      if (c == NULL)
+        return -1;
+      for (j = e->hash & (d->cap - 1); d->slot[j] != NULL;
+           j = (j + 1) & (d->cap - 1))
+        ;
+      d->slot[j] = c;
+      d->n++;
+    }
+  }
+  return 0;
+}
+
+int simkv_migrate_one(simkv *dst, simkv *src, unsigned lo, unsigned hi,
+                      int64_t src_now_us, int64_t dst_now_us) {
+  kdb *s = &src->db[0], *d = &dst->db[0];
+  int64_t src_ms = src_now_us / 1000, dst_ms = dst_now_us / 1000;
+  size_t k = 0;
+  while (k < s->cap) {
+    entry *e = s->slot[k], *c;
+    unsigned slot;
+    long at;
+    if (e == NULL) {
+      k++;
+      continue;
+    }
+    slot = redlock__key_slot(e->key, e->klen);
+    if (slot < lo || slot > hi) {
+      k++;
+      continue;
+    }
+    if (dead(e, src_ms)) {
+      db_remove(src, s, k);   /* a later entry may move into k */
+      continue;
+    }
+    c = entry_copy(e);
+    if (c == NULL)
+      return -1;
+    /* RESTORE ... REPLACE with the ttl left (DUMP's PTTL). */
+    if (c->expire >= 0)
+      c->expire = dst_ms + (c->expire - src_ms);
+    at = db_find(d, c->key, c->klen, c->hash);
+    if (at >= 0)
+      db_remove(dst, d, (size_t)at);
+    if ((d->n + 1) * 2 > d->cap && db_grow(dst, d) != 0) {
+      entry_free(c);
+      dst->oom = 0;
+      return -1;
+    }
+    {
+      size_t j;
+      for (j = c->hash & (d->cap - 1); d->slot[j] != NULL;
+           j = (j + 1) & (d->cap - 1))
+        ;
+      d->slot[j] = c;
+      d->n++;
+    }
+    db_remove(src, s, k);
+    return 1;
+  }
+  return 0;
 }
 
 size_t simkv_keys(const simkv *kv) {

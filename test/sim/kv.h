@@ -4,9 +4,10 @@
  * Owns: the keys (strings and hashes) with their expiries on the server's
  * wall clock, the script cache, the configuration the library reads or
  * sets, and the execution of one command, with a C twin of each of the
- * library's scripts (lib/base/scripts.c). Does not own: connections,
- * time, persistence, replication, pub/sub receivers, cluster routing or
- * INFO's facts about the process (the world, sim.c, gives them through
+ * library's scripts (lib/base/scripts.c); the copies that replication and
+ * MIGRATE make of keys. Does not own: connections, time, persistence,
+ * when replication happens, pub/sub receivers, cluster routing or INFO's
+ * facts about the process (the world, world.c, gives them through
  * simkv_ctx).
  *
  * Pure: no I/O, no clock, no randomness; the same calls give the same
@@ -60,12 +61,15 @@ typedef struct simkv_ctx {
   long (*publish)(void *arg, const char *ch, size_t chlen, const char *msg,
                   size_t msglen);
   /* Cluster nodes: may this node serve `slot` for this command (asking:
-   * the connection sent ASKING)? 0 yes; else the error line to answer
+   * the connection sent ASKING; keys: how many the command names, all in
+   * `slot`; missing: how many of them db 0 lacks, which decides ASK and
+   * TRYAGAIN during a migration)? 0 yes; else the error line to answer
    * without "-" and CRLF ("MOVED 1234 127.0.0.1:7001", "ASK ...",
    * "TRYAGAIN ...", "CLUSTERDOWN ..."), written into err. NULL: not a
    * cluster node (every slot is ours, keys of many slots in one command
    * are fine). */
-  int (*route)(void *arg, unsigned slot, int asking, char *err, size_t n);
+  int (*route)(void *arg, unsigned slot, int asking, int keys, int missing,
+               char *err, size_t n);
   void *arg;
 } simkv_ctx;
 
@@ -80,6 +84,18 @@ simkv *simkv_clone(const simkv *kv);
 void simkv_restart(simkv *kv, int64_t now_us);
 /* Removes every key (FLUSHALL). */
 void simkv_flush(simkv *kv);
+/* A replica's copy (replication, a full sync): dst's keys become a copy
+ * of src's, expiries as they are (Redis replicates absolute expiry
+ * times); dst keeps its config and its script cache. 0, or -1 on out of
+ * memory (dst then holds part of them). */
+int simkv_copy_keys(simkv *dst, const simkv *src);
+/* MIGRATE of one live key of db 0 whose slot is in [lo, hi], from src
+ * to dst, with the ttl it has left (src's clock at src_now_us) set on
+ * dst's clock (dst_now_us), replacing a key of that name on dst; dead
+ * keys met on the way are dropped. 1 moved one, 0 none is left, -1 out
+ * of memory. */
+int simkv_migrate_one(simkv *dst, simkv *src, unsigned lo, unsigned hi,
+                      int64_t src_now_us, int64_t dst_now_us);
 
 /* Runs one command (argv[0] any case) as Redis 7.0 would and appends its
  * RESP reply to out. Returns 1 when it wrote to the data (for the AOF and

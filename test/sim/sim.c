@@ -4,12 +4,13 @@
  *
  *   redlock-sim [--seconds S | --seeds K] [--seed S] [--sim-seconds T]
  *               [--workload W] [--faults LIST] [--masters N]
- *               [--clients C] [--verbose]
+ *               [--topology plain|cluster|mixed] [--clients C] [--verbose]
  *
- * Each seed draws a deployment (N masters with their persistence, whether
- * they are declared durable, clients with their clock rates), a workload
- * and a fault schedule, and runs T simulated seconds. The oracle checks,
- * on true time:
+ * Each seed draws a deployment (N masters, each a plain server or a Redis
+ * Cluster of 2-3 primaries with 0-1 replica each, with their persistence,
+ * whether they are declared durable, clients with their clock rates), a
+ * workload and a fault schedule, and runs T simulated seconds. The oracle
+ * checks, on true time:
  *  - no two clients inside their reported validity of one key at once
  *    (validity as each result and each extension reported it, on the
  *    client's own clock, which drifts);
@@ -30,6 +31,7 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "pure.h"
 #include "scripts.h"
 #include "world.h"
 
@@ -53,7 +55,14 @@ enum {
                              the drift allowance) */
   F_KILL = 1 << 9,        /* CLIENT KILL: a master resets a client's
                              connections */
-  F_ALL = (1 << 10) - 1
+  /* Redis Cluster masters only (a deployment without one draws none). */
+  F_FAILOVER = 1 << 10,   /* a replica takes over: a manual failover, or a
+                             TAKEOVER that loses what was not replicated */
+  F_MIGRATE = 1 << 11,    /* slots move to another primary (ASK, MOVED) */
+  F_DISAGREE = 1 << 12,   /* a node names another owner for some slots a
+                             while (MOVED back and forth) */
+  F_CLUSTER = F_FAILOVER | F_MIGRATE | F_DISAGREE,
+  F_ALL = (1 << 13) - 1
 };
 
 static const struct {
@@ -64,6 +73,8 @@ static const struct {
     {"cut", F_CUT},       {"client-pause", F_CPAUSE},
     {"client-crash", F_CCRASH},                 {"config", F_CONFIG},
     {"join", F_JOIN},     {"drift", F_DRIFT},   {"kill", F_KILL},
+    {"failover", F_FAILOVER},                   {"migrate", F_MIGRATE},
+    {"disagree", F_DISAGREE},
 };
 
 static const char *const workloads[] = {"plain", "fence", "extend", "auto",
@@ -78,6 +89,8 @@ typedef struct opts {
   double sim_seconds;     /* per seed */
   unsigned faults;
   int masters;            /* 0: drawn per seed */
+  const char *topology;   /* "plain", "cluster", "mixed" (default: each
+                             master a cluster one time in five) */
   int clients;            /* 0: drawn */
   const char *workload;   /* "plain" (default), "fence", "extend", "auto",
                              "mixed" */
@@ -166,7 +179,14 @@ typedef struct run {
   const char *workload;   /* this seed's (--workload any draws one) */
   simworld w;
   unsigned n_masters;
-  char servers[MAX_MASTERS][64];
+  /* Master i: servers first[i] .. first[i] + nodes[i] - 1 of the world;
+   * a cluster (cl[i]) when primaries[i] > 0. */
+  unsigned first[MAX_MASTERS], nodes[MAX_MASTERS];
+  unsigned primaries[MAX_MASTERS], replica_mask[MAX_MASTERS];
+  int old_redis[MAX_MASTERS];
+  simcl *cl[MAX_MASTERS];
+  unsigned n_clusters;
+  char servers[MAX_MASTERS][160];
   const char *server_ptrs[MAX_MASTERS];
   int declared;
   int guard_ms;           /* the clients' restart_guard_ms */
@@ -254,6 +274,7 @@ static void violation(run *r, const char *fmt, ...) {
           "--sim-seconds %g --verbose", r->seed, r->o->sim_seconds);
   if (r->o->masters > 0)
     fprintf(stderr, " --masters %d", r->o->masters);
+  fprintf(stderr, " --topology %s", r->o->topology);
   if (r->o->clients > 0)
     fprintf(stderr, " --clients %d", r->o->clients);
   fprintf(stderr, " --workload %s --faults %s\n", r->workload,
@@ -861,15 +882,222 @@ static double funit(run *r) {
   return (double)(frand(r) >> 11) / (double)(1ULL << 53);
 }
 
+/* A fault that may lose acknowledged writes on master i (a restart that
+ * lost keys, a failover that lost what was not replicated yet), unseen
+ * by the guard's record for window_ns: within the failure model? With
+ * a fixed restart window, any number: the guard needs no record (as for
+ * crashes). A failover is a restart for the README (its cluster row: the
+ * promoted replica is a new instance, guarded for one window), so with
+ * the ttl record it makes that master faulty for the window, as a
+ * restart that lost keys does (DESIGN, guard 2. and 7.). A single
+ * cluster (N = 1) has no other master: its record survives a lossy event
+ * on one shard, kept by every other primary (DESIGN, guard 7.), so such
+ * events come one at a time there. */
+static int lossy_ok(run *r, unsigned i, uint64_t window_ns) {
+  if (r->guard_ms > 0)
+    return 1;
+  if (r->n_masters == 1 && r->primaries[0] >= 2) {
+    if (r->faulty_until[0] > r->w.now)
+      return 0;
+    r->faulty_until[0] = r->w.now + window_ns;
+    return 1;
+  }
+  return unseen_fault_ok(r, i, window_ns);
+}
+
+/* The server a fault of master i hits: a cluster's node drawn. */
+static simsrv *target(run *r, unsigned i) {
+  unsigned k = r->nodes[i] > 1 ? (unsigned)fbetween(r, 0, r->nodes[i] - 1)
+                                : 0;
+  return &r->w.srv[r->first[i] + k];
+}
+
+/* A cluster master drawn (i), or NULL when there is none. */
+static simcl *pick_cluster(run *r, unsigned *i) {
+  unsigned k = (unsigned)fbetween(r, 0, r->n_clusters - 1), j;
+  for (j = 0; j < r->n_masters; j++)
+    if (r->cl[j] != NULL && k-- == 0) {
+      *i = j;
+      return r->cl[j];
+    }
+  return NULL;
+}
+
+/* A primary of c (now) other than `not` (c->n: any), drawn; c->n when
+ * there is none. */
+static unsigned pick_primary(run *r, simcl *c, unsigned not) {
+  unsigned k = (unsigned)fbetween(r, 0, c->n - 1), j;
+  for (j = 0; j < c->n; j++) {
+    unsigned x = (k + j) % c->n;
+    if (x != not && sim_srv_primary(sim_cluster_srv(c, x)))
+      return x;
+  }
+  return c->n;
+}
+
+/* A slot worth moving or bending: a lock's name's (its fencing counter
+ * and read-write hash share it), the election's, or a primary's lowest
+ * (its records' tag), now and then any. */
+static unsigned pick_slot(run *r, simcl *c) {
+  char name[8];
+  unsigned k = (unsigned)fbetween(r, 0, 7);
+  int lowest;
+  if (k < 4) {
+    snprintf(name, sizeof(name), "k%u", k % r->n_keys);
+    return redlock__key_slot(name, strlen(name));
+  }
+  if (k == 4)
+    return redlock__key_slot("e0", 2);
+  lowest = sim_cluster_lowest(c, pick_primary(r, c, c->n));
+  if (k < 7 && lowest >= 0)
+    return (unsigned)lowest;
+  return (unsigned)fbetween(r, 0, SIM_SLOTS - 1);
+}
+
+static int running_srv(const simsrv *s) {
+  return s->up && s->paused_until <= s->w->now;
+}
+
+/* A crash or a stop of node s of cluster master i for *ns: within the
+ * model? A replica's costs nothing (it syncs again); a primary's may
+ * lose writes twice over: a restart without them, and, when it stays
+ * away past the node timeout with a synced replica, the failover. When
+ * only the failover would, the node comes back before it instead. */
+static int cluster_stop_ok(run *r, unsigned i, simsrv *s, int crash,
+                           uint64_t *ns) {
+  int lossy = crash && sim_srv_loss(s) != SIM_LOSE_NOTHING;
+  int failover = sim_cluster_would_fail_over(s, *ns);
+  if (sim_srv_migrating(s))
+    return 0;   /* nobody reshards a failing cluster (sim_cluster_migrate) */
+  if (!sim_srv_primary(s) || (!lossy && !failover))
+    return 1;
+  if (lossy_ok(r, i, *ns + s->cl->node_timeout + 2 * SIM_S + 15 * SIM_S))
+    return 1;
+  if (lossy)
+    return 0;
+  *ns = s->cl->node_timeout / 2;
+  return 1;
+}
+
+/* The takeover of a replica as it finished loading (on_fault). */
+static void on_takeover(simworld *w, void *arg, uint64_t x) {
+  run *r = arg;
+  simsrv *s = &w->srv[x];
+  if (!r->ending && running_srv(s))
+    sim_cluster_failover(s, 0);
+}
+
+static void cluster_fault(run *r, unsigned kind) {
+  simworld *w = &r->w;
+  unsigned i = 0, x, y, k;
+  simcl *c = pick_cluster(r, &i);
+  if (c == NULL)
+    return;
+  switch (kind) {
+    case F_FAILOVER: {
+      simsrv *p, *heir;
+      int lossless = fbetween(r, 0, 2) == 0;
+      x = pick_primary(r, c, c->n);
+      if (x == c->n)
+        break;
+      p = sim_cluster_srv(c, x);
+      heir = sim_cluster_heir(c, x, 0);
+      if (heir == NULL || sim_srv_migrating(p) || sim_srv_migrating(heir))
+        break;
+      /* A manual failover needs its primary's part; without it, only a
+       * TAKEOVER. */
+      if (!running_srv(p))
+        lossless = 0;
+      if (!lossless && !lossy_ok(r, i, 15 * SIM_S + 200 * SIM_MS)) {
+        if (!running_srv(p))
+          break;
+        lossless = 1;
+      }
+      if (!lossless && fbetween(r, 0, 3) == 0) {
+        /* As it finishes loading (DESIGN, guard 7.: test-cluster-failover
+         * sends its TAKEOVER so). */
+        uint64_t down = fbetween(r, 10, 100) * SIM_MS;
+        sim_srv_crash(heir, down);
+        sim_at(w, w->now + down + fbetween(r, 0, 100) * SIM_MS, NULL,
+               on_takeover, r, heir->index);
+        break;
+      }
+      sim_cluster_failover(heir, lossless);
+      break;
+    }
+    case F_MIGRATE: {
+      unsigned slot = pick_slot(r, c), lo, hi;
+      simsrv *from = sim_cluster_owner(c, slot);
+      if (from == NULL)
+        break;
+      y = pick_primary(r, c, from->node);
+      if (y == c->n)
+        break;
+      /* That slot, or a run of slots around it that its owner has. */
+      sim_cluster_range(c, slot, &lo, &hi);
+      if (fbetween(r, 0, 1) == 0) {
+        unsigned a = (unsigned)fbetween(r, 0, 200);
+        unsigned b = (unsigned)fbetween(r, 0, 200);
+        lo = slot - lo > a ? slot - a : lo;
+        hi = hi - slot > b ? slot + b : hi;
+      } else {
+        lo = hi = slot;
+      }
+      (void)sim_cluster_migrate(c, from->node, y, lo, hi);
+      break;
+    }
+    case F_DISAGREE: {
+      unsigned slot = pick_slot(r, c), lo, hi;
+      uint64_t ns = fbetween(r, 50, 3000) * SIM_MS;
+      simsrv *owner = sim_cluster_owner(c, slot), *sx, *sy;
+      int both;
+      if (owner == NULL)
+        break;
+      /* The owner disowns them, or another primary names a third. */
+      x = fbetween(r, 0, 1) == 0 ? owner->node : pick_primary(r, c, c->n);
+      y = pick_primary(r, c, x);
+      if (x == c->n || y == c->n)
+        break;
+      sx = sim_cluster_srv(c, x);
+      sy = sim_cluster_srv(c, y);
+      if (sim_srv_migrating(sx) || sim_srv_migrating(sy))
+        break;
+      /* Each names the other for all it serves, now and then: a client's
+       * handshake is then sent from one to the other (test-cluster-
+       * disagree's nodes). Rarer and shorter: the client reconnects
+       * without a backoff there, a thousand handshakes a second, which
+       * costs the simulator most of its time while it lasts. */
+      both = x == owner->node && fbetween(r, 0, 3) == 0;
+      if (both)
+        ns = fbetween(r, 50, 1000) * SIM_MS;
+      sim_cluster_range(c, slot, &lo, &hi);
+      sim_cluster_bend(sx, lo, hi, y, ns);
+      if (both) {
+        for (k = 0; k < SIM_SLOTS; k = hi + 1) {
+          simsrv *o = sim_cluster_owner(c, k);
+          sim_cluster_range(c, k, &lo, &hi);
+          if (o == sx)
+            sim_cluster_bend(sx, lo, hi, y, ns);
+          else if (o == sy)
+            sim_cluster_bend(sy, lo, hi, x, ns);
+        }
+      }
+      break;
+    }
+  }
+}
+
 static void on_fault(simworld *w, void *arg, uint64_t x) {
   run *r = arg;
   unsigned kinds[16], n = 0, k, i;
   uint64_t next;
+  simsrv *s;
   (void)x;
   if (r->ending)
     return;
   for (k = 0; k < sizeof(fault_names) / sizeof(fault_names[0]); k++)
-    if (r->o->faults & fault_names[k].bit)
+    if ((r->o->faults & fault_names[k].bit) &&
+        (r->n_clusters > 0 || !(fault_names[k].bit & F_CLUSTER)))
       kinds[n++] = fault_names[k].bit;
   next = w->now + fbetween(r, 50, 1500) * SIM_MS;
   sim_at(w, next, NULL, on_fault, r, 0);
@@ -880,47 +1108,61 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
   switch (k) {
     case F_CRASH: {
       uint64_t down = fbetween(r, 10, 3000) * SIM_MS;
+      s = target(r, i);
       /* A restart that loses keys is the guard's to handle; with the
        * window read from the masters' ttl record (restart_guard_ms 0),
        * the record must survive somewhere: the failure model (DESIGN,
        * "The guard's argument", 2.) allows at most N - quorum masters
        * within the window of such a restart at a time. A fixed window
        * needs no record: any number may restart. */
-      if (r->guard_ms == 0 && sim_srv_loss(&w->srv[i]) != SIM_LOSE_NOTHING &&
-          !unseen_fault_ok(r, i, down + 15 * SIM_S))
+      if (r->cl[i] != NULL) {
+        if (!cluster_stop_ok(r, i, s, 1, &down))
+          break;
+      } else if (r->guard_ms == 0 && sim_srv_loss(s) != SIM_LOSE_NOTHING &&
+                 !unseen_fault_ok(r, i, down + 15 * SIM_S)) {
         break;
-      sim_srv_crash(&w->srv[i], down);
+      }
+      sim_srv_crash(s, down);
       break;
     }
-    case F_PAUSE:
-      sim_srv_pause(&w->srv[i], fbetween(r, 10, 3000) * SIM_MS);
+    case F_PAUSE: {
+      uint64_t ns;
+      s = target(r, i);
+      ns = fbetween(r, 10, 3000) * SIM_MS;
+      if (r->cl[i] != NULL && !cluster_stop_ok(r, i, s, 0, &ns))
+        break;
+      sim_srv_pause(s, ns);
       break;
+    }
     case F_CLOCK: {
       /* Forward steps (keys expire early: the clock check's case), and
        * back (keys live longer). */
       int64_t us = (int64_t)fbetween(r, 50, 20000) * 1000;
       if (fbetween(r, 0, 3) == 0)
         us = -us;
+      s = target(r, i);
       /* Unseen until a client reads TIME: the longest ttl (10 s) and a
-       * recheck's time. */
+       * recheck's time. A cluster is faulty when any node is. */
       if (!unseen_fault_ok(r, i, 15 * SIM_S))
         break;
-      sim_srv_step_clock(&w->srv[i], us);
-      sim_logf(w, "server %u's clock stepped %+.3f s", i, (double)us / 1e6);
+      sim_srv_step_clock(s, us);
+      sim_logf(w, "server %u's clock stepped %+.3f s", s->index,
+               (double)us / 1e6);
       break;
     }
     case F_CUT: {
       unsigned c = (unsigned)fbetween(r, 0, r->n_actors - 1);
       int mode = (int)fbetween(r, 1, 2), dirs = (int)fbetween(r, 1, 3);
       uint64_t ms = fbetween(r, 10, 3000);
-      sim_cut(w, c, i, mode, dirs);
-      sim_logf(w, "cut: client %u, server %u, %s, %s, %.3f s", c, i,
+      s = target(r, i);
+      sim_cut(w, c, s->index, mode, dirs);
+      sim_logf(w, "cut: client %u, server %u, %s, %s, %.3f s", c, s->index,
                mode == 1 ? "held" : "dropped",
                dirs == 3 ? "both ways" : dirs == 1 ? "to the server"
                                                    : "to the client",
                (double)ms / 1e3);
       sim_at(w, w->now + ms * SIM_MS, NULL, on_heal, r,
-             ((uint64_t)c << 8) | i);
+             ((uint64_t)c << 8) | s->index);
       break;
     }
     case F_CPAUSE: {
@@ -949,27 +1191,32 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
                                             {"appendfsync", "always"},
                                             {"appendonly", "no"},
                                             {"appendonly", "yes"}};
-      unsigned s = (unsigned)fbetween(r, 0, 3);
+      unsigned c = (unsigned)fbetween(r, 0, 3);
+      s = target(r, i);
       /* Seen at the next recheck (3 s) by a connected client; a crash
        * before that is the operator's (README); then its window. */
       if (!unseen_fault_ok(r, i, 15 * SIM_S))
         break;
-      simkv_config_set(w->srv[i].kv, set[s][0], set[s][1]);
-      sim_logf(w, "server %u: CONFIG SET %s %s", i, set[s][0], set[s][1]);
+      simkv_config_set(s->kv, set[c][0], set[c][1]);
+      sim_logf(w, "server %u: CONFIG SET %s %s", s->index, set[c][0],
+               set[c][1]);
       break;
     }
     case F_DRIFT: {
       /* Within 0.3 %: with the clients' 0.1 %, inside the drift allowance
        * (1 % of the ttl): no client need notice. */
       double rate = 1.0 + (funit(r) - 0.5) * 0.006;
-      sim_srv_set_rate(&w->srv[i], rate);
-      sim_logf(w, "server %u's clock runs at %.4f", i, rate);
+      s = target(r, i);
+      sim_srv_set_rate(s, rate);
+      sim_logf(w, "server %u's clock runs at %.4f", s->index, rate);
       break;
     }
     case F_KILL: {
       unsigned c = (unsigned)fbetween(r, 0, r->n_actors - 1);
-      sim_srv_kill_client(&w->srv[i], c);
-      sim_logf(w, "server %u: CLIENT KILL of client %u's connections", i, c);
+      s = target(r, i);
+      sim_srv_kill_client(s, c);
+      sim_logf(w, "server %u: CLIENT KILL of client %u's connections",
+               s->index, c);
       break;
     }
     case F_JOIN: {
@@ -982,33 +1229,112 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       }
       break;
     }
+    case F_FAILOVER:
+    case F_MIGRATE:
+    case F_DISAGREE:
+      cluster_fault(r, k);
+      break;
   }
 }
 
 /* ---- a seed -------------------------------------------------------------- */
+
+/* Master i's shape, from the seed alone (before the world exists: it
+ * says how many servers there are), on a stream of its own: a plain
+ * deployment draws nothing here, so its runs are those of a simulator
+ * without clusters. Mixed: a master is a cluster one time in five (a
+ * cluster costs the client a topology read at every handshake and
+ * failure: several times a plain master's CPU). A cluster: 2-3
+ * primaries, each with a replica three times in four; one in five speaks
+ * Redis 6.2 (no CLUSTER SHARDS). */
+static void draw_shape(run *r, uint64_t *topo, unsigned i) {
+  const char *t = r->o->topology;
+  uint64_t z;
+  unsigned p;
+  r->primaries[i] = r->replica_mask[i] = 0;
+  r->old_redis[i] = 0;
+  r->nodes[i] = 1;
+  if (strcmp(t, "plain") == 0)
+    return;
+  z = *topo += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  if (strcmp(t, "mixed") == 0 && z % 5 != 0)
+    return;
+  r->primaries[i] = 2 + (unsigned)((z >> 8) % 2);
+  for (p = 0; p < r->primaries[i]; p++)
+    if ((z >> (16 + 2 * p)) % 4 != 0)
+      r->replica_mask[i] |= 1u << p;
+  r->old_redis[i] = (z >> 32) % 5 == 0;
+  r->nodes[i] = r->primaries[i];
+  for (p = 0; p < r->primaries[i]; p++)
+    r->nodes[i] += (r->replica_mask[i] >> p) & 1;
+  r->n_clusters++;
+}
+
+/* A cluster master: its nodes, and its URI (a seed node and one or two
+ * more, from any node: a seed may be a replica). */
+static void deploy_cluster(run *r, unsigned i) {
+  simworld *w = &r->w;
+  unsigned n = r->nodes[i], k, start = (unsigned)sim_between(w, 0, n - 1);
+  unsigned more = (unsigned)sim_between(w, 0, 2);
+  size_t len;
+  r->cl[i] = sim_cluster_new(w, r->first[i], r->primaries[i],
+                             r->replica_mask[i], r->old_redis[i]);
+  len = (size_t)snprintf(r->servers[i], sizeof(r->servers[i]),
+                         "redis+cluster://127.0.0.1:%d",
+                         w->srv[r->first[i] + start].port);
+  for (k = 1; k <= more && k < n; k++)
+    len += (size_t)snprintf(r->servers[i] + len, sizeof(r->servers[i]) - len,
+                            "%s127.0.0.1:%d", k == 1 ? "?seed=" : "&seed=",
+                            w->srv[r->first[i] + (start + k) % n].port);
+}
 
 static void deploy(run *r) {
   simworld *w = &r->w;
   unsigned i;
   r->declared = (int)sim_between(w, 0, 1);
   for (i = 0; i < r->n_masters; i++) {
-    simsrv *s = &w->srv[i];
-    unsigned p = (unsigned)sim_between(w, 0, 3);
-    /* Persistence: none, RDB snapshots, AOF everysec, AOF always. */
-    simkv_config_set(s->kv, "appendonly", p >= 2 ? "yes" : "no");
-    simkv_config_set(s->kv, "appendfsync", p == 3 ? "always" : "everysec");
-    if (p == 1)
-      sim_srv_snapshot(s);
-    snprintf(r->servers[i], sizeof(r->servers[i]), "127.0.0.1:%d", s->port);
+    simsrv *s = &w->srv[r->first[i]];
+    unsigned p = (unsigned)sim_between(w, 0, 3), k;
+    /* Persistence: none, RDB snapshots, AOF everysec, AOF always (a
+     * cluster's nodes alike, as one unit file starts them). */
+    for (k = 0; k < r->nodes[i]; k++) {
+      simsrv *n = &w->srv[r->first[i] + k];
+      simkv_config_set(n->kv, "appendonly", p >= 2 ? "yes" : "no");
+      simkv_config_set(n->kv, "appendfsync", p == 3 ? "always" : "everysec");
+      if (p == 1)
+        sim_srv_snapshot(n);
+    }
+    if (r->primaries[i] == 0) {
+      snprintf(r->servers[i], sizeof(r->servers[i]), "127.0.0.1:%d",
+               s->port);
+      sim_logf(w, "server %u: %s", i,
+               p == 0 ? "no persistence" : p == 1 ? "RDB snapshots"
+               : p == 2 ? "AOF everysec" : "AOF always");
+    } else {
+      deploy_cluster(r, i);
+      sim_logf(w, "master %u: a cluster of servers %u-%u (%u primaries, "
+               "replicas %#x%s, node timeout %.3f s): %s", i, r->first[i],
+               r->first[i] + r->nodes[i] - 1, r->primaries[i],
+               r->replica_mask[i], r->old_redis[i] ? ", Redis 6.2" : "",
+               (double)r->cl[i]->node_timeout / 1e9,
+               p == 0 ? "no persistence" : p == 1 ? "RDB snapshots"
+               : p == 2 ? "AOF everysec" : "AOF always");
+    }
     r->server_ptrs[i] = r->servers[i];
-    sim_logf(w, "server %u: %s", i,
-             p == 0 ? "no persistence" : p == 1 ? "RDB snapshots"
-             : p == 2 ? "AOF everysec" : "AOF always");
     /* N = 1: the ttl record lives on the one master a restart can erase
      * or roll back, so each client knows only its own ttls (redlock.h,
      * restart_guard_ms): such a deployment fixes the window at its
-     * longest ttl (the workload's: 10 s), as the README says. */
-    if (r->n_masters == 1 && p != 3)
+     * longest ttl (the workload's: 10 s), as the README says. A single
+     * cluster keeps the record on each primary, which survives a lossy
+     * failover or restart of one shard (DESIGN, guard 7.): its record
+     * is used a quarter of the time, with such faults one at a time
+     * (lossy_ok). */
+    if (r->n_masters == 1 && r->primaries[i] == 0 && p != 3)
+      r->guard_ms = 10000;
+    if (r->n_masters == 1 && r->primaries[i] > 0 && sim_between(w, 0, 3) != 0)
       r->guard_ms = 10000;
   }
   /* A fixed restart window (any number of masters may restart), now and
@@ -1026,7 +1352,7 @@ static void on_bgsave(simworld *w, void *arg, uint64_t x) {
   (void)x;
   if (r->ending)
     return;
-  for (i = 0; i < r->n_masters; i++)
+  for (i = 0; i < w->n_srv; i++)
     if (w->srv[i].rdb != NULL && sim_between(w, 0, 3) == 0)
       sim_srv_snapshot(&w->srv[i]);
   sim_at(w, w->now + sim_between(w, 500, 5000) * SIM_MS, NULL, on_bgsave, r,
@@ -1062,7 +1388,23 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
                       : workloads[(z >> 13) % (sizeof(workloads) /
                                                sizeof(workloads[0]))];
   }
-  sim_init(w, seed, r->n_masters, 7000, MAX_CLIENTS);
+  {
+    uint64_t topo = seed ^ 0x70b0c0de70b0c0deULL;
+    unsigned n_srv = 0;
+    for (i = 0; i < r->n_masters; i++) {
+      draw_shape(r, &topo, i);
+      r->first[i] = n_srv;
+      n_srv += r->nodes[i];
+    }
+    sim_init(w, seed, n_srv, 7000, MAX_CLIENTS);
+  }
+  /* README, Redis Cluster: "a node demoted and promoted again between two
+   * identity checks (one second), and voting meanwhile, is seen only at
+   * the next check" (a vote from the old instance, whose writes the new
+   * one may lack). Outside the promise, so never here: a node is promoted
+   * again no sooner than 7 s after its demotion, two checks apart even
+   * for a client stopped meanwhile (F_CPAUSE: up to 5 s). */
+  w->repromote_gap = 7 * SIM_S;
   r->logging = logging;
   w->log = logging ? run_log : NULL;
   w->log_arg = r;
@@ -1110,25 +1452,31 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
       ;
     for (s = 0; s < r->n_masters; s++) {
       unsigned k;
-      if (!w->srv[s].up)
-        continue;
       for (k = 0; k < r->n_keys; k++) {
         char name[16];
         size_t len, t;
         const char *v;
+        simsrv *sv;
         snprintf(name, sizeof(name), "k%u", k);
-        v = simkv_get(w->srv[s].kv, name, strlen(name),
-                      sim_srv_wall_us(&w->srv[s]), &len);
+        /* A cluster's key is on its slot's owner. */
+        sv = r->cl[s] != NULL
+                 ? sim_cluster_owner(r->cl[s],
+                                     redlock__key_slot(name, strlen(name)))
+                 : &w->srv[r->first[s]];
+        if (sv == NULL || !sv->up)
+          continue;
+        v = simkv_get(sv->kv, name, strlen(name), sim_srv_wall_us(sv), &len);
         if (v == NULL || len != 40)
           continue;
         for (t = 0; t < r->n_released; t++)
           if (memcmp(r->released[t].token, v, 40) == 0 &&
               /* A restart since may have rolled the release back (an
-               * AOF everysec, a snapshot): the key then lives its ttl. */
-              w->srv[s].started_ns < r->released[t].at) {
+               * AOF everysec, a snapshot): the key then lives its ttl;
+               * so may a promotion (the release not replicated yet). */
+              sv->data_ns < r->released[t].at) {
             violation(r, "k%u is still on server %u under a token whose "
                       "release succeeded (%.40s), 5 s after every fault "
-                      "healed", k, s, v);
+                      "healed", k, sv->index, v);
             break;
           }
       }
@@ -1180,10 +1528,11 @@ static void usage(void) {
           "                   [--workload plain|fence|extend|auto|rw|multi|"
           "reentrant|elect|mixed] "
           "[--faults LIST|all|none]\n"
-          "                   [--masters N] [--clients C] [--twice] "
-          "[--shrink] [--verbose]\n"
+          "                   [--masters N] [--topology plain|cluster|mixed] "
+          "[--clients C]\n"
+          "                   [--twice] [--shrink] [--verbose]\n"
           "faults: crash,pause,clock,cut,client-pause,client-crash,config,"
-          "join,drift,kill\n");
+          "join,drift,kill,failover,migrate,disagree\n");
 }
 
 static int parse_faults(const char *s, unsigned *out) {
@@ -1226,6 +1575,7 @@ static void opts_default(opts *o) {
   o->faults = F_ALL;
   o->workload = "plain";
   o->faults_arg = "all";
+  o->topology = "mixed";
 }
 
 /* argv[from..argc) into *o: 0, or -1 (said why). */
@@ -1278,6 +1628,13 @@ static int parse_opts(opts *o, int argc, char **argv, int from) {
       if (parse_faults(v, &o->faults) != 0)
         return -1;
       o->faults_arg = v;
+    } else if (strcmp(a, "--topology") == 0) {
+      if (strcmp(v, "plain") != 0 && strcmp(v, "cluster") != 0 &&
+          strcmp(v, "mixed") != 0) {
+        fprintf(stderr, "redlock-sim: --topology plain, cluster or mixed\n");
+        return -1;
+      }
+      o->topology = v;
     } else if (strcmp(a, "--masters") == 0) {
       o->masters = atoi(v);
       if (o->masters < 1 || o->masters > MAX_MASTERS) {
@@ -1361,6 +1718,7 @@ static int run_shrink(opts *o) {
          o->sim_seconds, o->workload, o->faults_arg);
   if (o->masters > 0)
     printf(" --masters %d", o->masters);
+  printf(" --topology %s", o->topology);
   if (o->clients > 0)
     printf(" --clients %d", o->clients);
   printf(" --verbose\n");

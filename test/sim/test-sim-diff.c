@@ -155,10 +155,12 @@ static long on_publish(void *arg, const char *ch, size_t chlen,
 }
 
 /* The test's cluster: node 0 (the model) serves slots 0-8191. */
-static int on_route(void *arg, unsigned slot, int asking, char *err,
-                    size_t n) {
+static int on_route(void *arg, unsigned slot, int asking, int keys,
+                    int missing, char *err, size_t n) {
   (void)arg;
   (void)asking;
+  (void)keys;
+  (void)missing;
   if (slot < 8192)
     return 0;
   snprintf(err, n, "MOVED %u 127.0.0.1:%d", slot, srv[1].port);
@@ -1358,12 +1360,14 @@ static void model_is(simkv *k, simkv_conn *mc, int64_t now_us,
   }
 }
 
-static int model_route_calls;
+static int model_route_calls, model_route_keys, model_route_missing;
 
-static int model_route(void *arg, unsigned slot, int asking, char *err,
-                       size_t n) {
+static int model_route(void *arg, unsigned slot, int asking, int keys,
+                       int missing, char *err, size_t n) {
   (void)arg;
   model_route_calls++;
+  model_route_keys += keys;
+  model_route_missing += missing;
   if (slot == redlock__key_slot("mine", 4))
     return 0;
   if (asking) {
@@ -1376,7 +1380,8 @@ static int model_route(void *arg, unsigned slot, int asking, char *err,
 
 static void model_alone(void) {
   simkv *k = simkv_new();
-  simkv *copy;
+  simkv *copy, *other;
+  unsigned slot;
   simkv_conn mc = {0, 1, 0};
   const int64_t t0 = 1700000000000000;   /* us */
   const char *v;
@@ -1493,6 +1498,29 @@ static void model_alone(void) {
            "-NOSCRIPT No matching script. Please use EVAL.\r\n");
   ASSERT_STR_EQ(simkv_config(copy, "appendfsync"), "always");
   simkv_free(copy);
+  /* A replica's copy: the source's keys replace its own, expiries as
+   * they are; its config stays. */
+  copy = simkv_new();
+  ASSERT_NOT_NULL(copy);
+  model_is(copy, &mc, t0, "SET gone 1", "+OK\r\n");
+  ASSERT_EQ(simkv_copy_keys(copy, k), 0);
+  ASSERT_EQ(simkv_keys(copy), 4);
+  model_is(copy, &mc, t0, "GET gone", "$-1\r\n");
+  model_is(copy, &mc, t0, "PTTL short", ":5\r\n");
+  ASSERT_STR_EQ(simkv_config(copy, "appendfsync"), "everysec");
+  /* MIGRATE: one key of the slots at a time, with the ttl it has left,
+   * on the target's clock. */
+  other = simkv_new();
+  ASSERT_NOT_NULL(other);
+  slot = redlock__key_slot("short", 5);
+  ASSERT_EQ(simkv_migrate_one(other, copy, slot, slot, t0 + 2000,
+                              t0 + 100000), 1);
+  model_is(other, &mc, t0 + 100000, "PTTL short", ":3\r\n");
+  model_is(copy, &mc, t0 + 2000, "GET short", "$-1\r\n");
+  ASSERT_EQ(simkv_migrate_one(other, copy, slot, slot, t0, t0), 0);
+  ASSERT_EQ(simkv_keys(copy), 3);
+  simkv_free(other);
+  simkv_free(copy);
   simkv_restart(k, t0 + 6000);
   ASSERT_EQ(simkv_keys(k), 3);
   model_is(k, &mc, t0 + 6000, "GET g", "$3\r\nval\r\n");
@@ -1562,7 +1590,7 @@ static void model_alone(void) {
   /* Routing (a cluster node): one slot per command, the world's answer
    * for a slot it does not serve, ASKING for one command. */
   ctx.route = model_route;
-  model_route_calls = 0;
+  model_route_calls = model_route_keys = model_route_missing = 0;
   model_is(k, &mc, t0, "SET mine 1", "+OK\r\n");
   snprintf(want, sizeof(want), "-MOVED %u 10.0.0.9:7001\r\n",
            redlock__key_slot("other", 5));
@@ -1584,6 +1612,9 @@ static void model_alone(void) {
   model_is(k, &mc, t0, "EVAL x 2 mine other",
            "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
   ASSERT_EQ(model_route_calls, 3);
+  /* Each command named one key, not in db 0 when it was routed. */
+  ASSERT_EQ(model_route_keys, 3);
+  ASSERT_EQ(model_route_missing, 3);
   ctx.route = NULL;
   model_is(k, &mc, t0, "ASKING",
            "-ERR This instance has cluster support disabled\r\n");

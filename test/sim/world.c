@@ -2,6 +2,7 @@
  * servers. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -506,10 +507,25 @@ static simtimer *st_of(const redlock__timer *t) {
   return (simtimer *)(uintptr_t)t->impl[0];
 }
 
+/* A timer closed already: libuv's uv_timer_start says EINVAL and does
+ * nothing, uv_timer_stop does nothing; so here (a node that a late
+ * topology repoints while the client closes stops its closed timers). */
+static int closed_timer(redlock__timer *t, const char *what) {
+  simenv *e = env_of(t->sys);
+  if (st_of(t) != NULL)
+    return 0;
+  sim_logf(e->w, "client %u: a closed timer was %s (libuv ignores it)",
+           e->id, what);
+  return 1;
+}
+
 static void env_timer_start(redlock__timer *t, redlock__timer_cb cb,
                             uint64_t ms, uint64_t repeat) {
   simtimer *st = st_of(t);
-  simworld *w = st->env->w;
+  simworld *w;
+  if (closed_timer(t, "started"))
+    return;
+  w = st->env->w;
   t->cb = cb;
   st->gen++;
   st->armed = 1;
@@ -521,6 +537,8 @@ static void env_timer_start(redlock__timer *t, redlock__timer_cb cb,
 
 static void env_timer_stop(redlock__timer *t) {
   simtimer *st = st_of(t);
+  if (closed_timer(t, "stopped"))
+    return;
   st->armed = 0;
   st->gen++;
 }
@@ -774,6 +792,18 @@ static void hex40(simworld *w, char *out) {
   out[40] = '\0';
 }
 
+/* The cluster section's (below). */
+static void cl_fill_info(simsrv *s);
+static int cl_view_primary(const simsrv *s);
+static int cl_route(void *arg, unsigned slot, int asking, int keys,
+                    int missing, char *err, size_t n);
+static void cl_command(simsrv *s, int argc, const char *const *argv,
+                       const size_t *lens, simkv_out *o);
+static void cl_wrote(simsrv *s);
+static void cl_gone(simsrv *s);
+static void cl_back(simsrv *s, int restarted);
+static void cl_free(simcl *c);
+
 static void srv_fill_info(simsrv *s) {
   s->info.run_id = s->run_id;
   s->info.uptime_s = (int64_t)((s->w->now - s->started_ns) / SIM_S);
@@ -787,6 +817,8 @@ static void srv_fill_info(simsrv *s) {
   s->info.connected_slaves = 0;
   s->info.aof_enabled = -1;
   s->info.rdb_last_save_time = 0;
+  if (s->cl != NULL)
+    cl_fill_info(s);
 }
 
 static long srv_publish(void *arg, const char *ch, size_t chlen,
@@ -795,8 +827,13 @@ static long srv_publish(void *arg, const char *ch, size_t chlen,
 static void srv_start(simsrv *s) {
   s->up = 1;
   s->started_ns = s->w->now;
+  s->data_ns = s->w->now;
+  s->second_offset = -1;   /* no replication history after a restart */
   hex40(s->w, s->run_id);
-  hex40(s->w, s->replid);
+  /* A replica keeps the replication id it loads (its primary's, in the
+   * RDB's or the AOF's preamble) until it syncs again. */
+  if (s->cl == NULL || cl_view_primary(s))
+    hex40(s->w, s->replid);
   srv_fill_info(s);
   sim_trace(s->w, 0x5100000000ULL + s->index);
 }
@@ -855,9 +892,9 @@ static void out_bulk(simkv_out *o, const char *p, size_t n) {
   out_append(o, "\r\n", 2);
 }
 
-static long srv_publish(void *arg, const char *ch, size_t chlen,
-                        const char *msg, size_t msglen) {
-  simsrv *s = arg;
+/* PUBLISH's receivers on server s. */
+static long publish_here(simsrv *s, const char *ch, size_t chlen,
+                         const char *msg, size_t msglen) {
   simlink *l;
   long n = 0;
   simkv_out o = {NULL, 0, 0};
@@ -875,6 +912,21 @@ static long srv_publish(void *arg, const char *ch, size_t chlen,
       }
   }
   free(o.p);
+  return n;
+}
+
+/* A cluster node's PUBLISH reaches every node over the cluster bus (the
+ * count is its own receivers', as Redis 7.0 says). */
+static long srv_publish(void *arg, const char *ch, size_t chlen,
+                        const char *msg, size_t msglen) {
+  simsrv *s = arg;
+  unsigned i;
+  long n = publish_here(s, ch, chlen, msg, msglen);
+  for (i = 0; s->cl != NULL && i < s->cl->n; i++) {
+    simsrv *o = sim_cluster_srv(s->cl, i);
+    if (o != s && o->up)
+      (void)publish_here(o, ch, chlen, msg, msglen);
+  }
   return n;
 }
 
@@ -994,6 +1046,7 @@ static void srv_run(simlink *l) {
   srv_fill_info(s);
   ctx.info = &s->info;
   ctx.publish = srv_publish;
+  ctx.route = s->cl != NULL ? cl_route : NULL;
   ctx.arg = s;
   while (off < l->in_len) {
     int argc = 0;
@@ -1021,14 +1074,25 @@ static void srv_run(simlink *l) {
       srv_pubsub(l, 1, argc, argv, lens, &o);
     } else if (is(argv[0], lens[0], "UNSUBSCRIBE") && argc > 1) {
       srv_pubsub(l, 0, argc, argv, lens, &o);
+    } else if (s->cl != NULL && l->n_subs == 0 && argc >= 2 &&
+               is(argv[0], lens[0], "CLUSTER")) {
+      cl_command(s, argc, argv, lens, &o);
     } else if (l->n_subs > 0 && !is(argv[0], lens[0], "PING")) {
       out_printf(&o, "-ERR Can't execute '%.*s': only (P|S)SUBSCRIBE / "
                  "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in "
                  "this context\r\n", (int)lens[0], argv[0]);
     } else {
+      size_t at = o.len;
       int rc = simkv_exec(s->kv, &l->kc, &ctx, argc, argv, lens, &o);
-      if (rc > 0)
+      if (rc > 0) {
         s->writes++;
+        if (s->cl != NULL)
+          cl_wrote(s);
+      }
+      if ((int)l->env->id == w->trace_client && o.len > at &&
+          o.p[at] == '-')
+        sim_logf(w, "  server %u answers client %u: %.*s", s->index,
+                 l->env->id, (int)(o.len - at - 3), o.p + at + 1);
     }
   }
   if (off > 0) {
@@ -1090,6 +1154,8 @@ static void on_restart(simworld *w, void *arg, uint64_t incarnation) {
   sim_at(w, w->now + SIM_S, NULL, on_fsync, s, s->incarnation);
   sim_logf(w, "server %u restarted (run_id %.8s, %zu keys)", s->index,
            s->run_id, simkv_keys(s->kv));
+  if (s->cl != NULL)
+    cl_back(s, 1);
 }
 
 void sim_srv_crash(simsrv *s, uint64_t down_ns) {
@@ -1137,6 +1203,12 @@ void sim_srv_crash(simsrv *s, uint64_t down_ns) {
   s->up = 0;
   s->paused_until = 0;
   s->incarnation++;
+  if (s->cl != NULL) {
+    /* What was not sent to its replicas is lost with the process. */
+    s->repl_armed = 0;
+    s->synced = 0;
+    cl_gone(s);
+  }
   /* Every connection is reset: the clients learn it after what was
    * already on its way to them. */
   while (s->conns != NULL) {
@@ -1179,12 +1251,16 @@ static void on_resume(simworld *w, void *arg, uint64_t incarnation) {
   if (s->incarnation != incarnation || s->paused_until > w->now)
     return;
   s->paused_until = 0;
+  /* What the clients sent meanwhile runs first, on what it believed when
+   * it stopped; the cluster bus's news reach it just after (cl_back). */
   for (l = s->conns; l != NULL; l = next) {
     next = l->next_srv;
     l->refs++;
     srv_run(l);
     link_unref(l);
   }
+  if (s->cl != NULL)
+    cl_back(s, 0);
 }
 
 void sim_srv_pause(simsrv *s, uint64_t ns) {
@@ -1195,6 +1271,773 @@ void sim_srv_pause(simsrv *s, uint64_t ns) {
     s->paused_until = w->now + ns;
   sim_logf(w, "server %u paused for %.3f s", s->index, (double)ns / 1e9);
   sim_at(w, s->paused_until, NULL, on_resume, s, s->incarnation);
+  if (s->cl != NULL)
+    cl_gone(s);
+}
+
+/* ---- Redis Cluster ------------------------------------------------------- */
+
+#define NO_NODE 0xff
+
+/* A run of slots with one owner (CLUSTER SHARDS and SLOTS list them). */
+typedef struct clrun {
+  unsigned lo, hi;
+  unsigned char owner;
+} clrun;
+
+/* One configuration: immutable once sealed, shared by the nodes that
+ * believe it. */
+struct simclcfg {
+  unsigned refs;
+  uint64_t epoch;
+  unsigned char owner[SIM_SLOTS];         /* node, or NO_NODE */
+  unsigned char primary[SIM_CL_NODES];    /* itself for a primary */
+  unsigned char failed[SIM_CL_NODES];     /* marked FAIL */
+  int ok;                                 /* cluster_state:ok */
+  clrun *runs;
+  unsigned n_runs;
+};
+
+simsrv *sim_cluster_srv(simcl *c, unsigned node) {
+  return &c->w->srv[c->first + node];
+}
+
+/* A copy of `from` (NULL: empty) one epoch later, to change and seal. */
+static simclcfg *cfg_new(simcl *c, const simclcfg *from) {
+  simclcfg *g = xcalloc(1, sizeof(*g));
+  g->refs = 1;
+  if (from != NULL) {
+    memcpy(g->owner, from->owner, sizeof(g->owner));
+    memcpy(g->primary, from->primary, sizeof(g->primary));
+    memcpy(g->failed, from->failed, sizeof(g->failed));
+  }
+  g->epoch = c->cur != NULL ? c->cur->epoch + 1 : 1;
+  return g;
+}
+
+/* Its runs of slots and its state: ok when every slot's owner is a
+ * primary not marked failed (cluster-require-full-coverage yes). */
+static void cfg_seal(simclcfg *g) {
+  unsigned s, cap = 0;
+  g->ok = 1;
+  for (s = 0; s < SIM_SLOTS; s++) {
+    unsigned o = g->owner[s];
+    if (o == NO_NODE || g->primary[o] != o || g->failed[o])
+      g->ok = 0;
+    if (g->n_runs > 0 && g->runs[g->n_runs - 1].owner == o) {
+      g->runs[g->n_runs - 1].hi = s;
+      continue;
+    }
+    if (g->n_runs == cap) {
+      cap = cap ? 2 * cap : 8;
+      g->runs = xrealloc(g->runs, cap * sizeof(*g->runs));
+    }
+    g->runs[g->n_runs].lo = g->runs[g->n_runs].hi = s;
+    g->runs[g->n_runs].owner = (unsigned char)o;
+    g->n_runs++;
+  }
+}
+
+static void cfg_unref(simclcfg *g) {
+  if (g != NULL && --g->refs == 0) {
+    free(g->runs);
+    free(g);
+  }
+}
+
+static void view_set(simsrv *s, simclcfg *g) {
+  g->refs++;
+  cfg_unref(s->view);
+  s->view = g;
+}
+
+static int cl_view_primary(const simsrv *s) {
+  return s->view == NULL || s->view->primary[s->node] == s->node;
+}
+
+int sim_srv_primary(const simsrv *s) {
+  return s->cl == NULL || s->cl->cur->primary[s->node] == s->node;
+}
+
+int sim_srv_migrating(const simsrv *s) {
+  return s->mig != 0;
+}
+
+static int running(const simsrv *s) {
+  return s->up && s->paused_until <= s->w->now;
+}
+
+/* The cluster bus: news reach a node within milliseconds, now and then
+ * one much later (its pings were lost for a while). */
+static uint64_t gossip(simworld *w) {
+  return sim_between(w, 0, 7) == 0 ? sim_between(w, 100, 1000) * SIM_MS
+                                    : sim_between(w, 1, 20) * SIM_MS;
+}
+
+static void cl_sync_later(simsrv *s);
+
+/* Node s now believes g. */
+static void cl_adopt(simsrv *s, simclcfg *g) {
+  unsigned x = s->node, was = s->view->primary[x], now = g->primary[x];
+  view_set(s, g);
+  s->bent = 0;
+  if (s->mig == SIM_MIG_OUT && g->owner[s->mig_lo] != x)
+    s->mig = 0;   /* SETSLOT ... NODE reached it: the migration is over */
+  if (now != x && was == x)
+    s->demoted_ns = s->w->now;
+  if (now != x && now != was) {
+    /* Demoted, or another primary's replica now: a full sync. */
+    sim_logf(s->w, "server %u (cluster node %u) follows node %u now", s->index,
+             x, now);
+    cl_sync_later(s);
+  }
+}
+
+static void on_cl_adopt(simworld *w, void *arg, uint64_t epoch) {
+  simsrv *s = arg;
+  simclcfg *cur = s->cl->cur;
+  (void)w;
+  /* A node down or stopped hears of it when it is back (cl_back). */
+  if (!running(s) || cur->epoch != epoch || s->view->epoch >= epoch)
+    return;
+  cl_adopt(s, cur);
+}
+
+/* g is the cluster's latest configuration; nodes in `now` (a bit each)
+ * believe it at once, the others when the bus brings it. */
+static void cl_publish(simcl *c, simclcfg *g, unsigned now) {
+  simworld *w = c->w;
+  unsigned i;
+  cfg_unref(c->cur);
+  c->cur = g;   /* takes the creator's reference */
+  sim_trace(w, 0x6c00000000ULL + g->epoch);
+  for (i = 0; i < c->n; i++) {
+    simsrv *s = sim_cluster_srv(c, i);
+    if (now & (1u << i))
+      cl_adopt(s, g);
+    else
+      sim_at(w, w->now + gossip(w), NULL, on_cl_adopt, s, g->epoch);
+  }
+}
+
+simcl *sim_cluster_new(simworld *w, unsigned first, unsigned primaries,
+                       unsigned replica_mask, int old) {
+  simcl *c = xcalloc(1, sizeof(*c));
+  simclcfg *g;
+  unsigned p, i, n = primaries;
+  for (p = 0; p < primaries; p++)
+    n += (replica_mask >> p) & 1;
+  if (n > SIM_CL_NODES || first + n > w->n_srv ||
+      w->n_cl == SIM_MAX_CLUSTERS) {
+    fprintf(stderr, "sim: a cluster of %u nodes does not fit\n", n);
+    abort();
+  }
+  c->w = w;
+  c->first = first;
+  c->n = n;
+  c->primaries = primaries;
+  c->old = old;
+  c->node_timeout = sim_between(w, 500, 2000) * SIM_MS;
+  g = cfg_new(c, NULL);
+  for (i = 0; i < SIM_SLOTS; i++)
+    g->owner[i] = (unsigned char)(i * primaries / SIM_SLOTS);
+  for (p = 0, i = primaries; p < primaries; p++) {
+    g->primary[p] = (unsigned char)p;
+    if ((replica_mask >> p) & 1)
+      g->primary[i++] = (unsigned char)p;
+  }
+  cfg_seal(g);
+  c->cur = g;
+  for (i = 0; i < n; i++) {
+    simsrv *s = sim_cluster_srv(c, i);
+    s->cl = c;
+    s->node = i;
+    hex40(w, s->node_id);
+    view_set(s, g);
+    s->second_offset = -1;
+    s->synced = 1;   /* empty, as its primary */
+    if (g->primary[i] != i)
+      memcpy(s->replid, sim_cluster_srv(c, g->primary[i])->replid, 41);
+    srv_fill_info(s);
+  }
+  w->cl[w->n_cl++] = c;
+  return c;
+}
+
+static void cl_free(simcl *c) {
+  unsigned i;
+  for (i = 0; i < c->n; i++) {
+    simsrv *s = sim_cluster_srv(c, i);
+    cfg_unref(s->view);
+    s->view = NULL;
+  }
+  cfg_unref(c->cur);
+  free(c);
+}
+
+simsrv *sim_cluster_owner(simcl *c, unsigned slot) {
+  unsigned o = c->cur->owner[slot % SIM_SLOTS];
+  return o == NO_NODE ? NULL : sim_cluster_srv(c, o);
+}
+
+void sim_cluster_range(simcl *c, unsigned slot, unsigned *lo, unsigned *hi) {
+  unsigned k;
+  for (k = 0; k < c->cur->n_runs; k++)
+    if (c->cur->runs[k].lo <= slot && slot <= c->cur->runs[k].hi) {
+      *lo = c->cur->runs[k].lo;
+      *hi = c->cur->runs[k].hi;
+      return;
+    }
+  *lo = *hi = slot;
+}
+
+int sim_cluster_lowest(simcl *c, unsigned node) {
+  unsigned k;
+  for (k = 0; k < c->cur->n_runs; k++)
+    if (c->cur->runs[k].owner == node)
+      return (int)c->cur->runs[k].lo;
+  return -1;
+}
+
+simsrv *sim_cluster_heir(simcl *c, unsigned node, int synced) {
+  unsigned i;
+  for (i = 0; i < c->n; i++) {
+    simsrv *q = sim_cluster_srv(c, i);
+    if (i != node && c->cur->primary[i] == node && running(q) &&
+        q->view->primary[i] == node && (!synced || q->synced))
+      return q;
+  }
+  return NULL;
+}
+
+/* May r be promoted now (w->repromote_gap)? */
+static int repromote_ok(const simsrv *r) {
+  return r->demoted_ns == 0 || r->w->now >= r->demoted_ns + r->w->repromote_gap;
+}
+
+int sim_cluster_would_fail_over(const simsrv *s, uint64_t ns) {
+  unsigned i;
+  if (s->cl == NULL || !sim_srv_primary(s) || ns <= s->cl->node_timeout)
+    return 0;
+  /* Any replica: one down or syncing now may be elected by then. */
+  for (i = 0; i < s->cl->n; i++)
+    if (i != s->node && s->cl->cur->primary[i] == s->node)
+      return 1;
+  return 0;
+}
+
+/* ---- a node's answers ---------------------------------------------------- */
+
+static void cl_fill_info(simsrv *s) {
+  simcl *c = s->cl;
+  unsigned x = s->node, p = s->view->primary[x], i;
+  s->info.second_repl_offset = s->second_offset;
+  if (p != x) {
+    simsrv *ps = sim_cluster_srv(c, p);
+    s->info.role = "slave";
+    s->info.master_host = "127.0.0.1";
+    s->info.master_port = ps->port;
+    s->info.master_link_up = s->synced && running(ps);
+    return;
+  }
+  for (i = 0; i < c->n; i++) {
+    simsrv *q = sim_cluster_srv(c, i);
+    s->info.connected_slaves += i != x && q->up && q->synced &&
+                                q->view->primary[i] == x;
+  }
+}
+
+static void addr_of(simsrv *s, char *out, size_t n) {
+  snprintf(out, n, "127.0.0.1:%d", s->port);
+}
+
+/* getNodeByQuery (Redis 7.0's cluster.c), with this node's beliefs. */
+static int cl_route(void *arg, unsigned slot, int asking, int keys,
+                    int missing, char *err, size_t n) {
+  simsrv *s = arg;
+  const simclcfg *v = s->view;
+  unsigned me = s->node, owner = v->owner[slot];
+  char at[32];
+  if (!v->ok) {
+    snprintf(err, n, "CLUSTERDOWN The cluster is down");
+    return 1;
+  }
+  if (owner == NO_NODE) {
+    snprintf(err, n, "CLUSTERDOWN Hash slot not served");
+    return 1;
+  }
+  if (v->primary[me] == me && s->mig != 0 && slot >= s->mig_lo &&
+      slot <= s->mig_hi) {
+    if (owner == me && s->mig == SIM_MIG_OUT && missing > 0) {
+      if (missing < keys) {
+        snprintf(err, n, "TRYAGAIN Multiple keys request during rehashing "
+                 "of slot");
+        return 1;
+      }
+      addr_of(sim_cluster_srv(s->cl, s->mig_peer), at, sizeof(at));
+      snprintf(err, n, "ASK %u %s", slot, at);
+      return 1;
+    }
+    if (owner != me && s->mig == SIM_MIG_IN && asking) {
+      if (keys > 1 && missing > 0) {
+        snprintf(err, n, "TRYAGAIN Multiple keys request during rehashing "
+                 "of slot");
+        return 1;
+      }
+      return 0;
+    }
+  }
+  if (owner == me && v->primary[me] == me)
+    return 0;
+  addr_of(sim_cluster_srv(s->cl, owner), at, sizeof(at));
+  snprintf(err, n, "MOVED %u %s", slot, at);
+  return 1;
+}
+
+/* One node of a CLUSTER SHARDS reply (Redis 7.0.15's fields, in order). */
+static void shard_node(simkv_out *o, simcl *c, const simclcfg *v,
+                       unsigned x) {
+  simsrv *n = sim_cluster_srv(c, x);
+  int replica = v->primary[x] != x;
+  out_printf(o, "*14\r\n$2\r\nid\r\n$40\r\n%s\r\n$4\r\nport\r\n:%d\r\n"
+             "$2\r\nip\r\n$9\r\n127.0.0.1\r\n$8\r\nendpoint\r\n"
+             "$9\r\n127.0.0.1\r\n$4\r\nrole\r\n", n->node_id, n->port);
+  out_bulk(o, replica ? "replica" : "master", replica ? 7 : 6);
+  out_printf(o, "$18\r\nreplication-offset\r\n:%" PRIu64 "\r\n"
+             "$6\r\nhealth\r\n", n->writes);
+  if (v->failed[x])
+    out_bulk(o, "fail", 4);
+  else if (replica && !n->synced)
+    out_bulk(o, "loading", 7);
+  else
+    out_bulk(o, "online", 6);
+}
+
+/* CLUSTER SHARDS: each primary of its view with its slots (pairs of
+ * bounds) and its nodes, the primary first. */
+static void cl_shards(simsrv *s, simkv_out *o) {
+  simcl *c = s->cl;
+  const simclcfg *v = s->view;
+  unsigned x, k, i, shards = 0;
+  for (x = 0; x < c->n; x++)
+    shards += v->primary[x] == x;
+  out_printf(o, "*%u\r\n", shards);
+  for (x = 0; x < c->n; x++) {
+    unsigned pairs = 0, nodes = 0;
+    if (v->primary[x] != x)
+      continue;
+    for (k = 0; k < v->n_runs; k++)
+      pairs += v->runs[k].owner == x;
+    for (i = 0; i < c->n; i++)
+      nodes += v->primary[i] == x;
+    out_printf(o, "*4\r\n$5\r\nslots\r\n*%u\r\n", 2 * pairs);
+    for (k = 0; k < v->n_runs; k++)
+      if (v->runs[k].owner == x)
+        out_printf(o, ":%u\r\n:%u\r\n", v->runs[k].lo, v->runs[k].hi);
+    out_printf(o, "$5\r\nnodes\r\n*%u\r\n", nodes);
+    shard_node(o, c, v, x);
+    for (i = 0; i < c->n; i++)
+      if (i != x && v->primary[i] == x)
+        shard_node(o, c, v, i);
+  }
+}
+
+/* A node of CLUSTER SLOTS: [ip, port, id] (6.2; 7.0 adds a map of
+ * hostnames, empty here). */
+static void slots_node(simkv_out *o, simcl *c, unsigned x) {
+  simsrv *n = sim_cluster_srv(c, x);
+  out_printf(o, "*%d\r\n$9\r\n127.0.0.1\r\n:%d\r\n$40\r\n%s\r\n%s",
+             c->old ? 3 : 4, n->port, n->node_id, c->old ? "" : "*0\r\n");
+}
+
+/* CLUSTER SLOTS: a run of slots, its primary, its replicas not failed. */
+static void cl_slots(simsrv *s, simkv_out *o) {
+  simcl *c = s->cl;
+  const simclcfg *v = s->view;
+  unsigned k, i, runs = 0;
+  for (k = 0; k < v->n_runs; k++)
+    runs += v->runs[k].owner != NO_NODE;
+  out_printf(o, "*%u\r\n", runs);
+  for (k = 0; k < v->n_runs; k++) {
+    unsigned x = v->runs[k].owner, nodes = 1;
+    if (x == NO_NODE)
+      continue;
+    for (i = 0; i < c->n; i++)
+      nodes += i != x && v->primary[i] == x && !v->failed[i];
+    out_printf(o, "*%u\r\n:%u\r\n:%u\r\n", 2 + nodes, v->runs[k].lo,
+               v->runs[k].hi);
+    slots_node(o, c, x);
+    for (i = 0; i < c->n; i++)
+      if (i != x && v->primary[i] == x && !v->failed[i])
+        slots_node(o, c, i);
+  }
+}
+
+static void cl_command(simsrv *s, int argc, const char *const *argv,
+                       const size_t *lens, simkv_out *o) {
+  if (argc == 2 && is(argv[1], lens[1], "MYID"))
+    out_bulk(o, s->node_id, 40);
+  else if (argc == 2 && is(argv[1], lens[1], "SHARDS") && !s->cl->old)
+    cl_shards(s, o);
+  else if (argc == 2 && is(argv[1], lens[1], "SLOTS"))
+    cl_slots(s, o);
+  else if (s->cl->old)
+    out_printf(o, "-ERR Unknown subcommand or wrong number of arguments "
+               "for '%.*s'. Try CLUSTER HELP.\r\n", (int)lens[1], argv[1]);
+  else
+    out_printf(o, "-ERR unknown subcommand '%.*s'. Try CLUSTER HELP.\r\n",
+               (int)lens[1], argv[1]);
+}
+
+/* ---- replication --------------------------------------------------------- */
+
+/* A batch: the primary's keys as they are now reach the replicas that
+ * follow it and run (a stopped one catches up with the next batch). The
+ * replica's data is always the primary's of some moment before: a prefix
+ * of its writes, as Redis's replication stream gives. */
+static void on_cl_repl(simworld *w, void *arg, uint64_t incarnation) {
+  simsrv *s = arg;
+  simcl *c = s->cl;
+  unsigned i;
+  if (!s->up || s->incarnation != incarnation)
+    return;   /* died with it (the crash disarmed it) */
+  if (s->paused_until > w->now) {
+    sim_at(w, s->paused_until, NULL, on_cl_repl, s, incarnation);
+    return;
+  }
+  s->repl_armed = 0;
+  for (i = 0; i < c->n; i++) {
+    simsrv *q = sim_cluster_srv(c, i);
+    if (q != s && running(q) && q->synced && q->view->primary[i] == s->node &&
+        simkv_copy_keys(q->kv, s->kv) != 0) {
+      fprintf(stderr, "sim: out of memory\n");
+      abort();
+    }
+  }
+  sim_trace(w, 0x6d00000000ULL + s->index);
+}
+
+/* s wrote: the batch leaves a few ms later (now and then a second: a
+ * replica that lags). */
+static void cl_wrote(simsrv *s) {
+  simworld *w = s->w;
+  uint64_t lag;
+  if (s->repl_armed || !cl_view_primary(s))
+    return;
+  s->repl_armed = 1;
+  lag = sim_between(w, 0, 9) == 0 ? sim_between(w, 100, 1000)
+                                  : sim_between(w, 1, 20);
+  sim_at(w, w->now + lag * SIM_MS, NULL, on_cl_repl, s, s->incarnation);
+}
+
+/* A full sync: the replica takes a copy of all its primary holds, and
+ * its replication id. */
+static void on_cl_sync(simworld *w, void *arg, uint64_t gen) {
+  simsrv *s = arg, *p;
+  unsigned x = s->node, px = s->view->primary[x];
+  if (s->sync_gen != gen || !s->up || px == x)
+    return;
+  p = sim_cluster_srv(s->cl, px);
+  if (s->paused_until > w->now || !running(p) || !cl_view_primary(p)) {
+    /* Tried again (not at the run's end: a replica left behind then
+     * matters to nobody). */
+    if (!w->stopping)
+      sim_at(w, w->now + sim_between(w, 100, 300) * SIM_MS, NULL, on_cl_sync,
+             s, gen);
+    return;
+  }
+  if (simkv_copy_keys(s->kv, p->kv) != 0) {
+    fprintf(stderr, "sim: out of memory\n");
+    abort();
+  }
+  s->synced = 1;
+  s->data_ns = w->now;
+  memcpy(s->replid, p->replid, sizeof(s->replid));
+  sim_trace(w, 0x6e00000000ULL + s->index);
+}
+
+static void cl_sync_later(simsrv *s) {
+  simworld *w = s->w;
+  s->synced = 0;
+  s->sync_gen++;
+  sim_at(w, w->now + sim_between(w, 20, 200) * SIM_MS, NULL, on_cl_sync, s,
+         s->sync_gen);
+}
+
+/* ---- failures and failovers ---------------------------------------------- */
+
+static void cl_promote(simsrv *r, int lossless);
+
+/* The replica's election: it wins if its primary is still failed and it
+ * can still take over. */
+static void on_cl_elect(simworld *w, void *arg, uint64_t a) {
+  simsrv *r = arg;
+  simcl *c = r->cl;
+  simsrv *p = sim_cluster_srv(c, (unsigned)(a & 0xff));
+  (void)w;
+  if (p->gone_gen != (unsigned)(a >> 8) || p->gone_ns == 0 ||
+      sim_cluster_heir(c, p->node, 1) != r || !repromote_ok(r))
+    return;
+  cl_promote(r, 0);
+}
+
+/* Nobody reached s for the node timeout: marked failed; a primary's
+ * synced replica runs for election. */
+static void on_cl_timeout(simworld *w, void *arg, uint64_t gen) {
+  simsrv *s = arg, *heir;
+  simcl *c = s->cl;
+  simclcfg *g;
+  if (s->gone_gen != gen || s->gone_ns == 0 || c->cur->failed[s->node])
+    return;
+  g = cfg_new(c, c->cur);
+  g->failed[s->node] = 1;
+  cfg_seal(g);
+  sim_logf(w, "server %u (cluster node %u) marked failed%s", s->index,
+           s->node, g->ok ? "" : ": the cluster is down");
+  cl_publish(c, g, 0);
+  heir = sim_cluster_heir(c, s->node, 1);
+  if (sim_srv_primary(s) && heir != NULL)
+    sim_at(w, w->now + sim_between(w, 500, 1000) * SIM_MS, NULL, on_cl_elect,
+           heir, ((uint64_t)gen << 8) | s->node);
+}
+
+static void cl_gone(simsrv *s) {
+  simworld *w = s->w;
+  if (s->gone_ns != 0)
+    return;
+  s->gone_ns = w->now;
+  s->gone_gen++;
+  sim_at(w, w->now + s->cl->node_timeout, NULL, on_cl_timeout, s,
+         s->gone_gen);
+}
+
+/* s runs again and meets the others: it learns what changed, and they
+ * clear its failure. */
+static void on_cl_rejoin(simworld *w, void *arg, uint64_t incarnation) {
+  simsrv *s = arg;
+  simcl *c = s->cl;
+  (void)w;
+  if (!running(s) || s->incarnation != incarnation)
+    return;
+  if (s->view->epoch < c->cur->epoch || s->bent)
+    cl_adopt(s, c->cur);
+  if (c->cur->failed[s->node]) {
+    simclcfg *g = cfg_new(c, c->cur);
+    g->failed[s->node] = 0;
+    cfg_seal(g);
+    cl_publish(c, g, 1u << s->node);
+  }
+}
+
+/* s is back (restarted: with what its persistence kept). A replica
+ * syncs again, or catches up; a restarted primary's replicas sync again
+ * (its replication id is new). */
+static void cl_back(simsrv *s, int restarted) {
+  simworld *w = s->w;
+  simcl *c = s->cl;
+  unsigned i, x = s->node;
+  s->gone_ns = 0;
+  s->gone_gen++;
+  sim_at(w, w->now + (restarted ? sim_between(w, 10, 100)
+                                 : sim_between(w, 0, 5)) * SIM_MS,
+         NULL, on_cl_rejoin, s, s->incarnation);
+  if (!cl_view_primary(s)) {
+    if (restarted)
+      cl_sync_later(s);
+    else if (s->synced && running(sim_cluster_srv(c, s->view->primary[x])))
+      cl_wrote(sim_cluster_srv(c, s->view->primary[x]));
+    return;
+  }
+  if (restarted)
+    for (i = 0; i < c->n; i++) {
+      simsrv *q = sim_cluster_srv(c, i);
+      if (i != x && q->up && q->view->primary[i] == x)
+        cl_sync_later(q);
+    }
+}
+
+/* Replica r becomes the primary of its primary's slots; its primary and
+ * the other replicas follow it. A promotion gives a new replication id,
+ * but for a TAKEOVER that comes before the node's first cron tick after
+ * it loaded (DESIGN, guard 7.: 3 of 10 takeovers sent as the node
+ * finished loading kept the id it loaded, second_repl_offset -1). */
+static void cl_promote(simsrv *r, int lossless) {
+  simworld *w = r->w;
+  simcl *c = r->cl;
+  unsigned x = r->node, p = c->cur->primary[x], i, now = 1u << x;
+  simsrv *ps = sim_cluster_srv(c, p);
+  simclcfg *g = cfg_new(c, c->cur);
+  int quirk = !lossless && w->now < r->started_ns + 100 * SIM_MS;
+  for (i = 0; i < SIM_SLOTS; i++)
+    if (g->owner[i] == p)
+      g->owner[i] = (unsigned char)x;
+  for (i = 0; i < c->n; i++)
+    if (g->primary[i] == p)
+      g->primary[i] = (unsigned char)x;
+  g->primary[x] = (unsigned char)x;
+  g->failed[x] = 0;
+  cfg_seal(g);
+  if (lossless) {
+    /* CLUSTER FAILOVER: the primary stops its clients until the replica
+     * has all it wrote, then hands over. */
+    if (simkv_copy_keys(r->kv, ps->kv) != 0) {
+      fprintf(stderr, "sim: out of memory\n");
+      abort();
+    }
+    now |= 1u << p;
+  }
+  if (!quirk) {
+    hex40(w, r->replid);
+    r->second_offset = (int64_t)r->writes + 1;
+  }
+  r->data_ns = w->now;
+  /* The primary it replaces hears of it first (the new primary's
+   * broadcast; unless it is stopped or down: then when it is back). */
+  if (!(now & (1u << p)))
+    sim_at(w, w->now + sim_between(w, 1, 20) * SIM_MS, NULL, on_cl_adopt, ps,
+           g->epoch);
+  sim_logf(w, "server %u (cluster node %u) promoted in place of server %u%s",
+           r->index, x, ps->index,
+           lossless ? " (manual failover: nothing lost)"
+           : quirk  ? " (takeover as it loaded: its replication id kept)"
+                    : " (writes not replicated are lost)");
+  cl_publish(c, g, now);
+}
+
+void sim_cluster_failover(simsrv *r, int lossless) {
+  if (r->cl == NULL || !running(r) || sim_srv_primary(r) || !repromote_ok(r))
+    return;
+  cl_promote(r, lossless);
+}
+
+/* ---- resharding and disagreement ----------------------------------------- */
+
+/* A migration's step: one key moves (MIGRATE), a few ms apart (a tool
+ * sends CLUSTER GETKEYSINSLOT and MIGRATE in turn); once none is left,
+ * SETSLOT ... NODE gives the slots to the target. */
+static void on_cl_mig(simworld *w, void *arg, uint64_t gen) {
+  simcl *c = arg;
+  simsrv *from = sim_cluster_srv(c, c->mig_from);
+  simsrv *to = sim_cluster_srv(c, c->mig_to);
+  simclcfg *g;
+  unsigned i;
+  int rc;
+  if (!c->migrating || c->mig_gen != gen)
+    return;
+  if (!running(from) || !running(to)) {
+    sim_at(w, w->now + 100 * SIM_MS, NULL, on_cl_mig, c, gen);
+    return;
+  }
+  rc = simkv_migrate_one(to->kv, from->kv, c->mig_lo, c->mig_hi,
+                         sim_srv_wall_us(from), sim_srv_wall_us(to));
+  if (rc < 0) {
+    fprintf(stderr, "sim: out of memory\n");
+    abort();
+  }
+  if (rc > 0) {
+    from->writes++;
+    to->writes++;
+    cl_wrote(from);
+    cl_wrote(to);
+    sim_trace(w, 0x6f00000000ULL + c->mig_lo);
+    sim_at(w, w->now + sim_between(w, 1, 50) * SIM_MS, NULL, on_cl_mig, c,
+           gen);
+    return;
+  }
+  if (!c->mig_keys_done) {
+    /* The tool's last round trips before it sets the owner. */
+    c->mig_keys_done = 1;
+    sim_at(w, w->now + sim_between(w, 1, 20) * SIM_MS, NULL, on_cl_mig, c,
+           gen);
+    return;
+  }
+  /* No key left: CLUSTER SETSLOT ... NODE on the target (it owns them
+   * now, under a new epoch), then the source, then the bus. */
+  g = cfg_new(c, c->cur);
+  for (i = c->mig_lo; i <= c->mig_hi; i++)
+    g->owner[i] = (unsigned char)c->mig_to;
+  cfg_seal(g);
+  to->mig = 0;
+  c->migrating = 0;
+  sim_logf(w, "slots %u-%u now on server %u", c->mig_lo, c->mig_hi,
+           to->index);
+  cl_publish(c, g, 1u << c->mig_to);
+  sim_at(w, w->now + sim_between(w, 0, 10) * SIM_MS, NULL, on_cl_adopt, from,
+         g->epoch);
+}
+
+int sim_cluster_migrate(simcl *c, unsigned from, unsigned to, unsigned lo,
+                        unsigned hi) {
+  simworld *w = c->w;
+  simsrv *fs, *ts;
+  unsigned i;
+  if (c->migrating || from == to || from >= c->n || to >= c->n ||
+      lo > hi || hi >= SIM_SLOTS || c->cur->primary[from] != from ||
+      c->cur->primary[to] != to)
+    return -1;
+  fs = sim_cluster_srv(c, from);
+  ts = sim_cluster_srv(c, to);
+  if (!running(fs) || !running(ts) || fs->gone_ns != 0 || ts->gone_ns != 0 ||
+      fs->view != c->cur || ts->view != c->cur || fs->mig || ts->mig)
+    return -1;
+  for (i = lo; i <= hi; i++)
+    if (c->cur->owner[i] != from)
+      return -1;
+  /* SETSLOT IMPORTING on the target, then MIGRATING on the source. */
+  c->migrating = 1;
+  c->mig_from = from;
+  c->mig_to = to;
+  c->mig_lo = lo;
+  c->mig_hi = hi;
+  c->mig_gen++;
+  c->mig_keys_done = 0;
+  ts->mig = SIM_MIG_IN;
+  fs->mig = SIM_MIG_OUT;
+  ts->mig_lo = fs->mig_lo = lo;
+  ts->mig_hi = fs->mig_hi = hi;
+  ts->mig_peer = from;
+  fs->mig_peer = to;
+  sim_logf(w, "slots %u-%u migrate from server %u to server %u", lo, hi,
+           fs->index, ts->index);
+  sim_at(w, w->now + sim_between(w, 1, 10) * SIM_MS, NULL, on_cl_mig, c,
+         c->mig_gen);
+  return 0;
+}
+
+static void on_cl_unbend(simworld *w, void *arg, uint64_t gen) {
+  simsrv *s = arg;
+  (void)w;
+  if (s->bend_gen != gen || !s->bent)
+    return;
+  if (!running(s)) {
+    s->bent = 0;   /* it adopts the latest when it is back (cl_back) */
+    return;
+  }
+  cl_adopt(s, s->cl->cur);
+}
+
+void sim_cluster_bend(simsrv *s, unsigned lo, unsigned hi, unsigned to,
+                      uint64_t ns) {
+  simworld *w = s->w;
+  simcl *c = s->cl;
+  simclcfg *g;
+  unsigned i;
+  if (c == NULL || to == s->node || to >= c->n || lo > hi ||
+      hi >= SIM_SLOTS || s->view->primary[to] != to || !running(s))
+    return;
+  g = cfg_new(c, s->view);
+  g->epoch = s->view->epoch;   /* no news: the next ones replace it */
+  for (i = lo; i <= hi; i++)
+    g->owner[i] = (unsigned char)to;
+  cfg_seal(g);
+  view_set(s, g);
+  cfg_unref(g);
+  s->bent = 1;
+  s->bend_gen++;
+  sim_logf(w, "server %u believes slots %u-%u are server %u's for %.3f s",
+           s->index, lo, hi, sim_cluster_srv(c, to)->index,
+           (double)ns / 1e9);
+  sim_at(w, w->now + ns, NULL, on_cl_unbend, s, s->bend_gen);
 }
 
 /* ---- cuts ---------------------------------------------------------------- */
@@ -1277,6 +2120,8 @@ void sim_init(simworld *w, uint64_t seed, unsigned n_srv, int base_port,
 
 void sim_free(simworld *w) {
   unsigned i;
+  for (i = 0; i < w->n_cl; i++)
+    cl_free(w->cl[i]);
   for (i = 0; i < w->n_srv; i++) {
     simsrv *s = &w->srv[i];
     while (s->conns != NULL)

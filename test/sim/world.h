@@ -24,7 +24,32 @@
  *     written, never before their delay, never after the connection was
  *     closed or reset (a closed client connection receives nothing).
  *  3. A paused process (client or server) runs nothing: its events wait
- *     for the pause's end, in order; bytes to a paused server queue. */
+ *     for the pause's end, in order; bytes to a paused server queue.
+ *  4. A cluster node serves a slot only when the configuration it
+ *     believes says it is the slot's owner (or it imports the slot and
+ *     the client asked): beliefs lag (gossip) and can be bent (a fault),
+ *     but a node never comes to believe it owns a slot it was not given,
+ *     so two nodes serve one slot only while a node that was failed over
+ *     has not heard of it yet (stopped or restarting meanwhile; as in
+ *     Redis).
+ *
+ * Redis Cluster (the cluster section of world.c). A cluster is servers
+ * first..first + n - 1 of the world: primaries, each with at most one
+ * replica. Configurations (who owns which slot, who replicates whom,
+ * who is marked failed, an epoch) are made by the cluster's events and
+ * reach each node after a gossip delay; each node routes by its own
+ * (MOVED, ASK and TRYAGAIN during a migration, CLUSTERDOWN), answers
+ * CLUSTER MYID, SHARDS (Redis 7.0's reply; a 6.2 cluster answers only
+ * CLUSTER SLOTS) and SLOTS from it, and says its role and replication id
+ * in INFO. Replication is asynchronous: a primary's keys reach its
+ * replicas in batches, a few ms (now and then a second) behind; a full
+ * sync copies them all when a node becomes a replica or restarts. A
+ * primary that nobody could reach for the node timeout is marked failed
+ * (the cluster is down while a slot has no live primary) and, when it
+ * has a synced replica, that replica is elected primary 0.5-1 s later
+ * with what it had: writes not replicated yet are lost. Not modelled:
+ * the cluster bus's own partitions (cuts are between clients and
+ * servers), replica migration, epochs' collisions, CLUSTER NODES. */
 #ifndef REDLOCK_SIM_WORLD_H
 #define REDLOCK_SIM_WORLD_H
 
@@ -43,6 +68,12 @@ typedef struct simworld simworld;
 typedef struct simsrv simsrv;
 typedef struct simenv simenv;
 typedef struct simlink simlink;
+typedef struct simcl simcl;
+typedef struct simclcfg simclcfg;   /* a cluster's configuration (world.c) */
+
+#define SIM_SLOTS 16384
+#define SIM_CL_NODES 6     /* nodes of one cluster at most */
+#define SIM_MAX_CLUSTERS 16
 
 /* How a server keeps its data across a restart: follows its config
  * (appendonly, appendfsync) at the moment it crashes, as Redis does. */
@@ -76,6 +107,42 @@ struct simsrv {
   simlink *conns;         /* its accepted connections (list) */
   uint64_t commands;      /* executed */
   uint64_t writes;
+  uint64_t data_ns;       /* true time its data began: its start, or a
+                             promotion or a full sync since */
+  /* A node of a Redis Cluster (cl NULL: a plain master). */
+  simcl *cl;
+  unsigned node;          /* its index in cl */
+  char node_id[41];       /* CLUSTER MYID (nodes.conf: kept by restarts) */
+  simclcfg *view;         /* the configuration it believes */
+  int bent;               /* view is a fault's (sim_cluster_bend) */
+  unsigned bend_gen;
+  int synced;             /* a replica: holds a copy of its primary */
+  unsigned sync_gen;
+  int repl_armed;         /* a primary: a replication batch is queued */
+  int64_t second_offset;  /* INFO's second_repl_offset (-1: never
+                             promoted in this life) */
+  uint64_t gone_ns;       /* others cannot reach it (down, stopped) since,
+                             or 0 */
+  unsigned gone_gen;
+  uint64_t demoted_ns;    /* when it last became a replica (0: never) */
+  int mig;                /* a slot migration: 0, SIM_MIG_OUT, SIM_MIG_IN */
+  unsigned mig_lo, mig_hi, mig_peer;
+};
+
+enum { SIM_MIG_OUT = 1, SIM_MIG_IN = 2 };
+
+/* A simulated Redis Cluster. */
+struct simcl {
+  simworld *w;
+  unsigned first, n;      /* its nodes: w->srv[first .. first + n) */
+  unsigned primaries;     /* at the start: nodes 0 .. primaries - 1 */
+  simclcfg *cur;          /* the latest configuration */
+  uint64_t node_timeout;  /* ns (cluster-node-timeout) */
+  int old;                /* Redis 6.2: no CLUSTER SHARDS */
+  int migrating;          /* a migration under way (at most one) */
+  unsigned mig_from, mig_to, mig_lo, mig_hi;
+  unsigned mig_gen;
+  int mig_keys_done;
 };
 
 /* A client's environment: its seam (sys.h) and its process. */
@@ -107,6 +174,11 @@ struct simworld {
   uint64_t seq;
   simsrv *srv;            /* n_srv servers, ports base_port + i */
   unsigned n_srv;
+  simcl *cl[SIM_MAX_CLUSTERS];   /* the clusters made of them */
+  unsigned n_cl;
+  uint64_t repromote_gap; /* ns: a node demoted less than this ago is not
+                             promoted (an election or a failover waits; the
+                             fault schedule's rule, sim.c) */
   int base_port;
   simenv *armed;          /* clients whose flusher wants a turn */
   /* Links: latency of each direction, ns, uniform in [lat_min, lat_max]. */
@@ -180,5 +252,46 @@ void sim_srv_snapshot(simsrv *s);
  * it heals; dirs bit 1: client to server, bit 2: server to client. */
 void sim_cut(simworld *w, unsigned client, unsigned srv, int mode,
              int dirs);
+
+/* ---- Redis Cluster ------------------------------------------------------- */
+
+/* Servers first .. first + primaries + replicas - 1 become a cluster:
+ * the first `primaries` are primaries with the slots split evenly, then
+ * one replica for each primary whose bit is set in replica_mask, in
+ * order. Draws its node ids and timing from the world. */
+simcl *sim_cluster_new(simworld *w, unsigned first, unsigned primaries,
+                       unsigned replica_mask, int old);
+simsrv *sim_cluster_srv(simcl *c, unsigned node);
+/* The node that owns slot now (the latest configuration), or NULL. */
+simsrv *sim_cluster_owner(simcl *c, unsigned slot);
+/* The slots around `slot` with its owner, and a node's lowest slot (-1:
+ * none), in the latest configuration. */
+void sim_cluster_range(simcl *c, unsigned slot, unsigned *lo, unsigned *hi);
+int sim_cluster_lowest(simcl *c, unsigned node);
+/* A primary in the latest configuration (a plain master: 1). */
+int sim_srv_primary(const simsrv *s);
+/* A replica of primary `node` that could take over now (up, running; and
+ * synced, with `synced`), or NULL. */
+simsrv *sim_cluster_heir(simcl *c, unsigned node, int synced);
+/* Could stopping this node for ns fail it over (a primary with a
+ * replica, gone for more than the node timeout)? */
+int sim_cluster_would_fail_over(const simsrv *s, uint64_t ns);
+/* In a slot migration (a fault leaves it alone). */
+int sim_srv_migrating(const simsrv *s);
+/* CLUSTER FAILOVER on replica r: lossless (a manual failover: it first
+ * takes its primary's data) or TAKEOVER (what replication brought it).
+ * Nothing when r is not a running replica, or was demoted less than
+ * w->repromote_gap ago. */
+void sim_cluster_failover(simsrv *r, int lossless);
+/* Slots lo..hi move from primary `from` to primary `to`, a key at a time
+ * (ASK meanwhile), then the target owns them. 0, or -1 when it cannot
+ * start now (another migration, a node down or stopped, slots not all
+ * from's, a node with a stale or bent view). */
+int sim_cluster_migrate(simcl *c, unsigned from, unsigned to, unsigned lo,
+                        unsigned hi);
+/* Node s believes for ns that slots lo..hi are primary to's (to must not
+ * be s): MOVED where it should serve, CLUSTER SHARDS that say so. */
+void sim_cluster_bend(simsrv *s, unsigned lo, unsigned hi, unsigned to,
+                      uint64_t ns);
 
 #endif
