@@ -7,7 +7,9 @@
  * does it know which masters hold the ttl record; that wait was bounded
  * by the connect timeout alone. N = 3: one real master and two black
  * holes (the kernel completes the connection, nothing ever answers), a
- * connect timeout of 10 s.
+ * connect timeout of 10 s, a command timeout of 2 s (so that the wait's
+ * hard end, deadline plus a command timeout, cannot stand in for this
+ * deadline: that would be at 2.5 s).
  *  a) acquire with a 500 ms wait ends at its deadline (plus the timer
  *     queue's ms), with ETIMEDOUT and no attempt made; its explanation
  *     says what it waited for. Before the fix: after 10 s.
@@ -54,7 +56,7 @@ int main(void) {
   cfg.n_servers = 3;
   cfg.restart_guard_ms = 0;   /* the default: the ttl record's window */
   cfg.connect_timeout_ms = 10000;
-  cfg.command_timeout_ms = 50;
+  cfg.command_timeout_ms = 2000;
   ASSERT_EQ(redlock_client_new(&loop, &cfg, &c), 0);
   ASSERT_EQ(redlock_lock_new(c, "wait", 4, &l), 0);
   ASSERT_EQ(redlock_lock_new(c, "once", 4, &l1), 0);
