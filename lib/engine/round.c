@@ -30,6 +30,21 @@ static char *errbuf(const redlock__round *r, unsigned i) {
   return r->buf + (size_t)i * REDLOCK__ERRSTR_LEN;
 }
 
+/* The name a result shows for the node that decided master i's vote: a
+ * copy when the node may be repointed (found by redlock-sim under ASan:
+ * a cluster node repointed between the decision and the delivery freed
+ * the name the result pointed to, and explain.c read it). */
+static const char *node_name(redlock__round *r, unsigned i,
+                             const redlock__node *n) {
+  char *b;
+  if (!n->redirects && !n->primary_only)
+    return n->uri.display;   /* a plain master's node keeps its address */
+  b = r->names + (size_t)i * REDLOCK__NODE_NAME;
+  redlock__strlcpy(b, n->uri.display != NULL ? n->uri.display : "",
+                   REDLOCK__NODE_NAME);
+  return b;
+}
+
 redlock__round *redlock__round_get(redlock_client_t *c) {
   redlock__round *r;
   unsigned i;
@@ -42,7 +57,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
                   c->n * sizeof(redlock__guard_waiter) +
                   c->n * sizeof(uint64_t) + c->n * sizeof(uint32_t) +
                   c->n * sizeof(uint16_t) + c->n * REDLOCK__ERRSTR_LEN +
-                  3 * c->n;
+                  c->n * REDLOCK__NODE_NAME + 3 * c->n;
     char *p = redlock__malloc(size);
     if (p == NULL)
       return NULL;
@@ -60,6 +75,8 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     p += c->n * sizeof(uint16_t);
     r->buf = p;
     p += c->n * REDLOCK__ERRSTR_LEN;
+    r->names = p;
+    p += c->n * REDLOCK__NODE_NAME;
     r->pend = (uint8_t *)p;
     p += c->n;
     r->nparts = (uint8_t *)p;
@@ -104,7 +121,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   for (i = 0; i < c->n; i++) {
     redlock_node_result *res = &r->res[i];
     res->server = c->displays[i];
-    res->node = c->nodes[i].uri.display;
+    res->node = node_name(r, i, &c->nodes[i]);
     res->vote = REDLOCK_VOTE_NONE;
     res->error = 0;
     res->errstr = "";
@@ -185,7 +202,7 @@ static void set_result(redlock__round *r, unsigned i, redlock_vote_t vote,
   res->guard_window_ms = -1;
   res->latency_us = now > sent ? (now - sent) / REDLOCK__NS_PER_US : 0;
   if (r->client->n_nodes > r->client->n)   /* a cluster's primary */
-    res->node = r->client->nodes[r->vnode[i]].uri.display;
+    res->node = node_name(r, i, &r->client->nodes[r->vnode[i]]);
   if (errstr != errbuf(r, i))
     redlock__strlcpy(errbuf(r, i), errstr, REDLOCK__ERRSTR_LEN);
   res->errstr = errbuf(r, i);

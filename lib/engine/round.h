@@ -12,6 +12,7 @@
 #include "scripts.h"
 
 #define REDLOCK__ERRSTR_LEN 160  /* per-master text in a result */
+#define REDLOCK__NODE_NAME 264   /* a node's "host:port" in a result */
 
 typedef struct redlock__round redlock__round;
 
@@ -54,6 +55,11 @@ struct redlock__round {
   int64_t value_max;            /* largest value of a YES (fence counter) */
   redlock_node_result *res;     /* n entries */
   char *buf;                    /* n * REDLOCK__ERRSTR_LEN */
+  char *names;                  /* n * REDLOCK__NODE_NAME: the name of a
+                                   node that may be repointed (a cluster's,
+                                   a sentinel group's), copied: a repoint
+                                   frees the node's before the result is
+                                   delivered */
   uint8_t *pend;                /* n: a YES waiting for the guard */
   uint64_t *pend_conn;          /* n: the node's teardowns at that YES */
   uint32_t *pend_seq;           /* n: the clock reading it waits for */
