@@ -1507,6 +1507,8 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
                n->state == REDLOCK__NODE_HANDSHAKE;
   int stuck;
   int64_t delay = 0;
+  if (n->state == REDLOCK__NODE_CLOSED)
+    return 0;   /* a topology that came after the close */
   if (address_strings(host, port, &h, &d) != 0)
     return REDLOCK_ENOMEM;
   /* What was written is lost with this connection; what waits for the
@@ -1547,7 +1549,10 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
     fail_list(n, &pending, REDLOCK_EIO, stuck_why);
     fail_list(n, &waiting, REDLOCK_EIO, stuck_why);
     node_failed_event(n);
-    if (n->state == REDLOCK__NODE_DOWN && !n->closing)
+    if (n->state == REDLOCK__NODE_DOWN && n->closing) {
+      redlock__timer_stop(&n->conn_timer);
+      node_finish_close(n);
+    } else if (n->state == REDLOCK__NODE_DOWN)
       redlock__timer_start(&n->conn_timer, on_reconnect, (uint64_t)delay, 0);
     return 0;
   }
@@ -1559,6 +1564,15 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   n->state = REDLOCK__NODE_DOWN;
   fail_list(n, &pending, REDLOCK_EIO, why);
   node_failed_event(n);
+  if (n->state == REDLOCK__NODE_DOWN && n->closing) {
+    /* Closing while its handshake ran (the close waited for it): the
+     * topology that ended it ends the close too (found by redlock-sim:
+     * the node stayed DOWN with its timers open and the client's close
+     * never completed). */
+    redlock__timer_stop(&n->conn_timer);
+    node_finish_close(n);
+    return 0;
+  }
   if (n->state == REDLOCK__NODE_DOWN && !n->closing) {
     /* Connect from a timer: this may run inside the old connection's
      * reply callback. Requests submitted meanwhile wait for it (bounded
@@ -1572,6 +1586,8 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
 
 void redlock__node_idle(redlock__node *n, const char *why) {
   redlock__queue pending, waiting;
+  if (n->state == REDLOCK__NODE_CLOSED)
+    return;   /* a topology that came after the close */
   redlock__queue_init(&pending);
   redlock__queue_init(&waiting);
   node_cut(n, &pending, &waiting);
@@ -1586,6 +1602,10 @@ void redlock__node_idle(redlock__node *n, const char *why) {
   fail_list(n, &pending, REDLOCK_EIO, why);
   fail_list(n, &waiting, REDLOCK_EIO, why);
   node_failed_event(n);
+  if (n->state == REDLOCK__NODE_DOWN && n->closing) {
+    redlock__timer_stop(&n->conn_timer);   /* the close waited for its */
+    node_finish_close(n);                  /* handshake */
+  }
 }
 
 int redlock__node_set_address(redlock__node *n, const char *host, int port) {
