@@ -67,8 +67,10 @@
  *     costs nothing to either side, so it is retried after
  *     reconnect_min_ms (jittered down to half) without growing; timeouts
  *     and other failures back off exponentially (invariant 4). Repoints
- *     before a handshake ended (its topology named another primary) are
- *     counted until one ends: the first connects at once (a seed that is
+ *     of a node not serving (its topology named another primary before
+ *     its handshake ended, or a topology named it again after another
+ *     idled it) are counted until a handshake ends: the first connects
+ *     at once (a seed that is
  *     a replica, a primary that moved), a second in a row leaves the node
  *     DOWN for a backoff that grows with the count, as failures do (what
  *     waited fails with why; not counted as failures: a failover's
@@ -921,12 +923,49 @@ static void parse_clock_record(redlock__node *n, const redlock__reply *r) {
     n->rec_step_ms = -1;
 }
 
+/* Sends the kept releases on the open connection, in order; each one that
+ * fails again (connection error, or a passing refusal: invariant 8) is
+ * kept again. */
+static void node_send_kept(redlock__node *n, redlock__ns now,
+                           redlock__ns deadline) {
+  unsigned i, count = n->n_kept;
+  n->n_kept = 0;   /* what fails from here is kept anew */
+  for (i = 0; i < count; i++) {
+    redlock__req *req = redlock__node_req(n);
+    if (req == NULL ||
+        redlock__conn_send_raw(&n->conn, n->kept[i],
+                               n->kept_len[i]) != 0) {
+      if (req != NULL)
+        req_put(n->env, req);
+      redlock__free(n->kept[i]);
+      continue;
+    }
+    req->flags = REDLOCK__REQ_REDELIVER;
+    req->cmd = n->kept[i];
+    req->cmd_len = n->kept_len[i];
+    req->sent_ns = now;
+    req->deadline_ns = deadline;
+    redlock__queue_insert_tail(&n->pending, &req->q);
+    n->n_pending++;
+  }
+}
+
+/* Invariant 8: the kept releases go out again on the open connection. */
+static void on_kept_retry(redlock__timer *t) {
+  redlock__node *n = REDLOCK__CONTAINER_OF(t, redlock__node, conn_timer);
+  redlock__ns now = redlock__sys_now(n->env->sys);
+  n->kept_armed = 0;
+  if (n->state != REDLOCK__NODE_UP || n->closing || n->n_kept == 0)
+    return;
+  node_send_kept(n, now, now + timeout_ns(n->env->command_timeout_ms));
+  node_arm_deadline(n);
+}
+
 /* The handshake ended well: invariant 1, then tell the owner. */
 static void node_up(redlock__node *n) {
   redlock__node_env *env = n->env;
   redlock__ns now = redlock__sys_now(n->env->sys);
   redlock__ns deadline = now + timeout_ns(env->command_timeout_ms);
-  unsigned i;
   n->state = REDLOCK__NODE_UP;
   n->up_ns = now;
   n->connects++;
@@ -947,26 +986,9 @@ static void node_up(redlock__node *n) {
   n->errstr[0] = '\0';
   redlock__timer_stop(&n->conn_timer);
   /* Releases kept from failed attempts first ... */
-  for (i = 0; i < n->n_kept; i++) {
-    redlock__req *req = redlock__node_req(n);
-    if (req == NULL ||
-        redlock__conn_send_raw(&n->conn, n->kept[i],
-                               n->kept_len[i]) != 0) {
-      if (req != NULL)
-        req_put(env, req);
-      redlock__free(n->kept[i]);
-      continue;
-    }
-    /* If this one fails too it is kept again. */
-    req->flags = REDLOCK__REQ_REDELIVER;
-    req->cmd = n->kept[i];
-    req->cmd_len = n->kept_len[i];
-    req->sent_ns = now;
-    req->deadline_ns = deadline;
-    redlock__queue_insert_tail(&n->pending, &req->q);
-    n->n_pending++;
-  }
-  n->n_kept = 0;
+  n->kept_tries = 0;
+  n->kept_armed = 0;
+  node_send_kept(n, now, deadline);
   /* ... then what was queued while connecting, in order. */
   if (redlock__buf_pending(&n->wait_buf) > 0 &&
       redlock__conn_send_raw(&n->conn, n->wait_buf.data + n->wait_buf.off,
@@ -1501,10 +1523,9 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   redlock__queue pending, waiting;
   char *h, *d;
   char stuck_why[sizeof(n->errstr)];
-  /* Sent on from a handshake that did not end (invariant 7). */
-  int midway = n->state == REDLOCK__NODE_RESOLVING ||
-               n->state == REDLOCK__NODE_CONNECTING ||
-               n->state == REDLOCK__NODE_HANDSHAKE;
+  /* Sent on with no handshake ended since the last time: it was midway,
+   * or DOWN (idled by a topology, or failed) (invariant 7). */
+  int midway = n->state != REDLOCK__NODE_UP;
   int stuck;
   int64_t delay = 0;
   if (n->state == REDLOCK__NODE_CLOSED)
@@ -1519,7 +1540,7 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
   if (midway)
     n->repoints++;
   else
-    n->repoints = 0;   /* a node that served, or idled */
+    n->repoints = 0;   /* a node that served */
   stuck = midway && n->repoints > 1 && !n->closing;
   if (stuck)
     delay = redlock__backoff_ms(n->env->reconnect_min_ms,
@@ -1568,9 +1589,16 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
     /* Closing while its handshake ran (the close waited for it): the
      * topology that ended it ends the close too (found by redlock-sim:
      * the node stayed DOWN with its timers open and the client's close
-     * never completed). */
-    redlock__timer_stop(&n->conn_timer);
-    node_finish_close(n);
+     * never completed), and what waited for the next connection fails
+     * (it would be lost with the node). */
+    redlock__queue_init(&waiting);
+    move_all(&n->waiting, &waiting);
+    redlock__buf_reset(&n->wait_buf);
+    fail_list(n, &waiting, REDLOCK_ECANCELED, "client closed");
+    if (n->state == REDLOCK__NODE_DOWN) {
+      redlock__timer_stop(&n->conn_timer);
+      node_finish_close(n);
+    }
     return 0;
   }
   if (n->state == REDLOCK__NODE_DOWN && !n->closing) {
@@ -1605,6 +1633,19 @@ void redlock__node_idle(redlock__node *n, const char *why) {
   if (n->state == REDLOCK__NODE_DOWN && n->closing) {
     redlock__timer_stop(&n->conn_timer);   /* the close waited for its */
     node_finish_close(n);                  /* handshake */
+  }
+}
+
+void redlock__node_pass_kept(redlock__node *n, redlock__node *to) {
+  unsigned i, count = n->n_kept;
+  n->n_kept = 0;
+  for (i = 0; i < count; i++) {
+    redlock__req *req = redlock__node_req(to);
+    if (req != NULL) {
+      req->flags = REDLOCK__REQ_REDELIVER;
+      (void)redlock__node_submit_raw(to, req, n->kept[i], n->kept_len[i]);
+    }
+    redlock__free(n->kept[i]);   /* submit copied it (or kept a copy) */
   }
 }
 
@@ -1740,6 +1781,42 @@ node_redirected(redlock__node *n, redlock__req *req, const redlock__reply *r) {
   return 1;
 }
 
+/* Refusals that pass: the cluster is down or resharding (CLUSTERDOWN,
+ * TRYAGAIN, a MOVED or ASK past the redirections' limit), the server is
+ * loading or lost its primary (LOADING, MASTERDOWN), a sentinel group's
+ * primary lacks replicas or was demoted (NOREPLICAS, READONLY), a script
+ * runs long (BUSY). */
+static int passing_refusal(const redlock__reply *r) {
+  static const char *const codes[] = {"CLUSTERDOWN ", "TRYAGAIN ", "MOVED ",
+                                      "ASK ", "LOADING ", "MASTERDOWN ",
+                                      "NOREPLICAS ", "READONLY ", "BUSY "};
+  size_t i;
+  for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+    if (strncmp(r->str, codes[i], strlen(codes[i])) == 0)
+      return 1;
+  return 0;
+}
+
+/* Invariant 8: a release the server refused for now is kept, and sent
+ * again on this connection after a backoff (or after the next
+ * handshake). Out of the hot path. */
+static void __attribute__((noinline))
+node_refused_release(redlock__node *n, redlock__req *req,
+                     const redlock__reply *r) {
+  int64_t delay;
+  if (!passing_refusal(r))
+    return;
+  node_keep_req(n, req);
+  if (n->n_kept == 0 || n->kept_armed || n->state != REDLOCK__NODE_UP ||
+      n->closing)
+    return;
+  delay = redlock__backoff_ms(n->env->reconnect_min_ms,
+                              n->env->reconnect_max_ms, ++n->kept_tries,
+                              n->env->prng);
+  n->kept_armed = 1;
+  redlock__timer_start(&n->conn_timer, on_kept_retry, (uint64_t)delay, 0);
+}
+
 static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   redlock__node *n = c->data;
   redlock__req *req;
@@ -1765,6 +1842,8 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
     else
       n->failures = 0;   /* invariant 4: a timely answer to real work */
   }
+  if (r->type == REDLOCK__R_ERROR && (req->flags & REDLOCK__REQ_REDELIVER))
+    node_refused_release(n, req, r);
   if (req->cb != NULL)
     req->cb(req, r, 0, NULL);
   req_put(n->env, req);

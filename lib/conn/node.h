@@ -315,6 +315,9 @@ struct redlock__node {
                                   nodes that never keep one) */
   size_t *kept_len;
   unsigned n_kept;
+  unsigned kept_tries;         /* resends on an open connection since
+                                  the handshake (their backoff) */
+  int kept_armed;              /* conn_timer holds that resend */
 };
 
 /* Takes ownership of the parsed address (moves it; *uri is zeroed). */
@@ -360,6 +363,10 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
 /* Closes the connection and stays down (no reconnect) until repointed:
  * a cluster's node that serves nothing now. Requests fail with why. */
 void redlock__node_idle(redlock__node *n, const char *why);
+/* Gives the releases n keeps to `to`, sent there as new requests (a
+ * cluster's node that idles: another node redirects them to the slot's
+ * primary; invariant 8 of node.c). */
+void redlock__node_pass_kept(redlock__node *n, redlock__node *to);
 /* A DOWN node's next connection goes to host:port (a cluster's seeds). */
 int redlock__node_set_address(redlock__node *n, const char *host, int port);
 /* A redirection (cluster.c): sends req's command to `to` (ASKING first

@@ -295,11 +295,27 @@ static int same_id(const redlock__node *n, const primary *p) {
 
 /* A node that serves nothing any more: its connection goes, and it
  * is not made again until a topology names it. */
-static void idle(redlock__node *n, const char *why) {
+static void idle(redlock__cluster *cl, redlock__node *n, const char *why) {
+  unsigned k;
+  redlock__node *to = NULL;
   if (n->lazy)
     return;
   n->lazy = 1;
   redlock__node_idle(n, why);
+  if (n->n_kept == 0)
+    return;
+  /* Its kept releases go to a node that serves (one that is up first):
+   * a MOVED there sends each to its slot's primary. */
+  for (k = 0; k < cl->cap; k++) {
+    redlock__node *o = cluster_node(cl, k);
+    if (o == n || o->lazy || o->uri.host == NULL)
+      continue;
+    if (to == NULL || (o->state == REDLOCK__NODE_UP &&
+                       to->state != REDLOCK__NODE_UP))
+      to = o;
+  }
+  if (to != NULL)
+    redlock__node_pass_kept(n, to);
 }
 
 /* Applies a topology read from node `from`; the verdict for `from`. */
@@ -370,7 +386,7 @@ static redlock__topo apply(redlock__cluster *cl, redlock__node *from,
     redlock__node *n = cluster_node(cl, k);
     primary *p;
     if (assigned[k] < 0) {
-      idle(n, "no longer a primary that serves slots of the cluster");
+      idle(cl, n, "no longer a primary that serves slots of the cluster");
       continue;
     }
     p = &prim[assigned[k]];

@@ -134,6 +134,9 @@ static void mem_free(void *p) {
     return;
   h = (memhead *)p - 1;
   mem_live -= h->size;
+  /* Poisoned: what the library reads after freeing it is not text (the
+   * oracle checks the results' texts, result_text_ok). */
+  memset(p, 0xdb, h->size);
   free(h);
 }
 
@@ -163,6 +166,12 @@ static void *mem_calloc(size_t k, size_t n) {
 }
 
 /* ---- one seed's run ------------------------------------------------------ */
+
+/* The oracle's bound on the connections a client opens to one server in
+ * one second of true time: a refused connection is retried every
+ * reconnect_min_ms (20 ms by default) jittered down to half, so 100 a
+ * second, and a few more for handshakes that a topology ended. */
+#define OPENS_PER_SECOND_MAX 120
 
 typedef struct actor actor;
 
@@ -578,6 +587,30 @@ static void do_extend(simworld *w, void *arg, uint64_t gen) {
   }
 }
 
+/* A result's texts are text (a name or a message read from freed memory
+ * shows the poison, mem_free). */
+static int text_ok(const char *t) {
+  const unsigned char *p;
+  if (t == NULL)
+    return 0;
+  for (p = (const unsigned char *)t; *p != '\0'; p++)
+    if (*p < 0x20 || *p > 0x7e)
+      return 0;
+  return 1;
+}
+
+static void result_text_check(actor *a, const redlock_result *res,
+                              const char *why) {
+  unsigned i;
+  int ok = text_ok(why);
+  for (i = 0; ok && i < res->n_nodes; i++)
+    ok = text_ok(res->nodes[i].server) && text_ok(res->nodes[i].node) &&
+         text_ok(res->nodes[i].errstr);
+  if (!ok)
+    violation(a->r, "client %u: a result's text is not text (read from "
+              "freed memory?)", a->id);
+}
+
 static void on_acquired(redlock_lock_t *l, int status,
                         const redlock_result *res, void *arg) {
   actor *a = arg;
@@ -587,6 +620,7 @@ static void on_acquired(redlock_lock_t *l, int status,
   if (status != 0) {
     char why[300];
     redlock_result_explain(res, why, sizeof(why));
+    result_text_check(a, res, why);
     sim_logf(w, "client %u did not get keys %#x after %.3f s: %s", a->id,
              a->keys, (double)(w->now - a->op_start) / 1e9, why);
     redlock_lock_free(l);
@@ -1482,8 +1516,10 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
                * best effort, bounded by the command timeout). */
               !r->actors[r->released[t].by]->closed) {
             violation(r, "k%u is still on server %u under a token whose "
-                      "release succeeded (%.40s), 5 s after every fault "
-                      "healed", k, sv->index, v);
+                      "release succeeded (%.40s, client %u at %.6f s), 5 s "
+                      "after every fault healed", k, sv->index, v,
+                      r->released[t].by,
+                      (double)r->released[t].at / 1e9);
             break;
           }
       }
@@ -1504,6 +1540,15 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
   /* Every client closed: what they allocated is back, and a released
    * lock left nothing on a master once every fault healed (kept
    * releases reach a master that was cut off or down). */
+  /* Reconnects back off: no storm (OPENS_PER_SECOND_MAX). */
+  for (i = 0; i < r->n_actors; i++) {
+    actor *a = r->actors[i];
+    if (a->env.opens_most > OPENS_PER_SECOND_MAX)
+      violation(r, "client %u opened %u connections to server %u within one "
+                "second (a reconnect storm: the bound is %u)", a->id,
+                a->env.opens_most, a->env.opens_most_srv,
+                OPENS_PER_SECOND_MAX);
+  }
   if (mem_live != mem_base)
     violation(r, "%zu bytes of the library still allocated after every "
               "client closed", mem_live - mem_base);

@@ -608,6 +608,17 @@ static int env_conn_open(redlock__conn *c, const struct sockaddr *sa,
   for (i = 0; i < w->n_srv; i++)
     if (w->srv[i].port == port)
       l->srv = &w->srv[i];
+  if (l->srv != NULL && (unsigned)(l->srv - w->srv) < 64) {
+    unsigned k = (unsigned)(l->srv - w->srv);
+    if (e->opens_second != w->now / SIM_S) {
+      e->opens_second = w->now / SIM_S;
+      memset(e->opens, 0, sizeof(e->opens));
+    }
+    if (++e->opens[k] > e->opens_most) {
+      e->opens_most = e->opens[k];
+      e->opens_most_srv = k;
+    }
+  }
   l->next_env = e->links;
   e->links = l;
   c->sock = (struct redlock__sock *)l;
@@ -1935,6 +1946,10 @@ static void on_cl_mig(simworld *w, void *arg, uint64_t gen) {
     abort();
   }
   if (rc > 0) {
+    /* The key brings its history: a promotion of the source may have
+     * rolled a release back (the oracle's rule, sim.c). */
+    if (from->data_ns > to->data_ns)
+      to->data_ns = from->data_ns;
     from->writes++;
     to->writes++;
     cl_wrote(from);

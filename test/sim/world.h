@@ -161,6 +161,12 @@ struct simenv {
   int on_armed_list;
   simenv *next_armed;
   simlink *links;         /* its connections' links */
+  /* Connections it opened to each server in the current second of true
+   * time, and the most in any second (the oracle's bound on reconnect
+   * storms, sim.c). */
+  uint64_t opens_second;
+  unsigned short opens[64];
+  unsigned opens_most, opens_most_srv;
 };
 
 struct simworld {
