@@ -77,7 +77,18 @@
  *     repoint after a crash is not delayed by the crash), so nodes that
  *     name each other cannot make a connection storm (149,604
  *     connections in 24 s before: issue 29, item 4), and the owner sees
- *     a node that was tried (not one connecting forever). */
+ *     a node that was tried (not one connecting forever).
+ *  8. A release (REDELIVER) the server refused for now (the cluster is
+ *     down or resharding: CLUSTERDOWN, TRYAGAIN, a MOVED or ASK past the
+ *     redirections' limit; LOADING, MASTERDOWN, NOREPLICAS, READONLY,
+ *     BUSY) is kept like one a connection lost, and the kept releases go
+ *     out again on the open connection after a backoff (reconnect_min_ms
+ *     doubling to reconnect_max_ms per resend since the handshake), or
+ *     after the next handshake. A cluster's node that a topology idles
+ *     hands its kept releases to a node that serves (cluster.c), whose
+ *     MOVED sends each to its slot's primary. The list stays bounded
+ *     (REDLOCK__KEPT_MAX); a key whose release never lands lives its
+ *     ttl. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
