@@ -2705,11 +2705,10 @@ void sim_sentinel_split(simsg *g, unsigned with, unsigned k, uint64_t ns) {
   if (g->split || k >= SIM_SG_SENTINELS)
     return;
   memset(g->side, 0, sizeof(g->side));
-  g->side[g->primary] = 1;
-  for (i = 0; i < g->n; i++)
-    if (with & (1u << i))
+  for (i = 0; i < g->n && i < SIM_SG_NODES; i++)
+    if (i == g->primary || (with & (1u << i)))
       g->side[i] = 1;
-  g->side[SIM_SG_NODES + k] = 1;
+  g->side[SIM_SG_NODES + k % SIM_SG_SENTINELS] = 1;
   g->split = 1;
   g->split_gen++;
   sim_logf(w, "group %s: partitioned for %.3f s: server %u (its primary), "
