@@ -4,10 +4,12 @@
  *
  *   redlock-sim [--seconds S | --seeds K] [--seed S] [--sim-seconds T]
  *               [--workload W] [--faults LIST] [--masters N]
- *               [--topology plain|cluster|mixed] [--clients C] [--verbose]
+ *               [--topology plain|cluster|sentinel|mixed] [--clients C]
+ *               [--verbose]
  *
- * Each seed draws a deployment (N masters, each a plain server or a Redis
- * Cluster of 2-3 primaries with 0-1 replica each, with their persistence,
+ * Each seed draws a deployment (N masters, each a plain server, a Redis
+ * Cluster of 2-3 primaries with 0-1 replica each, or a Redis Sentinel
+ * group of a primary, 1-3 replicas and 3 sentinels, with their persistence,
  * whether they are declared durable, clients with their clock rates), a
  * workload and a fault schedule, and runs T simulated seconds. The oracle
  * checks, on true time:
