@@ -951,9 +951,12 @@ static void on_marks_reply(redlock__req *req, const redlock__reply *r,
           v->type != REDLOCK__R_STRING || v->len == 0)
         continue;
       for (m = 0; m < g->n_masters; m++) {
+        /* Only a plain master is marked (a sentinel group's node has no
+         * address until the sentinels name its primary). */
+        if (!is_plain(g, &g->nodes[m]) || m == req->idx)
+          continue;
         mark_field(&g->nodes[m], field, sizeof(field));
-        if (is_plain(g, &g->nodes[m]) && m != req->idx &&
-            strlen(field) == f->len && memcmp(field, f->str, f->len) == 0)
+        if (strlen(field) == f->len && memcmp(field, f->str, f->len) == 0)
           redlock__strlcpy(g->gn[m].read_mark, v->str,
                            v->len < sizeof(g->gn[m].read_mark)
                                ? v->len + 1 : sizeof(g->gn[m].read_mark));

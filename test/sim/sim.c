@@ -4,10 +4,12 @@
  *
  *   redlock-sim [--seconds S | --seeds K] [--seed S] [--sim-seconds T]
  *               [--workload W] [--faults LIST] [--masters N]
- *               [--topology plain|cluster|mixed] [--clients C] [--verbose]
+ *               [--topology plain|cluster|sentinel|mixed] [--clients C]
+ *               [--verbose]
  *
- * Each seed draws a deployment (N masters, each a plain server or a Redis
- * Cluster of 2-3 primaries with 0-1 replica each, with their persistence,
+ * Each seed draws a deployment (N masters, each a plain server, a Redis
+ * Cluster of 2-3 primaries with 0-1 replica each, or a Redis Sentinel
+ * group of a primary, 1-3 replicas and 3 sentinels, with their persistence,
  * whether they are declared durable, clients with their clock rates), a
  * workload and a fault schedule, and runs T simulated seconds. The oracle
  * checks, on true time:
@@ -62,7 +64,15 @@ enum {
   F_DISAGREE = 1 << 12,   /* a node names another owner for some slots a
                              while (MOVED back and forth) */
   F_CLUSTER = F_FAILOVER | F_MIGRATE | F_DISAGREE,
-  F_ALL = (1 << 13) - 1
+  /* Sentinel groups only (a deployment without one draws none). */
+  F_SWITCH = 1 << 13,     /* SENTINEL FAILOVER: a replica promoted with
+                             what it had; the sentinels hear of it at
+                             different times */
+  F_STALE = 1 << 14,      /* a sentinel keeps naming the old primary */
+  F_SPLIT = 1 << 15,      /* a partition inside the group: the primary,
+                             some replicas and one sentinel on one side */
+  F_SENTINEL = F_SWITCH | F_STALE | F_SPLIT,
+  F_ALL = (1 << 16) - 1
 };
 
 static const struct {
@@ -75,6 +85,7 @@ static const struct {
     {"join", F_JOIN},     {"drift", F_DRIFT},   {"kill", F_KILL},
     {"failover", F_FAILOVER},                   {"migrate", F_MIGRATE},
     {"disagree", F_DISAGREE},
+    {"switch", F_SWITCH}, {"stale", F_STALE}, {"split", F_SPLIT},
 };
 
 static const char *const workloads[] = {"plain", "fence", "extend", "auto",
@@ -89,8 +100,9 @@ typedef struct opts {
   double sim_seconds;     /* per seed */
   unsigned faults;
   int masters;            /* 0: drawn per seed */
-  const char *topology;   /* "plain", "cluster", "mixed" (default: each
-                             master a cluster one time in five) */
+  const char *topology;   /* "plain", "cluster", "sentinel", "mixed"
+                             (default: each master a cluster or a
+                             sentinel group one time in five) */
   int clients;            /* 0: drawn */
   const char *workload;   /* "plain" (default), "fence", "extend", "auto",
                              "mixed" */
@@ -195,6 +207,13 @@ typedef struct run {
   int old_redis[MAX_MASTERS];
   simcl *cl[MAX_MASTERS];
   unsigned n_clusters;
+  /* A sentinel group (sg[i]) when replicas[i] > 0: nodes[i] is its data
+   * nodes and its three sentinels; unchecked[i]: its URI says
+   * ?isolation=unchecked (a group that is never split). */
+  simsg *sg[MAX_MASTERS];
+  unsigned replicas[MAX_MASTERS];
+  int unchecked[MAX_MASTERS];
+  unsigned n_groups;
   char servers[MAX_MASTERS][160];
   const char *server_ptrs[MAX_MASTERS];
   int declared;
@@ -249,6 +268,10 @@ struct actor {
   redlock_election_t *el; /* the election workload's */
   int leading;            /* between ELECTED and DEPOSED */
   unsigned gen;           /* bumped per acquisition: stale plans ignored */
+  /* Its own URIs when the deployment has sentinel groups (each client
+   * lists the sentinels in its own order). */
+  char servers[MAX_MASTERS][200];
+  const char *server_ptrs[MAX_MASTERS];
 };
 
 static void run_log(simworld *w, const char *line) {
@@ -861,6 +884,31 @@ static actor *actor_new(run *r, int fresh) {
   sim_env_init(&r->w, &a->env, a->id, 1.0 + drift);
   memset(&cfg, 0, sizeof(cfg));
   cfg.servers = r->server_ptrs;
+  if (r->n_groups > 0) {
+    unsigned i;
+    for (i = 0; i < r->n_masters; i++) {
+      a->server_ptrs[i] = r->server_ptrs[i];
+      if (r->sg[i] != NULL) {
+        simsg *g = r->sg[i];
+        unsigned k0 = (unsigned)sim_between(&r->w, 0, SIM_SG_SENTINELS - 1);
+        unsigned more = sim_between(&r->w, 0, 3) == 0 ? 1 : 2, k;
+        size_t len = (size_t)snprintf(
+            a->servers[i], sizeof(a->servers[i]),
+            "redis+sentinel://127.0.0.1:%d/%s",
+            sim_sentinel_srv(g, k0)->port, g->name);
+        for (k = 1; k <= more; k++)
+          len += (size_t)snprintf(
+              a->servers[i] + len, sizeof(a->servers[i]) - len,
+              "%csentinel=127.0.0.1:%d", k == 1 ? '?' : '&',
+              sim_sentinel_srv(g, (k0 + k) % SIM_SG_SENTINELS)->port);
+        if (r->unchecked[i])
+          snprintf(a->servers[i] + len, sizeof(a->servers[i]) - len,
+                   "&isolation=unchecked");
+        a->server_ptrs[i] = a->servers[i];
+      }
+    }
+    cfg.servers = a->server_ptrs;
+  }
   cfg.n_servers = r->n_masters;
   cfg.durable = r->declared;
   cfg.restart_guard_ms = r->guard_ms;
@@ -1123,6 +1171,82 @@ static void cluster_fault(run *r, unsigned kind) {
   }
 }
 
+/* A sentinel group drawn (i), or NULL when there is none. */
+static simsg *pick_group(run *r, unsigned *i) {
+  unsigned k = (unsigned)fbetween(r, 0, r->n_groups - 1), j;
+  for (j = 0; j < r->n_masters; j++)
+    if (r->sg[j] != NULL && k-- == 0) {
+      *i = j;
+      return r->sg[j];
+    }
+  return NULL;
+}
+
+/* A crash or a stop of member s of group master i for *ns: within the
+ * model? A sentinel's or a replica's costs nothing; the primary's may
+ * lose writes twice over: a restart without them, and, when it stays
+ * away past down-after-milliseconds, the failover (lossy: a restart for
+ * the README). When only the failover would, it comes back before. */
+static int group_stop_ok(run *r, unsigned i, simsrv *s, int crash,
+                         uint64_t *ns) {
+  simsg *g = r->sg[i];
+  int lossy, failover;
+  if (s->sentinel)
+    return 1;
+  lossy = crash && r->guard_ms == 0 && s->node == g->primary &&
+          sim_srv_loss(s) != SIM_LOSE_NOTHING;
+  failover = sim_sentinel_would_fail_over(s, *ns);
+  if (!lossy && !failover)
+    return 1;
+  if (lossy_ok(r, i, *ns + g->down_after + 2 * SIM_S + 15 * SIM_S))
+    return 1;
+  if (lossy)
+    return 0;
+  *ns = g->down_after / 2;
+  return 1;
+}
+
+static void group_fault(run *r, unsigned kind) {
+  simworld *w = &r->w;
+  unsigned i = 0, k, n;
+  simsg *g = pick_group(r, &i);
+  uint64_t ns;
+  if (g == NULL)
+    return;
+  switch (kind) {
+    case F_SWITCH:
+      /* Lossy (a restart for the budget): the promoted replica lacks
+       * what was not replicated yet. */
+      if (!lossy_ok(r, i, g->down_after + 15 * SIM_S))
+        break;
+      (void)sim_sentinel_switch(g);
+      break;
+    case F_STALE:
+      sim_sentinel_stale(g, (unsigned)fbetween(r, 0, SIM_SG_SENTINELS - 1),
+                         fbetween(r, 500, 5000) * SIM_MS);
+      break;
+    case F_SPLIT: {
+      unsigned with = 0;
+      /* Not a group the operator said cannot be split. */
+      if (r->unchecked[i] || g->split)
+        break;
+      ns = fbetween(r, 1000, 20000) * SIM_MS;
+      k = (unsigned)fbetween(r, 0, SIM_SG_SENTINELS - 1);
+      for (n = 0; n < g->n; n++)
+        if (n != g->primary && fbetween(r, 0, 1) == 0)
+          with |= 1u << n;
+      /* Past down-after-milliseconds the other side promotes a replica
+       * (lossy for the budget), else the partition heals before. */
+      if (ns >= g->down_after &&
+          !lossy_ok(r, i, ns + g->down_after + 15 * SIM_S))
+        ns = g->down_after / 2;
+      sim_sentinel_split(g, with, k, ns);
+      (void)w;
+      break;
+    }
+  }
+}
+
 static void on_fault(simworld *w, void *arg, uint64_t x) {
   run *r = arg;
   unsigned kinds[16], n = 0, k, i;
@@ -1133,7 +1257,8 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
     return;
   for (k = 0; k < sizeof(fault_names) / sizeof(fault_names[0]); k++)
     if ((r->o->faults & fault_names[k].bit) &&
-        (r->n_clusters > 0 || !(fault_names[k].bit & F_CLUSTER)))
+        (r->n_clusters > 0 || !(fault_names[k].bit & F_CLUSTER)) &&
+        (r->n_groups > 0 || !(fault_names[k].bit & F_SENTINEL)))
       kinds[n++] = fault_names[k].bit;
   next = w->now + fbetween(r, 50, 1500) * SIM_MS;
   sim_at(w, next, NULL, on_fault, r, 0);
@@ -1154,6 +1279,9 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       if (r->cl[i] != NULL) {
         if (!cluster_stop_ok(r, i, s, 1, &down))
           break;
+      } else if (r->sg[i] != NULL) {
+        if (!group_stop_ok(r, i, s, 1, &down))
+          break;
       } else if (r->guard_ms == 0 && sim_srv_loss(s) != SIM_LOSE_NOTHING &&
                  !unseen_fault_ok(r, i, down + 15 * SIM_S)) {
         break;
@@ -1166,6 +1294,8 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       s = target(r, i);
       ns = fbetween(r, 10, 3000) * SIM_MS;
       if (r->cl[i] != NULL && !cluster_stop_ok(r, i, s, 0, &ns))
+        break;
+      if (r->sg[i] != NULL && !group_stop_ok(r, i, s, 0, &ns))
         break;
       sim_srv_pause(s, ns);
       break;
@@ -1270,6 +1400,11 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
     case F_DISAGREE:
       cluster_fault(r, k);
       break;
+    case F_SWITCH:
+    case F_STALE:
+    case F_SPLIT:
+      group_fault(r, k);
+      break;
   }
 }
 
@@ -1289,6 +1424,7 @@ static void draw_shape(run *r, uint64_t *topo, unsigned i) {
   unsigned p;
   r->primaries[i] = r->replica_mask[i] = 0;
   r->old_redis[i] = 0;
+  r->replicas[i] = 0;
   r->nodes[i] = 1;
   if (strcmp(t, "plain") == 0)
     return;
@@ -1298,6 +1434,14 @@ static void draw_shape(run *r, uint64_t *topo, unsigned i) {
   z ^= z >> 31;
   if (strcmp(t, "mixed") == 0 && z % 5 != 0)
     return;
+  if (strcmp(t, "sentinel") == 0 ||
+      (strcmp(t, "mixed") == 0 && (z >> 40) % 2 == 0)) {
+    /* A sentinel group: a primary, 1-3 replicas, three sentinels. */
+    r->replicas[i] = 1 + (unsigned)((z >> 8) % 3);
+    r->nodes[i] = 1 + r->replicas[i] + SIM_SG_SENTINELS;
+    r->n_groups++;
+    return;
+  }
   r->primaries[i] = 2 + (unsigned)((z >> 8) % 2);
   for (p = 0; p < r->primaries[i]; p++)
     if ((z >> (16 + 2 * p)) % 4 != 0)
@@ -1307,6 +1451,56 @@ static void draw_shape(run *r, uint64_t *topo, unsigned i) {
   for (p = 0; p < r->primaries[i]; p++)
     r->nodes[i] += (r->replica_mask[i] >> p) & 1;
   r->n_clusters++;
+}
+
+/* A sentinel group master: its nodes and sentinels, how its primary
+ * is configured (drawn: as the library requires, min-replicas-to-write
+ * at least half the replicas and min-replicas-max-lag 1-2 s; Redis's
+ * default 0, or too few for its replicas, which the library must refuse;
+ * or one of those with ?isolation=unchecked, a group never split), and
+ * down-after-milliseconds (at least min-replicas-max-lag + 2 s, the
+ * operator's part: README). The URIs are each client's (actor_new). */
+static void deploy_group(run *r, unsigned i) {
+  simworld *w = &r->w;
+  unsigned rep = r->replicas[i], k, kind = (unsigned)sim_between(w, 0, 9);
+  unsigned m, lag;
+  char name[16], buf[16];
+  simsg *g;
+  if (kind < 5 || kind >= 8) {
+    m = (rep + 1) / 2;
+    if (m < rep && sim_between(w, 0, 3) == 0)
+      m++;
+    lag = (unsigned)sim_between(w, 1, 2);
+  } else if (kind < 7) {
+    m = 0;
+    lag = 10;
+  } else if (rep == 3) {
+    m = 1;   /* 2 x 1 < 3: two sides could each have one */
+    lag = 1;
+  } else {
+    m = 1;
+    lag = 0;   /* Redis disables the check */
+  }
+  if (kind == 9 && rep == 3) {
+    m = 1;
+    lag = 1;
+  }
+  r->unchecked[i] = kind >= 8;
+  snprintf(name, sizeof(name), "g%u", i);
+  g = sim_sentinel_new(w, r->first[i], rep, name,
+                       (lag <= 2 ? lag * 1000 : 0) + 2000 +
+                           sim_between(w, 0, 3000));
+  r->sg[i] = g;
+  for (k = 0; k <= rep; k++) {
+    simsrv *s = sim_sentinel_node(g, k);
+    snprintf(buf, sizeof(buf), "%u", m);
+    simkv_config_set(s->kv, "min-replicas-to-write", buf);
+    snprintf(buf, sizeof(buf), "%u", lag);
+    simkv_config_set(s->kv, "min-replicas-max-lag", buf);
+  }
+  snprintf(r->servers[i], sizeof(r->servers[i]),
+           "redis+sentinel://127.0.0.1:%d/%s", sim_sentinel_srv(g, 0)->port,
+           name);
 }
 
 /* A cluster master: its nodes, and its URI (a seed node and one or two
@@ -1343,7 +1537,21 @@ static void deploy(run *r) {
       if (p == 1)
         sim_srv_snapshot(n);
     }
-    if (r->primaries[i] == 0) {
+    if (r->replicas[i] > 0) {
+      deploy_group(r, i);
+      sim_logf(w, "master %u: a sentinel group of servers %u-%u (primary "
+               "%u, %u replicas, sentinels %u-%u; min-replicas-to-write "
+               "%s, min-replicas-max-lag %s, down-after %.3f s%s): %s", i,
+               r->first[i], r->first[i] + r->nodes[i] - 1, r->first[i],
+               r->replicas[i], r->sg[i]->sfirst,
+               r->sg[i]->sfirst + SIM_SG_SENTINELS - 1,
+               simkv_config(s->kv, "min-replicas-to-write"),
+               simkv_config(s->kv, "min-replicas-max-lag"),
+               (double)r->sg[i]->down_after / 1e9,
+               r->unchecked[i] ? ", ?isolation=unchecked" : "",
+               p == 0 ? "no persistence" : p == 1 ? "RDB snapshots"
+               : p == 2 ? "AOF everysec" : "AOF always");
+    } else if (r->primaries[i] == 0) {
       snprintf(r->servers[i], sizeof(r->servers[i]), "127.0.0.1:%d",
                s->port);
       sim_logf(w, "server %u: %s", i,
@@ -1371,6 +1579,10 @@ static void deploy(run *r) {
     if (r->n_masters == 1 && r->primaries[i] == 0 && p != 3)
       r->guard_ms = 10000;
     if (r->n_masters == 1 && r->primaries[i] > 0 && sim_between(w, 0, 3) != 0)
+      r->guard_ms = 10000;
+    /* A single group keeps its record on its primary only, which a
+     * failover may lose (replication is asynchronous). */
+    if (r->n_masters == 1 && r->replicas[i] > 0)
       r->guard_ms = 10000;
   }
   /* A fixed restart window (any number of masters may restart), now and
@@ -1469,6 +1681,14 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
    * clients close, and the world runs until nothing is left. */
   r->ending = 1;
   w->stopping = 1;
+  for (i = 0; i < r->n_masters; i++)
+    if (r->sg[i] != NULL) {
+      unsigned k;
+      sim_sentinel_heal(r->sg[i]);
+      for (k = 0; k < SIM_SG_SENTINELS; k++)
+        r->sg[i]->stale_until[k] = 0;
+    }
+  w->periodic_until = w->now + 5 * SIM_S;
   for (i = 0; i < r->n_actors; i++) {
     unsigned s;
     for (s = 0; s < w->n_srv; s++)
@@ -1498,7 +1718,8 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
         sv = r->cl[s] != NULL
                  ? sim_cluster_owner(r->cl[s],
                                      redlock__key_slot(name, strlen(name)))
-                 : &w->srv[r->first[s]];
+             : r->sg[s] != NULL ? sim_sentinel_primary(r->sg[s])
+                                : &w->srv[r->first[s]];
         if (sv == NULL || !sv->up)
           continue;
         v = simkv_get(sv->kv, name, strlen(name), sim_srv_wall_us(sv), &len);
@@ -1510,6 +1731,11 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
                * AOF everysec, a snapshot): the key then lives its ttl;
                * so may a promotion (the release not replicated yet). */
               sv->data_ns < r->released[t].at &&
+              /* So may a group's old primary that still took it (a
+               * client that had not heard of the switch) when it was
+               * made a replica. */
+              (r->sg[s] == NULL ||
+               r->sg[s]->rollback_ns < r->released[t].at) &&
               /* A client that exited (a CLI call) keeps no release: a
                * master it could not reach then (stopped, cut off)
                * keeps the key until its ttl (redlock.h, client close:
@@ -1580,11 +1806,11 @@ static void usage(void) {
           "                   [--workload plain|fence|extend|auto|rw|multi|"
           "reentrant|elect|mixed] "
           "[--faults LIST|all|none]\n"
-          "                   [--masters N] [--topology plain|cluster|mixed] "
-          "[--clients C]\n"
+          "                   [--masters N] "
+          "[--topology plain|cluster|sentinel|mixed] [--clients C]\n"
           "                   [--twice] [--shrink] [--verbose]\n"
           "faults: crash,pause,clock,cut,client-pause,client-crash,config,"
-          "join,drift,kill,failover,migrate,disagree\n");
+          "join,drift,kill,failover,migrate,disagree,switch,stale,split\n");
 }
 
 static int parse_faults(const char *s, unsigned *out) {
@@ -1682,8 +1908,9 @@ static int parse_opts(opts *o, int argc, char **argv, int from) {
       o->faults_arg = v;
     } else if (strcmp(a, "--topology") == 0) {
       if (strcmp(v, "plain") != 0 && strcmp(v, "cluster") != 0 &&
-          strcmp(v, "mixed") != 0) {
-        fprintf(stderr, "redlock-sim: --topology plain, cluster or mixed\n");
+          strcmp(v, "sentinel") != 0 && strcmp(v, "mixed") != 0) {
+        fprintf(stderr, "redlock-sim: --topology plain, cluster, sentinel "
+                "or mixed\n");
         return -1;
       }
       o->topology = v;

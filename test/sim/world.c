@@ -814,6 +814,13 @@ static void cl_wrote(simsrv *s);
 static void cl_gone(simsrv *s);
 static void cl_back(simsrv *s, int restarted);
 static void cl_free(simcl *c);
+/* The sentinel section's. */
+static void sg_fill_info(simsrv *s);
+static void sg_command(simsrv *s, int argc, const char *const *argv,
+                       const size_t *lens, simkv_out *o);
+static void sg_wrote(simsrv *s);
+static void sg_gone(simsrv *s);
+static void sg_back(simsrv *s, int restarted);
 
 static void srv_fill_info(simsrv *s) {
   s->info.run_id = s->run_id;
@@ -830,6 +837,8 @@ static void srv_fill_info(simsrv *s) {
   s->info.rdb_last_save_time = 0;
   if (s->cl != NULL)
     cl_fill_info(s);
+  if (s->sg != NULL && !s->sentinel)
+    sg_fill_info(s);
 }
 
 static long srv_publish(void *arg, const char *ch, size_t chlen,
@@ -843,7 +852,8 @@ static void srv_start(simsrv *s) {
   hex40(s->w, s->run_id);
   /* A replica keeps the replication id it loads (its primary's, in the
    * RDB's or the AOF's preamble) until it syncs again. */
-  if (s->cl == NULL || cl_view_primary(s))
+  if ((s->cl == NULL || cl_view_primary(s)) &&
+      (s->sg == NULL || s->sentinel || s->follows == s->node))
     hex40(s->w, s->replid);
   srv_fill_info(s);
   sim_trace(s->w, 0x5100000000ULL + s->index);
@@ -1088,6 +1098,8 @@ static void srv_run(simlink *l) {
     } else if (s->cl != NULL && l->n_subs == 0 && argc >= 2 &&
                is(argv[0], lens[0], "CLUSTER")) {
       cl_command(s, argc, argv, lens, &o);
+    } else if (s->sentinel && l->n_subs == 0) {
+      sg_command(s, argc, argv, lens, &o);
     } else if (l->n_subs > 0 && !is(argv[0], lens[0], "PING")) {
       out_printf(&o, "-ERR Can't execute '%.*s': only (P|S)SUBSCRIBE / "
                  "(P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in "
@@ -1099,6 +1111,8 @@ static void srv_run(simlink *l) {
         s->writes++;
         if (s->cl != NULL)
           cl_wrote(s);
+        if (s->sg != NULL)
+          sg_wrote(s);
       }
       if ((int)l->env->id == w->trace_client && o.len > at &&
           o.p[at] == '-')
@@ -1167,15 +1181,18 @@ static void on_restart(simworld *w, void *arg, uint64_t incarnation) {
            s->run_id, simkv_keys(s->kv));
   if (s->cl != NULL)
     cl_back(s, 1);
+  if (s->sg != NULL)
+    sg_back(s, 1);
 }
 
 void sim_srv_crash(simsrv *s, uint64_t down_ns) {
   simworld *w = s->w;
   sim_loss loss = sim_srv_loss(s);
   simkv *keep = NULL;
-  char conf[4][32];
-  static const char *names[4] = {"appendonly", "appendfsync", "save",
-                                 "requirepass"};
+  char conf[6][32];
+  static const char *names[6] = {"appendonly", "appendfsync", "save",
+                                 "requirepass", "min-replicas-to-write",
+                                 "min-replicas-max-lag"};
   int i;
   if (!s->up)
     return;
@@ -1183,7 +1200,7 @@ void sim_srv_crash(simsrv *s, uint64_t down_ns) {
    * on disk: a CONFIG SET without CONFIG REWRITE is lost too, but the
    * simulated deployment starts every instance with the same settings as
    * it ran, as an operator's unit file would). */
-  for (i = 0; i < 4; i++)
+  for (i = 0; i < 6; i++)
     snprintf(conf[i], sizeof(conf[i]), "%s", simkv_config(s->kv, names[i]));
   switch (loss) {
     case SIM_LOSE_NOTHING:
@@ -1203,7 +1220,7 @@ void sim_srv_crash(simsrv *s, uint64_t down_ns) {
     fprintf(stderr, "sim: out of memory\n");
     abort();
   }
-  for (i = 0; i < 4; i++)
+  for (i = 0; i < 6; i++)
     simkv_config_set(keep, names[i], conf[i]);
   simkv_free(s->kv);
   s->kv = keep;
@@ -1219,6 +1236,11 @@ void sim_srv_crash(simsrv *s, uint64_t down_ns) {
     s->repl_armed = 0;
     s->synced = 0;
     cl_gone(s);
+  }
+  if (s->sg != NULL && !s->sentinel) {
+    s->repl_armed = 0;
+    if (s->follows != s->node)
+      s->synced = 0;   /* a replica syncs again when it is back */
   }
   /* Every connection is reset: the clients learn it after what was
    * already on its way to them. */
@@ -1238,6 +1260,8 @@ void sim_srv_crash(simsrv *s, uint64_t down_ns) {
                                        : "everything",
            (double)down_ns / 1e9);
   sim_at(w, w->now + down_ns, NULL, on_restart, s, s->incarnation);
+  if (s->sg != NULL)
+    sg_gone(s);
 }
 
 void sim_srv_kill_client(simsrv *s, unsigned client) {
@@ -1272,6 +1296,8 @@ static void on_resume(simworld *w, void *arg, uint64_t incarnation) {
   }
   if (s->cl != NULL)
     cl_back(s, 0);
+  if (s->sg != NULL)
+    sg_back(s, 0);
 }
 
 void sim_srv_pause(simsrv *s, uint64_t ns) {
@@ -1284,6 +1310,8 @@ void sim_srv_pause(simsrv *s, uint64_t ns) {
   sim_at(w, s->paused_until, NULL, on_resume, s, s->incarnation);
   if (s->cl != NULL)
     cl_gone(s);
+  if (s->sg != NULL)
+    sg_gone(s);
 }
 
 /* ---- Redis Cluster ------------------------------------------------------- */
@@ -2055,6 +2083,656 @@ void sim_cluster_bend(simsrv *s, unsigned lo, unsigned hi, unsigned to,
   sim_at(w, w->now + ns, NULL, on_cl_unbend, s, s->bend_gen);
 }
 
+/* ---- Redis Sentinel groups ----------------------------------------------- */
+
+/* A group (world.h): data nodes that replicate asynchronously from the one
+ * each follows (a full sync when it starts following, then batches), a
+ * replication cron on each primary that counts its good replicas once a
+ * second (min-replicas-to-write: NOREPLICAS below it, kv.c), and three
+ * sentinels. A majority of running sentinels that reach each other but not
+ * the primary for down-after-milliseconds elects one of its synced
+ * replicas on their side (0.1-1 s later): it is promoted with what it had,
+ * the replicas the leader reaches are reconfigured one after the other,
+ * then the switch is announced: each sentinel that can hear of it names
+ * the new primary (a few ms, now and then a second; a stale one later)
+ * and publishes +switch-master. A node that follows the wrong primary is
+ * reconfigured by a sentinel that knows better and reaches it: a replica
+ * at its next cron, an old primary that still believes it leads 1-8 s
+ * after that sentinel first sees it (Sentinel waits for it to report the
+ * wrong role for a while). A partition splits the members in two sides:
+ * replication, acknowledgements and the sentinels' view stop between them
+ * (the clients reach both). */
+
+simsrv *sim_sentinel_node(simsg *g, unsigned node) {
+  return &g->w->srv[g->first + node];
+}
+
+simsrv *sim_sentinel_srv(simsg *g, unsigned k) {
+  return &g->w->srv[g->sfirst + k];
+}
+
+simsrv *sim_sentinel_primary(simsg *g) {
+  return sim_sentinel_node(g, g->primary);
+}
+
+static unsigned sg_member(const simsrv *s) {
+  return s->sentinel ? SIM_SG_NODES + s->node : s->node;
+}
+
+/* Can two members of one group reach each other? */
+static int sg_talk(const simsrv *a, const simsrv *b) {
+  const simsg *g = a->sg;
+  return !g->split || g->side[sg_member(a)] == g->side[sg_member(b)];
+}
+
+static int sg_leads(const simsrv *s) {
+  return s->follows == s->node;
+}
+
+/* refreshGoodSlavesCount on primary p: its online replicas whose last
+ * ack is at most min-replicas-max-lag seconds old (whole seconds, as
+ * Redis's unixtime). */
+static void sg_count(simsrv *p) {
+  simsg *g = p->sg;
+  int64_t lag = atoi(simkv_config(p->kv, "min-replicas-max-lag"));
+  int64_t now_s = (int64_t)(p->w->now / SIM_S);
+  unsigned i;
+  int good = 0;
+  for (i = 0; i < g->n; i++) {
+    simsrv *q = sim_sentinel_node(g, i);
+    if (i != p->node && q->up && q->follows == p->node && q->synced &&
+        now_s - (int64_t)(q->ack_ns / SIM_S) <= lag)
+      good++;
+  }
+  p->good = good;
+}
+
+/* A link of primary p closed (its replica went, or follows another): it
+ * leaves p's count at once (freeClient). */
+static void sg_link_lost(simsrv *p) {
+  if (running(p) && sg_leads(p))
+    sg_count(p);
+}
+
+static void sg_fill_info(simsrv *s) {
+  simsg *g = s->sg;
+  s->info.second_repl_offset = s->second_offset;
+  if (!sg_leads(s)) {
+    simsrv *p = sim_sentinel_node(g, s->follows);
+    s->info.role = "slave";
+    s->info.master_host = "127.0.0.1";
+    s->info.master_port = p->port;
+    s->info.master_link_up = s->synced && running(p) && sg_talk(s, p);
+    return;
+  }
+  /* kv.c's NOREPLICAS reads the good ones here. */
+  s->info.connected_slaves = s->good;
+}
+
+/* Replication: a batch of the primary's keys as they are now reaches the
+ * replicas that follow it, run, and are on its side. */
+static void on_sg_repl(simworld *w, void *arg, uint64_t incarnation) {
+  simsrv *s = arg;
+  simsg *g = s->sg;
+  unsigned i;
+  if (!s->up || s->incarnation != incarnation)
+    return;
+  if (s->paused_until > w->now) {
+    sim_at(w, s->paused_until, NULL, on_sg_repl, s, incarnation);
+    return;
+  }
+  s->repl_armed = 0;
+  if (!sg_leads(s))
+    return;
+  for (i = 0; i < g->n; i++) {
+    simsrv *q = sim_sentinel_node(g, i);
+    if (q != s && running(q) && q->synced && q->follows == s->node &&
+        sg_talk(s, q) && simkv_copy_keys(q->kv, s->kv) != 0) {
+      fprintf(stderr, "sim: out of memory\n");
+      abort();
+    }
+  }
+  sim_trace(w, 0x6d10000000ULL + s->index);
+}
+
+static void sg_wrote(simsrv *s) {
+  simworld *w = s->w;
+  uint64_t lag;
+  if (s->sentinel || s->repl_armed || !sg_leads(s))
+    return;
+  s->repl_armed = 1;
+  lag = sim_between(w, 0, 9) == 0 ? sim_between(w, 100, 1000)
+                                  : sim_between(w, 1, 20);
+  sim_at(w, w->now + lag * SIM_MS, NULL, on_sg_repl, s, s->incarnation);
+}
+
+/* A full sync from the node it follows (tried again while that one does
+ * not run, does not lead, or is on the other side). */
+static void on_sg_sync(simworld *w, void *arg, uint64_t gen) {
+  simsrv *s = arg, *p;
+  if (s->sync_gen != gen || !s->up || sg_leads(s))
+    return;
+  p = sim_sentinel_node(s->sg, s->follows);
+  if (!running(s) || !running(p) || !sg_leads(p) || !sg_talk(s, p)) {
+    if (w->now < w->periodic_until)
+      sim_at(w, w->now + sim_between(w, 100, 300) * SIM_MS, NULL, on_sg_sync,
+             s, gen);
+    return;
+  }
+  if (simkv_copy_keys(s->kv, p->kv) != 0) {
+    fprintf(stderr, "sim: out of memory\n");
+    abort();
+  }
+  s->synced = 1;
+  s->data_ns = w->now;
+  s->ack_ns = w->now;
+  memcpy(s->replid, p->replid, sizeof(s->replid));
+  sg_count(p);   /* replicaPutOnline */
+  sim_trace(w, 0x6e10000000ULL + s->index);
+}
+
+static void sg_sync_later(simsrv *s) {
+  simworld *w = s->w;
+  s->synced = 0;
+  s->sync_gen++;
+  sim_at(w, w->now + sim_between(w, 20, 200) * SIM_MS, NULL, on_sg_sync, s,
+         s->sync_gen);
+}
+
+/* s follows node p from now on (REPLICAOF). */
+static void sg_follow(simsrv *s, unsigned p) {
+  simworld *w = s->w;
+  unsigned old = s->follows;
+  if (old == p)
+    return;
+  if (sg_leads(s)) {
+    s->demoted_ns = w->now;
+    s->sg->rollback_ns = w->now;
+  }
+  s->wrong_since = 0;
+  s->follows = p;
+  sim_logf(w, "server %u (group node %u) follows server %u now", s->index,
+           s->node, sim_sentinel_node(s->sg, p)->index);
+  if (old != s->node)
+    sg_link_lost(sim_sentinel_node(s->sg, old));
+  sg_sync_later(s);
+}
+
+/* A sentinel that knows the latest election, runs and reaches s. */
+static int sg_watched(const simsrv *s) {
+  simsg *g = s->sg;
+  unsigned k;
+  if (!g->visible)
+    return 0;
+  for (k = 0; k < SIM_SG_SENTINELS; k++) {
+    simsrv *t = sim_sentinel_srv(g, k);
+    if (running(t) && g->known[k] == g->epoch && sg_talk(s, t))
+      return 1;
+  }
+  return 0;
+}
+
+/* The sentinels put a node that follows the wrong primary right. */
+static void sg_reconcile(simsrv *s) {
+  simsg *g = s->sg;
+  simworld *w = s->w;
+  if (s->node == g->primary || s->follows == g->primary || !running(s) ||
+      !sg_watched(s)) {
+    s->wrong_since = 0;
+    return;
+  }
+  if (sg_leads(s)) {
+    if (s->wrong_since == 0) {
+      s->wrong_since = w->now + sim_between(w, 1000, 8000) * SIM_MS;
+      return;
+    }
+    if (w->now < s->wrong_since)
+      return;
+  }
+  sg_follow(s, g->primary);
+}
+
+/* A data node's replication cron, once a second: a replica acks, a
+ * primary counts its good replicas; and the sentinels' reconfiguration. */
+static void on_sg_tick(simworld *w, void *arg, uint64_t a) {
+  simsrv *s = arg;
+  (void)a;
+  if (w->now >= w->periodic_until)
+    return;
+  sim_at(w, w->now + SIM_S, NULL, on_sg_tick, s, 0);
+  if (!running(s))
+    return;
+  if (sg_leads(s)) {
+    sg_count(s);
+  } else {
+    simsrv *p = sim_sentinel_node(s->sg, s->follows);
+    if (s->synced && p->up && sg_talk(p, s))
+      s->ack_ns = w->now;
+  }
+  sg_reconcile(s);
+}
+
+/* Sentinel k hears of the latest election, when it can: it names the new
+ * primary and publishes +switch-master. */
+static void sg_tell(simsg *g, unsigned k) {
+  simworld *w = g->w;
+  simsrv *t = sim_sentinel_srv(g, k);
+  unsigned old = g->names[k];
+  char msg[128];
+  int n;
+  if (!g->visible || g->known[k] >= g->epoch || !running(t) ||
+      w->now < g->stale_until[k] ||
+      !sg_talk(t, sim_sentinel_srv(g, g->leader)))
+    return;
+  g->known[k] = g->epoch;
+  g->names[k] = g->primary;
+  if (old == g->primary)
+    return;
+  n = snprintf(msg, sizeof(msg), "%s 127.0.0.1 %d 127.0.0.1 %d", g->name,
+               sim_sentinel_node(g, old)->port,
+               sim_sentinel_node(g, g->primary)->port);
+  sim_logf(w, "sentinel %u (server %u): +switch-master %s", k, t->index, msg);
+  (void)publish_here(t, "+switch-master", 14, msg, (size_t)n);
+}
+
+static void on_sg_tell(simworld *w, void *arg, uint64_t k) {
+  (void)w;
+  sg_tell(arg, (unsigned)k);
+}
+
+static void sg_tell_later(simsg *g) {
+  unsigned k;
+  for (k = 0; k < SIM_SG_SENTINELS; k++)
+    sim_at(g->w, g->w->now + gossip(g->w), NULL, on_sg_tell, g, k);
+}
+
+/* The side (1 or 2) whose running sentinels, two or more, cannot reach
+ * the primary (0: none); *leader one of them. */
+static int sg_down_side(simsg *g, unsigned *leader) {
+  simsrv *p = sim_sentinel_primary(g);
+  unsigned side, k;
+  for (side = 0; side < 2; side++) {
+    unsigned cnt = 0, lead = 0;
+    for (k = 0; k < SIM_SG_SENTINELS; k++) {
+      simsrv *t = sim_sentinel_srv(g, k);
+      if (running(t) && (g->split ? g->side[SIM_SG_NODES + k] == side
+                                  : side == 0)) {
+        cnt++;
+        lead = k;
+      }
+    }
+    if (cnt >= 2 &&
+        !(running(p) && sg_talk(p, sim_sentinel_srv(g, lead)))) {
+      *leader = lead;
+      return (int)side + 1;
+    }
+  }
+  return 0;
+}
+
+/* A replica on the leader's side that may be elected now, or NULL. */
+static simsrv *sg_heir(simsg *g, unsigned leader) {
+  simsrv *t = sim_sentinel_srv(g, leader);
+  unsigned i, k = (unsigned)sim_between(g->w, 0, g->n - 1);
+  for (i = 0; i < g->n; i++) {
+    simsrv *q = sim_sentinel_node(g, (k + i) % g->n);
+    if (q->node != g->primary && !sg_leads(q) && running(q) && q->synced &&
+        sg_talk(q, t) && repromote_ok(q))
+      return q;
+  }
+  return NULL;
+}
+
+static void on_sg_announce(simworld *w, void *arg, uint64_t epoch) {
+  simsg *g = arg;
+  (void)w;
+  if (g->epoch != epoch)
+    return;
+  g->visible = 1;
+  sg_tell(g, g->leader);
+  sg_tell_later(g);
+}
+
+static void on_sg_reconf(simworld *w, void *arg, uint64_t epoch) {
+  simsrv *q = arg;
+  (void)w;
+  if (q->sg->epoch == epoch && running(q) && !sg_leads(q))
+    sg_follow(q, q->sg->primary);
+}
+
+static void sg_check(simsg *g);
+
+/* Node x becomes the primary (REPLICAOF NO ONE), with what it has; the
+ * leader reconfigures the replicas it reaches, then the switch is
+ * announced. */
+static void sg_promote(simsg *g, simsrv *r, unsigned leader) {
+  simworld *w = g->w;
+  simsrv *old = sim_sentinel_primary(g), *t = sim_sentinel_srv(g, leader);
+  unsigned i, prev = r->follows;
+  uint64_t at = w->now;
+  g->primary = r->node;
+  g->epoch++;
+  g->visible = 0;
+  g->leader = leader;
+  r->follows = r->node;
+  r->wrong_since = 0;
+  hex40(w, r->replid);
+  r->second_offset = (int64_t)r->writes + 1;
+  r->data_ns = w->now;
+  r->good = 0;
+  sg_link_lost(sim_sentinel_node(g, prev));
+  sim_logf(w, "server %u (group node %u) promoted in place of server %u "
+           "(writes not replicated are lost)", r->index, r->node, old->index);
+  sim_trace(w, 0x6c10000000ULL + g->epoch);
+  for (i = 0; i < g->n; i++) {
+    simsrv *q = sim_sentinel_node(g, i);
+    if (q == r || sg_leads(q) || !running(q) || !sg_talk(q, t))
+      continue;
+    at += sim_between(w, 10, 300) * SIM_MS;
+    sim_at(w, at, NULL, on_sg_reconf, q, g->epoch);
+  }
+  sim_at(w, at + sim_between(w, 1, 50) * SIM_MS, NULL, on_sg_announce, g,
+         g->epoch);
+  sg_check(g);
+}
+
+static void on_sg_elect(simworld *w, void *arg, uint64_t a) {
+  simsg *g = arg;
+  unsigned leader;
+  simsrv *r = sim_sentinel_node(g, (unsigned)(a & 0xff));
+  (void)w;
+  if ((unsigned)(a >> 8) != g->gone_gen || g->gone_ns == 0 ||
+      sg_down_side(g, &leader) == 0)
+    return;
+  if (r->node == g->primary || sg_leads(r) || !running(r) || !r->synced ||
+      !sg_talk(r, sim_sentinel_srv(g, leader)) || !repromote_ok(r))
+    return;
+  sg_promote(g, r, leader);
+}
+
+/* The primary was down for down-after-milliseconds on one side: its
+ * sentinels elect a leader, which picks a replica (tried again each
+ * second while none can be). */
+static void on_sg_timeout(simworld *w, void *arg, uint64_t gen) {
+  simsg *g = arg;
+  unsigned leader;
+  simsrv *heir;
+  if (g->gone_gen != gen || g->gone_ns == 0 || w->now >= w->periodic_until ||
+      sg_down_side(g, &leader) == 0)
+    return;
+  heir = sg_heir(g, leader);
+  if (heir == NULL) {
+    sim_at(w, w->now + SIM_S, NULL, on_sg_timeout, g, gen);
+    return;
+  }
+  sim_logf(w, "group %s: server %u is down for the sentinels", g->name,
+           sim_sentinel_primary(g)->index);
+  sim_at(w, w->now + sim_between(w, 100, 1000) * SIM_MS, NULL, on_sg_elect,
+         g, ((uint64_t)gen << 8) | heir->node);
+}
+
+static void sg_check(simsg *g) {
+  simworld *w = g->w;
+  unsigned leader;
+  int down = sg_down_side(g, &leader) != 0;
+  if (down && g->gone_ns == 0) {
+    g->gone_ns = w->now;
+    g->gone_gen++;
+    sim_at(w, w->now + g->down_after, NULL, on_sg_timeout, g, g->gone_gen);
+  } else if (!down && g->gone_ns != 0) {
+    g->gone_ns = 0;
+    g->gone_gen++;
+  }
+}
+
+/* The group's own second: the sentinels hear what they can, and look at
+ * the primary. */
+static void on_sg_group_tick(simworld *w, void *arg, uint64_t a) {
+  simsg *g = arg;
+  unsigned k;
+  (void)a;
+  if (w->now >= w->periodic_until)
+    return;
+  sim_at(w, w->now + SIM_S, NULL, on_sg_group_tick, g, 0);
+  for (k = 0; k < SIM_SG_SENTINELS; k++)
+    sg_tell(g, k);
+  sg_check(g);
+}
+
+/* A member crashed or stopped. */
+static void sg_gone(simsrv *s) {
+  if (!s->sentinel && !s->up && !sg_leads(s))
+    sg_link_lost(sim_sentinel_node(s->sg, s->follows));
+  sg_check(s->sg);
+}
+
+/* A member is back: restarted (with what its persistence kept: a primary
+ * comes back believing it leads, a replica syncs again), or resumed (a
+ * primary's cron catches up once what the clients sent meanwhile ran). */
+static void sg_back(simsrv *s, int restarted) {
+  simsg *g = s->sg;
+  simworld *w = s->w;
+  unsigned i;
+  if (s->sentinel) {
+    sim_at(w, w->now + sim_between(w, 10, 100) * SIM_MS, NULL, on_sg_tell, g,
+           s->node);
+  } else if (sg_leads(s)) {
+    s->good = 0;
+    for (i = 0; restarted && i < g->n; i++) {
+      simsrv *q = sim_sentinel_node(g, i);
+      if (q != s && q->up && q->follows == s->node)
+        sg_sync_later(q);
+    }
+    sg_count(s);
+  } else if (restarted) {
+    sg_sync_later(s);
+  } else if (s->synced) {
+    sg_wrote(sim_sentinel_node(g, s->follows));
+  }
+  sg_check(g);
+}
+
+static void sg_command(simsrv *s, int argc, const char *const *argv,
+                       const size_t *lens, simkv_out *o) {
+  simsg *g = s->sg;
+  unsigned k = s->node, i, n = 0;
+  char port[16];
+  int known;
+  if (is(argv[0], lens[0], "PING")) {
+    out_printf(o, "+PONG\r\n");
+    return;
+  }
+  if (!is(argv[0], lens[0], "SENTINEL")) {
+    out_printf(o, "-ERR unknown command '%.*s', with args beginning with: "
+               "\r\n", (int)(lens[0] < 64 ? lens[0] : 64), argv[0]);
+    return;
+  }
+  known = argc == 3 && is(argv[2], lens[2], g->name);
+  if (argc == 3 && is(argv[1], lens[1], "get-master-addr-by-name")) {
+    if (!known) {
+      out_printf(o, "*-1\r\n");
+      return;
+    }
+    snprintf(port, sizeof(port), "%d",
+             sim_sentinel_node(g, g->names[k])->port);
+    out_printf(o, "*2\r\n$9\r\n127.0.0.1\r\n");
+    out_bulk(o, port, strlen(port));
+    return;
+  }
+  if (argc == 3 && (is(argv[1], lens[1], "REPLICAS") ||
+                    is(argv[1], lens[1], "SLAVES"))) {
+    if (!known) {
+      out_printf(o, "-ERR No such master with that name\r\n");
+      return;
+    }
+    /* Every node but the one it names (down ones too), Redis 7.0's
+     * fields for a replica. */
+    out_printf(o, "*%u\r\n", g->n - 1);
+    for (i = 0; i < g->n; i++) {
+      simsrv *q = sim_sentinel_node(g, i), *m;
+      int ok = running(q) && sg_talk(s, q);
+      char name[32], v[5][24];
+      const char *f[42];
+      unsigned j;
+      if (i == g->names[k])
+        continue;
+      m = sim_sentinel_node(g, g->names[k]);
+      snprintf(name, sizeof(name), "127.0.0.1:%d", q->port);
+      snprintf(v[0], sizeof(v[0]), "%d", q->port);
+      snprintf(v[1], sizeof(v[1]), "%" PRIu64,
+               (uint64_t)(g->down_after / SIM_MS));
+      snprintf(v[2], sizeof(v[2]), "%d", m->port);
+      snprintf(v[3], sizeof(v[3]), "%" PRIu64, q->writes);
+      snprintf(v[4], sizeof(v[4]), "%u", 100 + n);
+      f[0] = "name"; f[1] = name;
+      f[2] = "ip"; f[3] = "127.0.0.1";
+      f[4] = "port"; f[5] = v[0];
+      f[6] = "runid"; f[7] = q->run_id;
+      f[8] = "flags"; f[9] = ok ? "slave" : "s_down,slave,disconnected";
+      f[10] = "link-pending-commands"; f[11] = "0";
+      f[12] = "link-refcount"; f[13] = "1";
+      f[14] = "last-ping-sent"; f[15] = "0";
+      f[16] = "last-ok-ping-reply"; f[17] = v[4];
+      f[18] = "last-ping-reply"; f[19] = v[4];
+      f[20] = "down-after-milliseconds"; f[21] = v[1];
+      f[22] = "info-refresh"; f[23] = "100";
+      f[24] = "role-reported"; f[25] = "slave";
+      f[26] = "role-reported-time"; f[27] = "1000";
+      f[28] = "master-link-down-time"; f[29] = "0";
+      f[30] = "master-link-status"; f[31] = ok ? "ok" : "err";
+      f[32] = "master-host"; f[33] = "127.0.0.1";
+      f[34] = "master-port"; f[35] = v[2];
+      f[36] = "slave-priority"; f[37] = "100";
+      f[38] = "slave-repl-offset"; f[39] = v[3];
+      f[40] = "replica-announced"; f[41] = "1";
+      out_printf(o, "*42\r\n");
+      for (j = 0; j < 42; j++)
+        out_bulk(o, f[j], strlen(f[j]));
+      n++;
+    }
+    return;
+  }
+  out_printf(o, "-ERR Unknown sentinel subcommand '%.*s'\r\n",
+             (int)(argc > 1 && lens[1] < 64 ? lens[1] : 0),
+             argc > 1 ? argv[1] : "");
+}
+
+simsg *sim_sentinel_new(simworld *w, unsigned first, unsigned replicas,
+                        const char *name, uint64_t down_after_ms) {
+  simsg *g = xcalloc(1, sizeof(*g));
+  unsigned i, n = 1 + replicas;
+  if (n > SIM_SG_NODES || first + n + SIM_SG_SENTINELS > w->n_srv ||
+      w->n_sg == SIM_MAX_GROUPS) {
+    fprintf(stderr, "sim: a sentinel group of %u nodes does not fit\n", n);
+    abort();
+  }
+  g->w = w;
+  g->first = first;
+  g->n = n;
+  g->sfirst = first + n;
+  snprintf(g->name, sizeof(g->name), "%s", name);
+  g->down_after = down_after_ms * SIM_MS;
+  g->visible = 1;
+  for (i = 0; i < n; i++) {
+    simsrv *s = sim_sentinel_node(g, i);
+    s->sg = g;
+    s->node = i;
+    s->follows = 0;
+    s->synced = 1;   /* empty, as its primary */
+    s->ack_ns = w->now;
+    if (i > 0)
+      memcpy(s->replid, sim_sentinel_node(g, 0)->replid, 41);
+    srv_fill_info(s);
+    sim_at(w, w->now + sim_between(w, 0, 999) * SIM_MS, NULL, on_sg_tick, s,
+           0);
+  }
+  sim_sentinel_node(g, 0)->good = (int)replicas;   /* all online */
+  for (i = 0; i < SIM_SG_SENTINELS; i++) {
+    simsrv *s = sim_sentinel_srv(g, i);
+    s->sg = g;
+    s->sentinel = 1;
+    s->node = i;
+  }
+  sim_at(w, w->now + sim_between(w, 0, 999) * SIM_MS, NULL, on_sg_group_tick,
+         g, 0);
+  w->sg[w->n_sg++] = g;
+  return g;
+}
+
+int sim_sentinel_would_fail_over(const simsrv *s, uint64_t ns) {
+  return s->sg != NULL && !s->sentinel && s->node == s->sg->primary &&
+         s->sg->n > 1 && ns >= s->sg->down_after;
+}
+
+int sim_sentinel_switch(simsg *g) {
+  unsigned k, i, k0 = (unsigned)sim_between(g->w, 0, SIM_SG_SENTINELS - 1);
+  if (!g->visible)
+    return -1;   /* a failover under way */
+  for (i = 0; i < SIM_SG_SENTINELS; i++) {
+    simsrv *r;
+    k = (k0 + i) % SIM_SG_SENTINELS;
+    if (!running(sim_sentinel_srv(g, k)))
+      continue;
+    r = sg_heir(g, k);
+    if (r == NULL)
+      return -1;
+    sim_logf(g->w, "sentinel %u: SENTINEL FAILOVER %s", k, g->name);
+    sg_promote(g, r, k);
+    return 0;
+  }
+  return -1;
+}
+
+void sim_sentinel_stale(simsg *g, unsigned k, uint64_t ns) {
+  simworld *w = g->w;
+  if (k >= SIM_SG_SENTINELS)
+    return;
+  if (g->stale_until[k] < w->now + ns)
+    g->stale_until[k] = w->now + ns;
+  sim_logf(w, "sentinel %u (server %u) learns nothing for %.3f s", k,
+           sim_sentinel_srv(g, k)->index, (double)ns / 1e9);
+}
+
+static void on_sg_heal(simworld *w, void *arg, uint64_t gen) {
+  simsg *g = arg;
+  (void)w;
+  if (g->split_gen == gen)
+    sim_sentinel_heal(g);
+}
+
+void sim_sentinel_heal(simsg *g) {
+  unsigned i;
+  if (!g->split)
+    return;
+  g->split = 0;
+  g->split_gen++;
+  memset(g->side, 0, sizeof(g->side));
+  sim_logf(g->w, "group %s: the partition heals", g->name);
+  for (i = 0; i < g->n; i++)
+    sg_wrote(sim_sentinel_node(g, i));
+  sg_tell_later(g);
+  sg_check(g);
+}
+
+void sim_sentinel_split(simsg *g, unsigned with, unsigned k, uint64_t ns) {
+  simworld *w = g->w;
+  unsigned i;
+  if (g->split || k >= SIM_SG_SENTINELS)
+    return;
+  memset(g->side, 0, sizeof(g->side));
+  for (i = 0; i < g->n && i < SIM_SG_NODES; i++)
+    if (i == g->primary || (with & (1u << i)))
+      g->side[i] = 1;
+  g->side[SIM_SG_NODES + k % SIM_SG_SENTINELS] = 1;
+  g->split = 1;
+  g->split_gen++;
+  sim_logf(w, "group %s: partitioned for %.3f s: server %u (its primary), "
+           "replicas %#x and sentinel %u on one side", g->name,
+           (double)ns / 1e9, sim_sentinel_primary(g)->index, with, k);
+  sim_at(w, w->now + ns, NULL, on_sg_heal, g, g->split_gen);
+  sg_check(g);
+}
+
 /* ---- cuts ---------------------------------------------------------------- */
 
 void sim_cut(simworld *w, unsigned client, unsigned srv, int mode, int dirs) {
@@ -2110,6 +2788,7 @@ void sim_init(simworld *w, uint64_t seed, unsigned n_srv, int base_port,
   w->lat_max = 400000;      /* 400 us */
   w->max_clients = max_clients;
   w->trace_client = -1;
+  w->periodic_until = UINT64_MAX;
   w->cut = xcalloc(max_clients, sizeof(*w->cut));
   w->n_srv = n_srv;
   w->base_port = base_port;
@@ -2137,6 +2816,8 @@ void sim_free(simworld *w) {
   unsigned i;
   for (i = 0; i < w->n_cl; i++)
     cl_free(w->cl[i]);
+  for (i = 0; i < w->n_sg; i++)
+    free(w->sg[i]);
   for (i = 0; i < w->n_srv; i++) {
     simsrv *s = &w->srv[i];
     while (s->conns != NULL)

@@ -70,10 +70,14 @@ typedef struct simenv simenv;
 typedef struct simlink simlink;
 typedef struct simcl simcl;
 typedef struct simclcfg simclcfg;   /* a cluster's configuration (world.c) */
+typedef struct simsg simsg;
 
 #define SIM_SLOTS 16384
 #define SIM_CL_NODES 6     /* nodes of one cluster at most */
 #define SIM_MAX_CLUSTERS 16
+#define SIM_SG_NODES 4     /* data nodes of a sentinel group at most */
+#define SIM_SG_SENTINELS 3 /* its sentinels */
+#define SIM_MAX_GROUPS 8
 
 /* How a server keeps its data across a restart: follows its config
  * (appendonly, appendfsync) at the moment it crashes, as Redis does. */
@@ -127,6 +131,19 @@ struct simsrv {
   uint64_t demoted_ns;    /* when it last became a replica (0: never) */
   int mig;                /* a slot migration: 0, SIM_MIG_OUT, SIM_MIG_IN */
   unsigned mig_lo, mig_hi, mig_peer;
+  /* A member of a sentinel group (sg NULL: none): a data node (node is
+   * its index in the group) or one of its sentinels (sentinel set, node
+   * its index among them). */
+  simsg *sg;
+  int sentinel;
+  unsigned follows;       /* a data node: the node it replicates, itself
+                             when it believes it is the primary */
+  uint64_t ack_ns;        /* a replica: its last REPLCONF ACK (true ns) */
+  int good;               /* a primary: repl_good_slaves_count, as its
+                             replication cron last counted it */
+  uint64_t wrong_since;   /* a primary the sentinels call a replica: since
+                             when they see it so (0: not) */
+  unsigned tick_gen;
 };
 
 enum { SIM_MIG_OUT = 1, SIM_MIG_IN = 2 };
@@ -143,6 +160,36 @@ struct simcl {
   unsigned mig_from, mig_to, mig_lo, mig_hi;
   unsigned mig_gen;
   int mig_keys_done;
+};
+
+/* A simulated Redis Sentinel group: one primary and its replicas
+ * (asynchronous replication), watched by three sentinels that each name
+ * the primary they believe in. */
+struct simsg {
+  simworld *w;
+  unsigned first, n;      /* data nodes: w->srv[first .. first + n) */
+  unsigned sfirst;        /* sentinels: w->srv[sfirst .. sfirst + 3) */
+  char name[16];          /* the master's name for the sentinels */
+  unsigned primary;       /* the latest elected node (the majority's) */
+  uint64_t epoch;         /* its failover epoch */
+  int visible;            /* the sentinels announce it (the failover's
+                             replicas were reconfigured) */
+  unsigned leader;        /* the sentinel that ran the last failover */
+  unsigned names[SIM_SG_SENTINELS];   /* what each sentinel names */
+  uint64_t known[SIM_SG_SENTINELS];   /* the epoch each one knows */
+  uint64_t stale_until[SIM_SG_SENTINELS];   /* learns nothing before */
+  /* A partition inside the group: side[] of each member (nodes, then
+   * sentinels at SIM_SG_NODES + k) while split. */
+  int split;
+  unsigned split_gen;
+  unsigned char side[SIM_SG_NODES + SIM_SG_SENTINELS];
+  uint64_t rollback_ns;   /* the last time a node that believed it led
+                             was made a replica: what it took since the
+                             last election is lost (0: never) */
+  uint64_t down_after;    /* ns: down-after-milliseconds */
+  uint64_t gone_ns;       /* a majority of sentinels sees the primary
+                             down since (0: not) */
+  unsigned gone_gen;
 };
 
 /* A client's environment: its seam (sys.h) and its process. */
@@ -182,6 +229,10 @@ struct simworld {
   unsigned n_srv;
   simcl *cl[SIM_MAX_CLUSTERS];   /* the clusters made of them */
   unsigned n_cl;
+  simsg *sg[SIM_MAX_GROUPS];     /* the sentinel groups */
+  unsigned n_sg;
+  uint64_t periodic_until;  /* a group's periodic work (replication cron,
+                               sentinels) stops after (the run's end) */
   uint64_t repromote_gap; /* ns: a node demoted less than this ago is not
                              promoted (an election or a failover waits; the
                              fault schedule's rule, sim.c) */
@@ -299,5 +350,34 @@ int sim_cluster_migrate(simcl *c, unsigned from, unsigned to, unsigned lo,
  * be s): MOVED where it should serve, CLUSTER SHARDS that say so. */
 void sim_cluster_bend(simsrv *s, unsigned lo, unsigned hi, unsigned to,
                       uint64_t ns);
+
+/* ---- Redis Sentinel groups ---------------------------------------------- */
+
+/* Servers first .. first + 1 + replicas - 1 become a group's data nodes
+ * (the first its primary), servers first + 1 + replicas .. + 2 its three
+ * sentinels, which know the primary as `name`. down_after_ms: the
+ * sentinels' down-after-milliseconds. The data nodes' min-replicas
+ * settings are the caller's (CONFIG). */
+simsg *sim_sentinel_new(simworld *w, unsigned first, unsigned replicas,
+                        const char *name, uint64_t down_after_ms);
+simsrv *sim_sentinel_node(simsg *g, unsigned node);
+simsrv *sim_sentinel_srv(simsg *g, unsigned k);
+/* The primary the majority elected last (the oracle's). */
+simsrv *sim_sentinel_primary(simsg *g);
+/* Could stopping (or cutting off) data node s for ns fail it over? */
+int sim_sentinel_would_fail_over(const simsrv *s, uint64_t ns);
+/* SENTINEL FAILOVER: a synced replica that runs is promoted with what
+ * replication brought it (writes not replicated are lost); -1 when none
+ * can be now. */
+int sim_sentinel_switch(simsg *g);
+/* Sentinel k learns nothing new for ns: it keeps naming the primary it
+ * names now. */
+void sim_sentinel_stale(simsg *g, unsigned k, uint64_t ns);
+/* A partition inside the group for ns: the primary, the replicas in
+ * `with` (bits of node indexes) and sentinel k on one side, the rest on
+ * the other. */
+void sim_sentinel_split(simsg *g, unsigned with, unsigned k, uint64_t ns);
+/* The partition heals now (the run's end). */
+void sim_sentinel_heal(simsg *g);
 
 #endif
