@@ -279,8 +279,25 @@ static int clocks_coming(const redlock__guard *g) {
   return known < g->quorum && known + coming >= g->quorum;
 }
 
-/* Fire and forget: the clock record of master idx (scripts.c, EVAL of the
- * text: these are rare), offset `off` +- `unc`, note `how`. */
+/* A note written: the instance took a write (8.: a sentinel group's
+ * primary that took none yet is not counted on its first sight). */
+static void on_note_reply(redlock__req *req, const redlock__reply *r,
+                          int error, const char *errstr) {
+  redlock__guard *g = req->owner;
+  redlock__guard_node *gn;
+  (void)error;
+  (void)errstr;
+  if (g->closing || r == NULL || r->type == REDLOCK__R_ERROR)
+    return;
+  gn = &g->gn[req->idx];
+  if (gn->accept_ns == 0 &&
+      req->kind == (uint8_t)g->nodes[req->idx].connects)
+    gn->accept_ns = guard_now(g);
+}
+
+/* The clock record of master idx (scripts.c, EVAL of the text: these are
+ * rare), offset `off` +- `unc`, note `how`; its reply says only whether the
+ * instance took the write. */
 static void note(redlock__guard *g, unsigned idx, int64_t off, int64_t unc,
                  const char *how) {
   const redlock__script *s = redlock__script_of(REDLOCK__CMD_CLOCK_NOTE);
@@ -318,6 +335,10 @@ static void note(redlock__guard *g, unsigned idx, int64_t off, int64_t unc,
   argv[8] = node->replid;
   lens[8] = strlen(node->replid);
   req->flags = REDLOCK__REQ_INTERNAL | REDLOCK__REQ_HERE;
+  req->cb = on_note_reply;
+  req->owner = g;
+  req->idx = idx;
+  req->kind = (uint8_t)node->connects;   /* this handshake (mod 256) */
   (void)redlock__node_submit(node, req, 9, argv, lens);
 }
 
@@ -567,12 +588,16 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
   record_seen(g, node->maxttl_ms);
   if (same) {
     /* The same instance again: one more bound on its start. */
-    if (rec != 0 && rec < gn->start)
+    if (rec != 0 && rec < gn->start) {
       gn->start = rec;
+      gn->start_rec = 1;
+    }
   } else {
     /* A new instance (or one we cannot identify): it started at the
      * latest when some client first saw it in step, or now (4.). */
     gn->start = rec != 0 ? rec : now;
+    gn->start_rec = rec != 0;
+    gn->accept_ns = 0;
     gn->warned[0] = '\0';
     gn->have = 0;   /* tracking starts over */
     gn->base = 0;   /* unless the record knows this instance */
@@ -1298,6 +1323,27 @@ static redlock__guard_verdict restart_verdict(redlock__guard *g,
         break;
     }
     window = g->window_ms;
+  }
+  if (g->nodes[idx].primary_only && !g->nodes[idx].isolation_unchecked) {
+    /* A sentinel group's primary (8.): promoted while the old one still
+     * took writes on its side of a partition, it refuses writes
+     * (NOREPLICAS) until replicas join it, and the old one stops within
+     * min-replicas-max-lag (+1 s: its count of good replicas is updated
+     * once a second) after they left. The window runs from its first
+     * write taken: its record (written by the first client it let write),
+     * else the first YES this client had from it (this one, maybe); and
+     * it is longer by that lag. */
+    const redlock__node *nd = &g->nodes[idx];
+    if (!gn->start_rec) {
+      if (gn->accept_ns == 0 && start_reads)
+        gn->accept_ns = now;
+      if (gn->accept_ns == 0)
+        age = 0;
+      else if (redlock__age_ms(gn->accept_ns, now) < age)
+        age = redlock__age_ms(gn->accept_ns, now);
+    }
+    window += ((int64_t)(nd->min_replicas_lag > 0 ? nd->min_replicas_lag
+                                                   : 0) + 1) * 1000;
   }
   if (age >= window) {
     if (start_reads) {

@@ -91,6 +91,11 @@ typedef struct redlock__guard_node {
                                  writes when cut off (node.c), until it
                                  does not */
   redlock__ns start;          /* latest possible start of that instance */
+  int start_rec;              /* start is the instance's record (some
+                                 client wrote it there: it took writes) */
+  redlock__ns accept_ns;      /* a sentinel group's primary whose start is
+                                 not its record: the first YES this client
+                                 had from it (8.), or 0 */
   redlock__ns up_ns;          /* its last handshake */
   int64_t known_ms;           /* record of the longest ttl seen there */
   redlock__guard_read read;

@@ -1733,9 +1733,12 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
               sv->data_ns < r->released[t].at &&
               /* So may a group's old primary that still took it (a
                * client that had not heard of the switch) when it was
-               * made a replica. */
+               * made a replica, or will be (it still believes it
+               * leads). */
               (r->sg[s] == NULL ||
-               r->sg[s]->rollback_ns < r->released[t].at) &&
+               (r->sg[s]->rollback_ns < r->released[t].at &&
+                !(sim_sentinel_deposed_leads(r->sg[s]) &&
+                  r->sg[s]->deposed_ns <= r->released[t].at))) &&
               /* A client that exited (a CLI call) keeps no release: a
                * master it could not reach then (stopped, cut off)
                * keeps the key until its ttl (redlock.h, client close:

@@ -2412,6 +2412,7 @@ static void sg_promote(simsg *g, simsrv *r, unsigned leader) {
   uint64_t at = w->now;
   g->primary = r->node;
   g->epoch++;
+  g->deposed_ns = w->now;
   g->visible = 0;
   g->leader = leader;
   r->follows = r->node;
@@ -2434,6 +2435,14 @@ static void sg_promote(simsg *g, simsrv *r, unsigned leader) {
   sim_at(w, at + sim_between(w, 1, 50) * SIM_MS, NULL, on_sg_announce, g,
          g->epoch);
   sg_check(g);
+}
+
+int sim_sentinel_deposed_leads(simsg *g) {
+  unsigned i;
+  for (i = 0; i < g->n; i++)
+    if (i != g->primary && sg_leads(sim_sentinel_node(g, i)))
+      return 1;
+  return 0;
 }
 
 static void on_sg_elect(simworld *w, void *arg, uint64_t a) {

@@ -183,6 +183,8 @@ struct simsg {
   int split;
   unsigned split_gen;
   unsigned char side[SIM_SG_NODES + SIM_SG_SENTINELS];
+  uint64_t deposed_ns;    /* the last election: an old primary that has
+                             not heard of it still takes writes */
   uint64_t rollback_ns;   /* the last time a node that believed it led
                              was made a replica: what it took since the
                              last election is lost (0: never) */
@@ -364,6 +366,9 @@ simsrv *sim_sentinel_node(simsg *g, unsigned node);
 simsrv *sim_sentinel_srv(simsg *g, unsigned k);
 /* The primary the majority elected last (the oracle's). */
 simsrv *sim_sentinel_primary(simsg *g);
+/* 1 while a node other than the primary believes it leads (a deposed
+ * primary not converted yet: what it takes is lost when it is). */
+int sim_sentinel_deposed_leads(simsg *g);
 /* Could stopping (or cutting off) data node s for ns fail it over? */
 int sim_sentinel_would_fail_over(const simsrv *s, uint64_t ns);
 /* SENTINEL FAILOVER: a synced replica that runs is promoted with what
