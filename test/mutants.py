@@ -2,7 +2,7 @@
 """mutants.py: breaks the library on purpose, one small change at a time,
 and checks that the tests named for each change catch it.
 
-  test/mutants.sh [--jobs N] [NAME-PART ...]
+  test/mutants.sh [--jobs N] [--sim | --no-sim] [NAME-PART ...]
 
 The mutants are in test/mutants.txt (format at its top). The tree is copied
 (the files git tracks, as they are in the work tree) to a scratch directory
@@ -13,6 +13,15 @@ relink every test), its tests run (meson test --no-rebuild), and the file
 is restored. A mutant is killed when one of its tests fails. The run ends
 with "mutants: K killed of N" and exits 1 when one survived or could not be
 applied or built.
+
+The proof of the simulator (issue 31): a mutant with a sim: line is also run
+against redlock-sim alone, on the same build, after its tests (fresh seeds
+from its options until the first violation, within
+REDLOCK_SIM_MUTANT_SECONDS of CPU, 60 by default); its result line says
+"sim alone: killed (the first violation...)" or "sim alone: SURVIVED", and
+the run ends with "sim alone: K killed of N" too: one the simulator alone
+misses fails the run as well (--no-sim skips this). --sim runs only that
+part, for the mutants with a sim: line.
 
 --jobs N (-j N; default REDLOCK_MUTANT_JOBS, else 2): N workers, each with
 its own copy of the tree and build directory, take the mutants from one
@@ -233,6 +242,10 @@ class Run:
         self.bad = 0
         self.missed = []            # (status, name) of those not killed
         self.errors = []            # a worker's setup or crash
+        self.sim_proof = False      # also the simulator alone (sim: line)
+        self.sim_total = 0
+        self.sim_killed = 0
+        self.sim_missed = []        # names the simulator alone missed
 
     def take(self):
         with self.lock:
@@ -240,9 +253,16 @@ class Run:
                 return None
             return self.queue.pop(0)
 
-    def report(self, status, name, block):
-        """One mutant's whole result, at once."""
+    def report(self, status, name, block, sim=None):
+        """One mutant's whole result, at once (sim: the simulator alone's
+        verdict, True or False, when it ran)."""
         with self.lock:
+            if sim is not None:
+                self.sim_total += 1
+                if sim:
+                    self.sim_killed += 1
+                else:
+                    self.sim_missed.append(name)
             if status == "KILLED":
                 self.killed += 1
             else:
@@ -327,11 +347,38 @@ class Worker:
         finally:
             self.built.set()     # a worker waiting for this one goes on
 
+    def sim_alone(self, m, i):
+        """The mutant (applied and built) against redlock-sim alone:
+        (killed, the text for its result line)."""
+        log = os.path.join(self.dir, f"sim-{i}.log")
+        env = dict(os.environ, REDLOCK_SIM_ARGS=(
+            f"--seconds {SIM_BUDGET} --stop-at-first {m['sim']}"))
+        t = time.monotonic()
+        self.run.gate.enter(False)
+        try:
+            rc = run(["meson", "test", "-C", self.build, "--no-rebuild",
+                      "--print-errorlogs", "sim-mutant"], 1200, log, env)
+        finally:
+            self.run.gate.leave(False)
+        out = open(log, errors="replace").read()
+        took = time.monotonic() - t
+        first = re.search(r"^sim: the first violation (.*)$", out, re.M)
+        if rc != 0 and first:
+            return True, (f"\n         sim alone: killed, the first "
+                          f"violation {first.group(1)} ({took:.0f} s)")
+        if rc != 0:
+            return False, (f"\n         sim alone: ERROR (meson exit {rc}, "
+                           f"no violation reported; {log})")
+        return False, (f"\n         sim alone: SURVIVED {SIM_BUDGET} CPU s "
+                       f"of {m['sim']}")
+
     def mutant(self, m, i):
         if m["file"].endswith(("meson.build", "meson_options.txt",
                                "meson.options")):
             self.info = introspect(self.build)
-        want = targets_of(self.build, m["tests"], self.info)
+        proof = self.run.sim_proof and m.get("sim") is not None
+        want = targets_of(self.build, m["tests"] +
+                          (["sim-mutant"] if proof else []), self.info)
         if want is None:
             return self.run.report(
                 "NOTEST", m["name"],
@@ -383,6 +430,11 @@ class Worker:
                 return
             took = time.monotonic() - ts
             out = open(tlog, errors="replace").read()
+            sim_line, sim_ok = "", None
+            if proof:
+                sim_ok, sim_line = self.sim_alone(m, i)
+                if STOP.is_set():
+                    return
             failed = sorted(set(re.findall(
                 r"^\s*\d+/\d+ \S+ / (\S+)\s+(?:FAIL|TIMEOUT|ERROR)",
                 out, re.M)))
@@ -390,7 +442,7 @@ class Worker:
                 self.run.report(
                     "NOTRUN", m["name"],
                     f"NOTRUN   {m['name']}: meson ran no test "
-                    f"({' '.join(m['tests'])})")
+                    f"({' '.join(m['tests'])}){sim_line}", sim_ok)
             elif rc != 0:
                 by = ", ".join(failed) if failed else f"meson exit {rc}"
                 first = re.search(r"^sim: the first violation .*$", out,
@@ -399,12 +451,13 @@ class Worker:
                     by += " (" + first.group(0)[5:] + ")"
                 self.run.report(
                     "KILLED", m["name"],
-                    f"KILLED   {m['name']} by {by} ({took:.0f} s)")
+                    f"KILLED   {m['name']} by {by} ({took:.0f} s){sim_line}",
+                    sim_ok)
             else:
                 self.run.report(
                     "SURVIVED", m["name"],
                     f"SURVIVED {m['name']}: {' '.join(m['tests'])} "
-                    f"passed ({took:.0f} s)")
+                    f"passed ({took:.0f} s){sim_line}", sim_ok)
         finally:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
@@ -426,6 +479,10 @@ def arguments(argv):
             sys.exit(0)
         if a == "--sim":
             sim = True
+            i += 1
+            continue
+        if a == "--no-sim":
+            sim = None
             i += 1
             continue
         if a in ("-j", "--jobs"):
@@ -479,6 +536,7 @@ def main():
     threads = []
     try:
         r = Run(muts, work, set())
+        r.sim_proof = sim is False   # the default: tests, then the proof
         workers = [Worker(k, r) for k in range(1, jobs + 1)]
         # The first copy is configured here: its tests tell which run
         # alone, and those mutants go first.
@@ -516,8 +574,15 @@ def main():
             print(f"mutants: not killed ({len(r.missed)}):")
             for status, name in sorted(r.missed):
                 print(f"  {status:8} {name}")
+        if r.sim_missed:
+            print(f"sim alone: not killed ({len(r.sim_missed)}):")
+            for name in sorted(r.sim_missed):
+                print(f"  {name}")
+        if r.sim_proof:
+            print(f"sim alone: {r.sim_killed} killed of {r.sim_total}")
         print(f"mutants: {r.killed} killed of {len(muts)}")
-        return 0 if r.killed == len(muts) and r.bad == 0 else 1
+        return 0 if (r.killed == len(muts) and r.bad == 0 and
+                     not r.sim_missed) else 1
     except KeyboardInterrupt:
         stop_all()
         for t in threads:
