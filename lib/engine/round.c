@@ -271,6 +271,38 @@ static int isolated(redlock__round *r, unsigned node, char *why,
          redlock__node_isolated(&r->client->nodes[node], why, len);
 }
 
+/* A guard's verdict on master i's YES, about `node`: 1 counts, 0 refused
+ * (result set), -1 waits for the guard (the record's read, a handshake,
+ * the others' clocks). */
+static int apply_verdict(redlock__round *r, unsigned i, unsigned node,
+                         redlock__guard_verdict v, const char *why,
+                         int64_t wait_ms, int64_t window_ms, int cause,
+                         redlock__ns now, redlock__ns sent) {
+  redlock_client_t *c = r->client;
+  switch (v) {
+    case REDLOCK__GUARD_COUNT:
+      return 1;
+    case REDLOCK__GUARD_REFUSE:
+      r->pend[i] = 0;
+      r->vnode[i] = (uint16_t)node;
+      set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, why, now, sent);
+      c->nodes[node].st.guard_refusals++;
+      r->res[i].guard_wait_ms = wait_ms;
+      r->res[i].guard_window_ms = window_ms;
+      r->res[i].guard_cause = cause;
+      return 0;
+    case REDLOCK__GUARD_PENDING:
+      r->pend[i] = 1;
+      r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
+      if (!r->waiting_guard) {
+        r->waiting_guard = 1;
+        redlock__guard_wait(&c->guard, &r->gw);
+      }
+      return -1;
+  }
+  return 0;
+}
+
 /* The guard's judgement of one node's YES (the vote's node, or each part
  * of a split vote): 1 counts, 0 decided otherwise (result set), -1 waits
  * (a clock reading, or the record's read). */
@@ -282,6 +314,7 @@ judge_node(redlock__round *r, unsigned i, unsigned node,
   char why[REDLOCK__ERRSTR_LEN + 80];
   int64_t wait_ms, window_ms;
   int cause;
+  redlock__guard_verdict v;
   if (r->pend[i] && c->nodes[node].teardowns != conn) {
     /* Its connection was lost while the vote waited. */
     r->pend[i] = 0;
@@ -326,29 +359,30 @@ judge_node(redlock__round *r, unsigned i, unsigned node,
     r->res[i].guard_cause = REDLOCK_GUARD_RECORD;
     return 0;
   }
-  switch (redlock__guard_check(&c->guard, node, r->ttl_ms, now, why,
-                               sizeof(why), &wait_ms, &window_ms, &cause)) {
-    case REDLOCK__GUARD_COUNT:
-      return 1;
-    case REDLOCK__GUARD_REFUSE:
-      r->pend[i] = 0;
-      r->vnode[i] = (uint16_t)node;
-      set_result(r, i, REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, why, now, sent);
-      c->nodes[node].st.guard_refusals++;
-      r->res[i].guard_wait_ms = wait_ms;
-      r->res[i].guard_window_ms = window_ms;
-      r->res[i].guard_cause = cause;
-      return 0;
-    case REDLOCK__GUARD_PENDING:
-      r->pend[i] = 1;
-      r->res[i].latency_us = (now - sent) / REDLOCK__NS_PER_US;
-      if (!r->waiting_guard) {
-        r->waiting_guard = 1;
-        redlock__guard_wait(&c->guard, &r->gw);
-      }
-      return -1;
-  }
-  return 0;
+  v = redlock__guard_check(&c->guard, node, r->ttl_ms, now, why, sizeof(why),
+                           &wait_ms, &window_ms, &cause);
+  return apply_verdict(r, i, node, v, why, wait_ms, window_ms, cause, now,
+                       sent);
+}
+
+/* Once master i's own node(s) count: the master's other nodes (a
+ * cluster's primaries: what a young one lost may have moved to the node
+ * that voted, guard.c 7.). Returns as judge_node. */
+static int judge_peers(redlock__round *r, unsigned i, unsigned node,
+                       redlock__ns now, redlock__ns sent) {
+  redlock_client_t *c = r->client;
+  char why[REDLOCK__ERRSTR_LEN + 80];
+  int64_t wait_ms, window_ms;
+  int cause;
+  unsigned peer = node;
+  redlock__guard_verdict v;
+  if (c->n_nodes == c->n)
+    return 1;   /* every master is one node */
+  v = redlock__guard_check_peers(&c->guard, node, r->ttl_ms, now, why,
+                                 sizeof(why), &wait_ms, &window_ms, &cause,
+                                 &peer);
+  return apply_verdict(r, i, peer, v, why, wait_ms, window_ms, cause, now,
+                       sent);
 }
 
 static redlock__part *part_of(const redlock__round *r, unsigned i,
@@ -363,8 +397,10 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
                        redlock__ns sent) {
   unsigned k;
   if (r->nparts[i] == 0) {
-    if (judge_node(r, i, r->vnode[i], r->pend_seq[i], r->pend_conn[i], now,
-                   sent) == 1) {
+    unsigned node = r->vnode[i];
+    if (judge_node(r, i, node, r->pend_seq[i], r->pend_conn[i], now,
+                   sent) == 1 &&
+        judge_peers(r, i, node, now, sent) == 1) {
       r->pend[i] = 0;
       set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
     }
@@ -375,6 +411,8 @@ static void guard_vote(redlock__round *r, unsigned i, redlock__ns now,
     if (judge_node(r, i, p->node, p->seq, p->conn, now, sent) != 1)
       return;
   }
+  if (judge_peers(r, i, part_of(r, i, 0)->node, now, sent) != 1)
+    return;
   r->pend[i] = 0;
   set_result(r, i, REDLOCK_VOTE_YES, 0, "", now, sent);
 }

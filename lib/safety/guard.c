@@ -1430,6 +1430,79 @@ redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
                  cause);
 }
 
+/* 7.: a cluster's primaries pass keys to each other (MIGRATE, and ASK
+ * while a slot moves), so what one of them lost in a failover or a clock
+ * step may be what another now answers for: a slot that left a young
+ * primary within its window holds its losses wherever it went, and no
+ * client can read which slots did (a new one least of all). The YES of
+ * node idx counts only when each other primary of its master would count
+ * too: one that is up is judged as its own YES would be (this ttl's
+ * tolerance for its clock); one on its way up is waited for (its first
+ * handshake may show a new instance); one that is down, by what was seen
+ * of it (its instance's window, a step's). A master of one node has no
+ * other. */
+redlock__guard_verdict redlock__guard_check_peers(
+    redlock__guard *g, unsigned idx, int64_t ttl_ms, redlock__ns now,
+    char *why, size_t whylen, int64_t *wait_ms, int64_t *window_ms,
+    int *cause, unsigned *peer) {
+  unsigned m = g->nodes[idx].master, cnt, k;
+  const unsigned *list;
+  int pending = 0;
+  *wait_ms = -1;
+  *window_ms = -1;
+  *cause = REDLOCK_GUARD_NONE;
+  if (g->mode_ms < 0)
+    return REDLOCK__GUARD_COUNT;
+  cnt = master_nodes(g, m, &list);
+  for (k = 0; k < cnt; k++) {
+    unsigned j = node_of(list, m, k);
+    const redlock__node *n = &g->nodes[j];
+    const redlock__guard_node *gn = &g->gn[j];
+    redlock__guard_verdict v;
+    char sub[200];
+    if (j == idx || n->lazy)
+      continue;
+    if (!gn->up) {
+      int64_t window = redlock__guard_window(g);
+      if (n->state != REDLOCK__NODE_DOWN && n->state != REDLOCK__NODE_CLOSED) {
+        pending = 1;   /* its handshake (client.c wakes the guard) */
+        continue;
+      }
+      if (gn->run_id[0] == '\0')
+        continue;      /* never seen: a node that is down moves no key */
+      if (g->clock_on && gn->step_ns != 0 && window > 0 &&
+          now < gn->step_ns + (redlock__ns)window * REDLOCK__NS_PER_MS) {
+        *cause = REDLOCK_GUARD_CLOCK_STEP;
+        *window_ms = window;
+        *wait_ms = window - (int64_t)((now - gn->step_ns) /
+                                      REDLOCK__NS_PER_MS);
+        snprintf(sub, sizeof(sub), "clock stepped, counts in %.1f s",
+                 (double)*wait_ms / 1000.0);
+        v = REDLOCK__GUARD_REFUSE;
+      } else {
+        v = restart_verdict(g, j, now, 1, sub, sizeof(sub), wait_ms,
+                            window_ms, cause);
+      }
+    } else {
+      v = verdict(g, j, ttl_ms, now, 1, sub, sizeof(sub), wait_ms,
+                  window_ms, cause);
+    }
+    if (v == REDLOCK__GUARD_PENDING)
+      pending = 1;
+    if (v != REDLOCK__GUARD_REFUSE)
+      continue;
+    *peer = j;
+    snprintf(why, whylen, "%s: %s, a primary of this cluster (its slots "
+             "may have moved)", sub,
+             n->uri.display != NULL ? n->uri.display : "?");
+    return REDLOCK__GUARD_REFUSE;
+  }
+  *wait_ms = -1;
+  *window_ms = -1;
+  *cause = REDLOCK_GUARD_NONE;
+  return pending ? REDLOCK__GUARD_PENDING : REDLOCK__GUARD_COUNT;
+}
+
 redlock__guard_verdict redlock__guard_peek(redlock__guard *g, unsigned idx,
                                            int64_t ttl_ms, redlock__ns now,
                                            char *why, size_t whylen,

@@ -210,6 +210,14 @@ redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
                                             char *why, size_t whylen,
                                             int64_t *wait_ms,
                                             int64_t *window_ms, int *cause);
+/* The same for the other nodes of node idx's master, once idx's own YES
+ * counts (7.: a cluster's primaries pass keys to each other): COUNT when
+ * each would count, PENDING while one is on its way up or waits for a
+ * read, REFUSE with why and *peer the node that does not. */
+redlock__guard_verdict redlock__guard_check_peers(
+    redlock__guard *g, unsigned idx, int64_t ttl_ms, redlock__ns now,
+    char *why, size_t whylen, int64_t *wait_ms, int64_t *window_ms,
+    int *cause, unsigned *peer);
 /* The same without side effects (no read is started; PENDING reads as a
  * refusal "not read yet"): for redlock_client_master_info. */
 redlock__guard_verdict redlock__guard_peek(redlock__guard *g, unsigned idx,
