@@ -1736,9 +1736,14 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
                * made a replica, or will be (it still believes it
                * leads). */
               (r->sg[s] == NULL ||
+               r->released[t].at < r->sg[s]->deposed_ns ||
                (r->sg[s]->rollback_ns < r->released[t].at &&
-                !(sim_sentinel_deposed_leads(r->sg[s]) &&
-                  r->sg[s]->deposed_ns <= r->released[t].at))) &&
+                !sim_sentinel_deposed_leads(r->sg[s]))) &&
+              /* A cluster's likewise (a failover's old primary). */
+              (r->cl[s] == NULL ||
+               r->released[t].at < r->cl[s]->deposed_ns ||
+               (r->cl[s]->rollback_ns < r->released[t].at &&
+                !sim_cluster_deposed_leads(r->cl[s]))) &&
               /* A client that exited (a CLI call) keeps no release: a
                * master it could not reach then (stopped, cut off)
                * keeps the key until its ttl (redlock.h, client close:

@@ -1422,8 +1422,10 @@ static void cl_adopt(simsrv *s, simclcfg *g) {
   s->bent = 0;
   if (s->mig == SIM_MIG_OUT && g->owner[s->mig_lo] != x)
     s->mig = 0;   /* SETSLOT ... NODE reached it: the migration is over */
-  if (now != x && was == x)
+  if (now != x && was == x) {
     s->demoted_ns = s->w->now;
+    s->cl->rollback_ns = s->w->now;
+  }
   if (now != x && now != was) {
     /* Demoted, or another primary's replica now: a full sync. */
     sim_logf(s->w, "server %u (cluster node %u) follows node %u now", s->index,
@@ -1900,8 +1902,19 @@ static void cl_back(simsrv *s, int restarted) {
  * but for a TAKEOVER that comes before the node's first cron tick after
  * it loaded (DESIGN, guard 7.: 3 of 10 takeovers sent as the node
  * finished loading kept the id it loaded, second_repl_offset -1). */
+int sim_cluster_deposed_leads(simcl *c) {
+  unsigned i;
+  for (i = 0; i < c->n; i++) {
+    simsrv *s = sim_cluster_srv(c, i);
+    if (running(s) && s->view->primary[i] == i && c->cur->primary[i] != i)
+      return 1;
+  }
+  return 0;
+}
+
 static void cl_promote(simsrv *r, int lossless) {
   simworld *w = r->w;
+  r->cl->deposed_ns = w->now;
   simcl *c = r->cl;
   unsigned x = r->node, p = c->cur->primary[x], i, now = 1u << x;
   simsrv *ps = sim_cluster_srv(c, p);

@@ -160,6 +160,11 @@ struct simcl {
   unsigned mig_from, mig_to, mig_lo, mig_hi;
   unsigned mig_gen;
   int mig_keys_done;
+  uint64_t deposed_ns;    /* the last failover: an old primary that has
+                             not heard of it still takes writes */
+  uint64_t rollback_ns;   /* the last time a node that believed it was a
+                             primary was made a replica (what it took
+                             since the failover is lost) */
 };
 
 /* A simulated Redis Sentinel group: one primary and its replicas
@@ -335,6 +340,9 @@ simsrv *sim_cluster_heir(simcl *c, unsigned node, int synced);
 /* Could stopping this node for ns fail it over (a primary with a
  * replica, gone for more than the node timeout)? */
 int sim_cluster_would_fail_over(const simsrv *s, uint64_t ns);
+/* 1 while a running node believes it is a primary that the cluster's
+ * latest configuration made a replica (it takes writes that are lost). */
+int sim_cluster_deposed_leads(simcl *c);
 /* In a slot migration (a fault leaves it alone). */
 int sim_srv_migrating(const simsrv *s);
 /* CLUSTER FAILOVER on replica r: lossless (a manual failover: it first
