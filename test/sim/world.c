@@ -349,8 +349,8 @@ static void on_down(simworld *w, void *arg, uint64_t a) {
     }
     free(c);
   }
-  link_unref(l);
-  link_unref(l);
+  l->refs--;        /* the extra one (the event's still holds it) */
+  link_unref(l);    /* the event's */
 }
 
 /* The client learns that its connection was refused or reset. */
