@@ -53,7 +53,8 @@ want_pkgs() {
 
 base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev openssl
            redis-server redis-tools python3)
-test_pkgs=(clang valgrind docker-compose iptables iproute2 groff-base)
+test_pkgs=(clang valgrind docker-compose iptables iproute2 groff-base
+           liblua5.1-0-dev)
 # The Python binding's suite: a venv with Debian's site packages (pytest,
 # redis-py for the benchmark's comparison, setuptools and wheel for pip's
 # offline build), node for node-redlock in the mixed-fleet test.

@@ -7,7 +7,9 @@
  * the end, each handler answering as Redis 7.0 does (replies and error
  * texts checked against a real redis-server by test-sim-diff.c), and a C
  * twin of each of the library's Lua scripts (lib/base/scripts.c), which
- * EVAL and EVALSHA run instead of Lua.
+ * EVAL and EVALSHA run instead of Lua; any other script (a mutant's: a
+ * changed text) runs in Lua 5.1 with redis.call on the same handlers
+ * (run_lua), checked against Redis by test-sim-diff too.
  *
  * Does not own: connections, time, persistence, replication, pub/sub
  * receivers, cluster routing and INFO's facts: the world gives them
@@ -46,8 +48,9 @@
  * info->connected_slaves the replicas within min-replicas-max-lag (the
  * good ones, for NOREPLICAS).
  *
- * Not modelled (documented, not needed by the library): any other Lua
- * script ("-ERR simulated server: unknown script"); INFO's sections other
+ * Not modelled (documented, not needed by the library): in Lua, the
+ * sandbox (globals are not protected), redis.log, redis.sha1hex,
+ * redis.setresp and cjson; INFO's sections other
  * than server, persistence, replication, cluster and keyspace, and most
  * of their fields; CONFIG parameters other than the seven the library and
  * the simulator use (CONFIG GET's patterns match those only, several
@@ -67,6 +70,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
 
 #include "kv.h"
 #include "pure.h"
@@ -135,6 +142,8 @@ typedef struct sbuf {
 typedef struct scached {
   char sha[41];
   int twin;                /* a redlock__cmd, or -1: not the library's */
+  char *text;              /* twin -1: the text, run in Lua (run_lua) */
+  size_t tlen;
 } scached;
 
 enum {
@@ -879,14 +888,33 @@ static scached *cache_find(simkv *kv, const char *sha40) {
   return NULL;
 }
 
-static int cache_add(simkv *kv, const char *sha40, int twin) {
+static void cache_clear(simkv *kv) {
+  size_t i;
+  for (i = 0; i < kv->nsc; i++)
+    free(kv->sc[i].text);
+  kv->nsc = 0;
+}
+
+static int cache_add(simkv *kv, const char *sha40, int twin, const char *p,
+                     size_t n) {
   scached *c = cache_find(kv, sha40);
+  char *text = NULL;
   if (c != NULL)
     return 0;
+  if (twin < 0) {
+    text = malloc(n + 1);
+    if (text == NULL) {
+      kv->oom = 1;
+      return -1;
+    }
+    memcpy(text, p, n);
+    text[n] = '\0';
+  }
   if (kv->nsc == kv->csc) {
     size_t cap = kv->csc ? kv->csc * 2 : 32;
     scached *a = realloc(kv->sc, cap * sizeof(*a));
     if (a == NULL) {
+      free(text);
       kv->oom = 1;
       return -1;
     }
@@ -896,6 +924,8 @@ static int cache_add(simkv *kv, const char *sha40, int twin) {
   memcpy(kv->sc[kv->nsc].sha, sha40, 40);
   kv->sc[kv->nsc].sha[40] = '\0';
   kv->sc[kv->nsc].twin = twin;
+  kv->sc[kv->nsc].text = text;
+  kv->sc[kv->nsc].tlen = n;
   kv->nsc++;
   return 0;
 }
@@ -1726,7 +1756,7 @@ static void c_config_set(run *R) {
 static void c_script_load(run *R) {
   char sha[41];
   int t = script_sha(ARG(2), LEN(2), sha);
-  if (cache_add(R->kv, sha, t) != 0)
+  if (cache_add(R->kv, sha, t, ARG(2), LEN(2)) != 0)
     return;
   out_bulk(R, sha, 40);
 }
@@ -1737,7 +1767,7 @@ static void c_script_flush(run *R) {
     out_err(R, "ERR SCRIPT FLUSH only support SYNC|ASYNC option");
     return;
   }
-  R->kv->nsc = 0;
+  cache_clear(R->kv);
   out_ok(R);
 }
 
@@ -1763,6 +1793,8 @@ static void c_script_exists(run *R) {
 }
 
 static void run_twin(run *R, int twin, int nk);
+static void run_lua(run *R, const char *sha, const char *text, size_t len,
+                    int nk);
 
 /* EVAL script numkeys ... and EVALSHA sha numkeys ...: numkeys checked
  * first (after a SHA that is not 40 characters), as evalGenericCommand
@@ -1796,14 +1828,18 @@ static void eval_generic(run *R, int sha) {
       return;
     }
     twin = c->twin;
+    if (twin < 0) {
+      run_lua(R, c->sha, c->text, c->tlen, (int)nk);
+      return;
+    }
   } else {
     twin = script_sha(ARG(1), LEN(1), h);
-    if (cache_add(R->kv, h, twin) != 0)
+    if (cache_add(R->kv, h, twin, ARG(1), LEN(1)) != 0)
       return;
-  }
-  if (twin < 0) {
-    out_err(R, "ERR simulated server: unknown script");
-    return;
+    if (twin < 0) {
+      run_lua(R, h, ARG(1), LEN(1), (int)nk);
+      return;
+    }
   }
   run_twin(R, twin, (int)nk);
 }
@@ -3101,10 +3137,327 @@ static void (*const twins[REDLOCK__N_CMDS])(tw *S) = {
     [REDLOCK__CMD_MARK_FORGET] = tw_mark_forget,
 };
 
+/* ---- scripts the twins do not know: Lua 5.1, as Redis 7.0 runs them ---- */
+
+/* A script whose text is not one of the library's (a mutant's, or any
+ * other) runs in a Lua 5.1 interpreter, as Redis's does: KEYS and ARGV,
+ * redis.call and redis.pcall through the same handlers as the commands
+ * (the checks of rcall: arguments, the command, its arity, a write's
+ * permission), redis.error_reply and redis.status_reply, and the reply
+ * converted both ways as Redis 7.0's RESP2 conversions do. The library's
+ * own scripts keep their twins (fast, and checked against Redis by
+ * test-sim-diff); this path is what lets the simulator judge a changed
+ * script at all. One interpreter per call: slow, and only for these. */
+
+typedef struct luarun {
+  run *R;
+  const char *sha;
+  int dirty;               /* a write was let through: no more checks */
+} luarun;
+
+static luarun *luarun_of(lua_State *L) {
+  luarun *lr;
+  lua_getfield(L, LUA_REGISTRYINDEX, "simkv_run");
+  lr = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return lr;
+}
+
+/* Pushes {field = text} (an error or a status reply as Lua sees it). */
+static void lua_push_field(lua_State *L, const char *field, const char *p,
+                           size_t n) {
+  lua_newtable(L);
+  lua_pushlstring(L, p, n);
+  lua_setfield(L, -2, field);
+}
+
+/* Pushes the Lua value of the RESP reply at *pp (ours: well formed), and
+ * moves *pp past it: an integer is a number, a bulk a string, a nil
+ * bulk false, an array a table, a status {ok = ...}, an error
+ * {err = ...}. */
+static void lua_push_resp(lua_State *L, const char **pp) {
+  const char *p = *pp;
+  const char *e = strchr(p, '\r');
+  size_t line = (size_t)(e - p);
+  long long v, i;
+  switch (p[0]) {
+    case '+':
+      lua_push_field(L, "ok", p + 1, line - 1);
+      *pp = p + line + 2;
+      return;
+    case '-':
+      lua_push_field(L, "err", p + 1, line - 1);
+      *pp = p + line + 2;
+      return;
+    case ':':
+      lua_pushnumber(L, (lua_Number)strtoll(p + 1, NULL, 10));
+      *pp = p + line + 2;
+      return;
+    case '*':
+      v = strtoll(p + 1, NULL, 10);
+      *pp = p + line + 2;
+      if (v < 0) {
+        lua_pushboolean(L, 0);
+        return;
+      }
+      lua_createtable(L, (int)v, 0);
+      for (i = 1; i <= v; i++) {
+        lua_push_resp(L, pp);
+        lua_rawseti(L, -2, (int)i);
+      }
+      return;
+    default:   /* '$' */
+      v = strtoll(p + 1, NULL, 10);
+      if (v < 0) {
+        lua_pushboolean(L, 0);
+        *pp = p + line + 2;
+        return;
+      }
+      lua_pushlstring(L, p + line + 2, (size_t)v);
+      *pp = p + line + 2 + (size_t)v + 2;
+      return;
+  }
+}
+
+/* redis.call (raise 1) and redis.pcall (raise 0). */
+static int lua_redis_generic(lua_State *L, int raise) {
+  luarun *lr = luarun_of(L);
+  run *R = lr->R;
+  simkv *kv = R->kv;
+  int argc = lua_gettop(L), i;
+  const cmddef *c;
+  char (*nums)[40];
+  const char **av;
+  size_t *al;
+  const char *err = NULL;
+  run Q;
+  simkv_out *o = &kv->slot_out[NSLOT - 1];
+  const char *p;
+  if (argc == 0)
+    return luaL_error(L, "Please specify at least one argument for this "
+                         "redis lib call");
+  nums = malloc((size_t)argc * sizeof(*nums));
+  av = malloc((size_t)argc * sizeof(*av));
+  al = malloc((size_t)argc * sizeof(*al));
+  if (nums == NULL || av == NULL || al == NULL) {
+    free(nums);
+    free(av);
+    free(al);
+    kv->oom = 1;
+    return luaL_error(L, "out of memory");
+  }
+  for (i = 0; i < argc && err == NULL; i++) {
+    if (lua_type(L, i + 1) == LUA_TNUMBER) {
+      lstr n = lua_num((double)lua_tonumber(L, i + 1), nums[i]);
+      av[i] = n.p;
+      al[i] = n.n;
+    } else if (lua_type(L, i + 1) == LUA_TSTRING) {
+      av[i] = lua_tolstring(L, i + 1, &al[i]);
+    } else {
+      err = "ERR Lua redis lib command arguments must be strings or "
+            "integers";
+    }
+  }
+  c = err == NULL ? find_cmd(commands, av[0], al[0], 0) : NULL;
+  if (err == NULL && (c == NULL || c->fn == NULL))
+    err = "ERR Unknown Redis command called from script";
+  if (err == NULL && !arity_ok(c, argc))
+    err = "ERR Wrong number of args calling Redis command from script";
+  if (err == NULL && (c->flags & F_WRITE) && !lr->dirty) {
+    if (is_replica(R))
+      err = "READONLY You can't write against a read only replica.";
+    else if (!good_replicas(R))
+      err = "NOREPLICAS Not enough good replicas to write.";
+    else
+      lr->dirty = 1;
+  }
+  if (err != NULL) {
+    free(nums);
+    free(av);
+    free(al);
+    lua_push_field(L, "err", err, strlen(err));
+    if (raise)
+      return lua_error(L);
+    return 1;
+  }
+  Q = *R;
+  Q.argc = argc;
+  Q.argv = av;
+  Q.lens = al;
+  Q.out = o;
+  Q.out->len = 0;
+  Q.wrote = 0;
+  c->fn(&Q);
+  R->wrote |= Q.wrote;
+  free(nums);
+  free(av);
+  free(al);
+  if (kv->oom || out_reserve(kv, o, 1) != 0)
+    return luaL_error(L, "out of memory");
+  o->p[o->len] = '\0';
+  p = o->p;
+  lua_push_resp(L, &p);
+  if (raise && o->p[0] == '-')
+    return lua_error(L);
+  return 1;
+}
+
+static int lua_redis_call(lua_State *L) {
+  return lua_redis_generic(L, 1);
+}
+
+static int lua_redis_pcall(lua_State *L) {
+  return lua_redis_generic(L, 0);
+}
+
+static int lua_redis_error_reply(lua_State *L) {
+  size_t n;
+  const char *p = luaL_checklstring(L, 1, &n);
+  lua_push_field(L, "err", p, n);
+  return 1;
+}
+
+static int lua_redis_status_reply(lua_State *L) {
+  size_t n;
+  const char *p = luaL_checklstring(L, 1, &n);
+  lua_push_field(L, "ok", p, n);
+  return 1;
+}
+
+/* The Lua value at the top of the stack as the script's reply (Redis's
+ * luaReplyToRedisReply, RESP2), popped. */
+static void lua_reply(run *R, lua_State *L) {
+  switch (lua_type(L, -1)) {
+    case LUA_TSTRING: {
+      size_t n;
+      const char *p = lua_tolstring(L, -1, &n);
+      out_bulk(R, p, n);
+      break;
+    }
+    case LUA_TBOOLEAN:
+      if (lua_toboolean(L, -1))
+        out_int(R, 1);
+      else
+        out_nil(R);
+      break;
+    case LUA_TNUMBER:
+      out_int(R, lua_int((double)lua_tonumber(L, -1)));
+      break;
+    case LUA_TTABLE: {
+      size_t n = 0, i;
+      lua_getfield(L, -1, "err");
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        out_err(R, "%s", lua_tostring(L, -1));   /* redis.error_reply */
+        lua_pop(L, 2);
+        return;
+      }
+      lua_pop(L, 1);
+      lua_getfield(L, -1, "ok");
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        out_raw(R, "+", 1);
+        out_lit(R, lua_tostring(L, -1));
+        out_raw(R, "\r\n", 2);
+        lua_pop(L, 2);
+        return;
+      }
+      lua_pop(L, 1);
+      for (;;) {
+        lua_rawgeti(L, -1, (int)(n + 1));
+        if (lua_isnil(L, -1)) {
+          lua_pop(L, 1);
+          break;
+        }
+        lua_pop(L, 1);
+        n++;
+      }
+      out_arr(R, n);
+      for (i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, (int)i);
+        lua_reply(R, L);
+      }
+      break;
+    }
+    default:
+      out_nil(R);
+      break;
+  }
+  lua_pop(L, 1);
+}
+
+static void run_lua(run *R, const char *sha, const char *text, size_t len,
+                    int nk) {
+  luarun lr;
+  lua_State *L = luaL_newstate();
+  int i;
+  if (L == NULL) {
+    R->kv->oom = 1;
+    return;
+  }
+  lr.R = R;
+  lr.sha = sha;
+  lr.dirty = 0;
+  luaL_openlibs(L);
+  lua_pushlightuserdata(L, &lr);
+  lua_setfield(L, LUA_REGISTRYINDEX, "simkv_run");
+  lua_newtable(L);
+  lua_pushcfunction(L, lua_redis_call);
+  lua_setfield(L, -2, "call");
+  lua_pushcfunction(L, lua_redis_pcall);
+  lua_setfield(L, -2, "pcall");
+  lua_pushcfunction(L, lua_redis_error_reply);
+  lua_setfield(L, -2, "error_reply");
+  lua_pushcfunction(L, lua_redis_status_reply);
+  lua_setfield(L, -2, "status_reply");
+  lua_setglobal(L, "redis");
+  lua_createtable(L, nk, 0);
+  for (i = 0; i < nk; i++) {
+    lua_pushlstring(L, R->argv[3 + i], R->lens[3 + i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setglobal(L, "KEYS");
+  lua_createtable(L, R->argc - 3 - nk, 0);
+  for (i = 3 + nk; i < R->argc; i++) {
+    lua_pushlstring(L, R->argv[i], R->lens[i]);
+    lua_rawseti(L, -2, i - 2 - nk);
+  }
+  lua_setglobal(L, "ARGV");
+  if (luaL_loadbuffer(L, text, len, "@user_script") != 0) {
+    out_err(R, "ERR Error compiling script (new function): %s",
+            lua_tostring(L, -1));
+    lua_close(L);
+    return;
+  }
+  if (lua_pcall(L, 0, 1, 0) != 0) {
+    if (lua_type(L, -1) == LUA_TTABLE) {
+      lua_getfield(L, -1, "err");
+      out_err(R, "%s script: %s, on @user_script:1.",
+              lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                             : "ERR unknown error",
+              sha);
+    } else {
+      out_err(R, "ERR %s script: %s, on @user_script:1.",
+              lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                             : "unknown error",
+              sha);
+    }
+    lua_close(L);
+    return;
+  }
+  lua_reply(R, L);
+  lua_close(L);
+}
+
+static int lua_only;
+
+void simkv_lua_only(int on) {
+  lua_only = on;
+}
+
 static void run_twin(run *R, int twin, int nk) {
   tw S;
-  if (twins[twin] == NULL) {
-    out_err(R, "ERR simulated server: unknown script");
+  if (twins[twin] == NULL || lua_only) {
+    const redlock__script *sc = lib_script(twin);
+    run_lua(R, sc->sha, sc->text, sc->len, nk);
     return;
   }
   memset(&S, 0, sizeof(S));
@@ -3312,6 +3665,7 @@ void simkv_free(simkv *kv) {
   }
   for (i = 0; i < NSB; i++)
     free(kv->sb[i].p);
+  cache_clear(kv);
   free(kv->sc);
   free(kv->cargv);
   free(kv->clens);
@@ -3415,7 +3769,7 @@ void simkv_restart(simkv *kv, int64_t now_us) {
         k++;
     }
   }
-  kv->nsc = 0;
+  cache_clear(kv);
 }
 
 void simkv_flush(simkv *kv) {

@@ -115,6 +115,10 @@ size_t simkv_keys(const simkv *kv);
 const char *simkv_get(simkv *kv, const char *key, size_t keylen,
                       int64_t now_us, size_t *len);
 
+/* Every script runs in Lua (kv.c run_lua), the library's too: what
+ * test-sim-diff checks the Lua path with (a process-wide switch). */
+void simkv_lua_only(int on);
+
 void simkv_out_reset(simkv_out *o);
 void simkv_out_free(simkv_out *o);
 
