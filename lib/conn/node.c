@@ -83,7 +83,8 @@
  *     redirections' limit; LOADING, MASTERDOWN, NOREPLICAS, READONLY,
  *     BUSY) is kept like one a connection lost, and the kept releases go
  *     out again on the open connection after a backoff (reconnect_min_ms
- *     doubling to reconnect_max_ms per resend since the handshake), or
+ *     doubling to reconnect_max_ms per resend, from the start again once
+ *     a release lands and none waits), or
  *     after the next handshake. A cluster's node that a topology idles
  *     hands its kept releases to a node that serves (cluster.c), whose
  *     MOVED sends each to its slot's primary. The list stays bounded
@@ -1648,16 +1649,24 @@ void redlock__node_idle(redlock__node *n, const char *why) {
 }
 
 void redlock__node_pass_kept(redlock__node *n, redlock__node *to) {
+  /* The list is taken first: a submit may run callbacks that keep a new
+   * release on n (a fresh list then). */
+  char **kept = n->kept;
+  size_t *kept_len = n->kept_len;
   unsigned i, count = n->n_kept;
+  n->kept = NULL;
+  n->kept_len = NULL;
   n->n_kept = 0;
   for (i = 0; i < count; i++) {
     redlock__req *req = redlock__node_req(to);
     if (req != NULL) {
       req->flags = REDLOCK__REQ_REDELIVER;
-      (void)redlock__node_submit_raw(to, req, n->kept[i], n->kept_len[i]);
+      (void)redlock__node_submit_raw(to, req, kept[i], kept_len[i]);
     }
-    redlock__free(n->kept[i]);   /* submit copied it (or kept a copy) */
+    redlock__free(kept[i]);   /* submit copied it (or kept a copy) */
   }
+  redlock__free(kept);
+  redlock__free(kept_len);
 }
 
 int redlock__node_set_address(redlock__node *n, const char *host, int port) {
@@ -1855,6 +1864,8 @@ static void on_conn_reply(redlock__conn *c, const redlock__reply *r) {
   }
   if (r->type == REDLOCK__R_ERROR && (req->flags & REDLOCK__REQ_REDELIVER))
     node_refused_release(n, req, r);
+  else if ((req->flags & REDLOCK__REQ_REDELIVER) && n->n_kept == 0)
+    n->kept_tries = 0;   /* invariant 8: a release landed, none waits */
   if (req->cb != NULL)
     req->cb(req, r, 0, NULL);
   req_put(n->env, req);

@@ -1342,8 +1342,11 @@ static redlock__guard_verdict restart_verdict(redlock__guard *g,
       else if (redlock__age_ms(gn->accept_ns, now) < age)
         age = redlock__age_ms(gn->accept_ns, now);
     }
-    window += ((int64_t)(nd->min_replicas_lag > 0 ? nd->min_replicas_lag
-                                                   : 0) + 1) * 1000;
+    /* The old primary's lag bounds it: the largest this client saw in
+     * the group (a fresh client knows only the one it reads). */
+    if (nd->min_replicas_lag > gn->lag_max)
+      gn->lag_max = nd->min_replicas_lag;
+    window += ((int64_t)gn->lag_max + 1) * 1000;
   }
   if (age >= window) {
     if (start_reads) {

@@ -93,6 +93,9 @@ typedef struct redlock__guard_node {
   redlock__ns start;          /* latest possible start of that instance */
   int start_rec;              /* start is the instance's record (some
                                  client wrote it there: it took writes) */
+  int lag_max;                /* a sentinel group's: the largest
+                                 min-replicas-max-lag its primaries had
+                                 (8.) */
   redlock__ns accept_ns;      /* a sentinel group's primary whose start is
                                  not its record: the first YES this client
                                  had from it (8.), or 0 */
