@@ -393,6 +393,19 @@ static void oracle_extend(actor *a, int64_t validity_ms) {
            a->keys, validity_ms);
 }
 
+/* An extend to `ttl_ms` starts: the handle's validity is capped at once
+ * (redlock.h, redlock_lock_extend), whatever it said before. */
+static void oracle_cap(actor *a, int64_t ttl_ms) {
+  run *r = a->r;
+  uint64_t until = r->w.now + sim_env_span(&a->env, (uint64_t)ttl_ms * SIM_MS);
+  unsigned k;
+  for (k = 0; k < r->n_keys; k++) {
+    holder *h = &r->hold[a->id][k];
+    if ((a->keys & (1u << k)) && h->held && h->end > until)
+      h->end = until;
+  }
+}
+
 static void oracle_end(actor *a) {
   unsigned k;
   for (k = 0; k < a->r->n_keys; k++) {
@@ -489,6 +502,7 @@ static void on_released(redlock_lock_t *l, int status,
 }
 
 static void do_release(simworld *w, void *arg, uint64_t gen);
+static void do_ask_validity(simworld *w, void *arg, uint64_t gen);
 
 /* A re-entrant hold went (not the last: nothing on the masters). */
 static void on_unheld(redlock_lock_t *l, int status,
@@ -604,6 +618,20 @@ static void do_extend(simworld *w, void *arg, uint64_t gen) {
   if (a->gen != gen || a->lock == NULL || a->busy || a->closed)
     return;
   op_begin(a, 0);
+  if (strcmp(a->r->workload, "late") == 0) {
+    /* --workload late: an extend to a ttl of its own (often shorter than
+     * what is left), and the application asks the handle meanwhile. */
+    int64_t ttl = (int64_t)sim_between(w, 20, (uint64_t)a->ttl_ms);
+    sim_at(w, w->now + sim_env_span(&a->env, sim_between(w, 0, 3) * SIM_MS),
+           &a->env, do_ask_validity, a, gen);
+    oracle_cap(a, ttl);
+    if (redlock_lock_extend(a->lock, ttl, on_extended, a) != 0) {
+      a->busy = 0;
+      do_release(w, a, gen);
+    }
+    return;
+  }
+  oracle_cap(a, a->ttl_ms);
   if (redlock_lock_extend(a->lock, a->ttl_ms, on_extended, a) != 0) {
     a->busy = 0;
     do_release(w, a, gen);
@@ -632,6 +660,20 @@ static void result_text_check(actor *a, const redlock_result *res,
   if (!ok)
     violation(a->r, "client %u: a result's text is not text (read from "
               "freed memory?)", a->id);
+}
+
+/* The application asks the handle how long it still holds (redlock.h:
+ * redlock_lock_validity_ms) and works until then: a claim the oracle
+ * holds the library to, as a grant's. */
+static void do_ask_validity(simworld *w, void *arg, uint64_t gen) {
+  actor *a = arg;
+  int64_t v;
+  (void)w;
+  if (a->gen != gen || a->lock == NULL || a->closed)
+    return;
+  v = redlock_lock_validity_ms(a->lock);
+  if (v > 0)
+    oracle_extend(a, v);
 }
 
 static void on_acquired(redlock_lock_t *l, int status,
@@ -671,6 +713,19 @@ static void on_acquired(redlock_lock_t *l, int status,
       max = 100;
     hold_ms = a->auto_extend ? sim_between(w, 0, 3 * (uint64_t)a->ttl_ms)
                              : sim_between(w, 0, max);
+    if (strcmp(r->workload, "late") == 0) {
+      /* --workload late (not in any: its draws would move every other
+       * seed's): an application that asks the handle how long it still
+       * holds, and trusts it (the oracle takes that answer as a claim),
+       * and one that lets go late, after its validity ended (a GC pause,
+       * a slow job): its release then meets another holder's key. */
+      uint64_t ask = sim_between(w, 0, hold_ms);
+      if (sim_between(w, 0, 1) == 0)
+        hold_ms = (uint64_t)res->validity_ms +
+                  sim_between(w, 1, 300 + (uint64_t)res->validity_ms);
+      sim_at(w, w->now + sim_env_span(&a->env, ask * SIM_MS), &a->env,
+             do_ask_validity, a, a->gen);
+    }
     sim_at(w, w->now + sim_env_span(&a->env, hold_ms * SIM_MS), &a->env,
            do_release, a, a->gen);
   }
@@ -741,7 +796,8 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
              a->keys == (a->keys & -a->keys) && sim_between(w, 0, 1);
   a->auto_extend = workload_is(r, "auto") && a->keys == (a->keys & -a->keys) &&
                    sim_between(w, 0, 2) == 0;
-  a->extend = workload_is(r, "extend") && sim_between(w, 0, 1);
+  a->extend = (workload_is(r, "extend") ||
+               strcmp(r->workload, "late") == 0) && sim_between(w, 0, 1);
   a->reentrant = workload_is(r, "reentrant") && a->mode == 'P' &&
                  sim_between(w, 0, 1);
   memset(&ao, 0, sizeof(ao));
@@ -1812,7 +1868,7 @@ static void usage(void) {
           "usage: redlock-sim [--seconds S | --seeds K] [--seed S] "
           "[--sim-seconds T]\n"
           "                   [--workload plain|fence|extend|auto|rw|multi|"
-          "reentrant|elect|mixed] "
+          "reentrant|elect|mixed|late] "
           "[--faults LIST|all|none]\n"
           "                   [--masters N] "
           "[--topology plain|cluster|sentinel|mixed] [--clients C]\n"
@@ -1903,7 +1959,7 @@ static int parse_opts(opts *o, int argc, char **argv, int from) {
     } else if (strcmp(a, "--workload") == 0) {
       o->workload = v;
       size_t k;
-      int known = strcmp(v, "any") == 0;
+      int known = strcmp(v, "any") == 0 || strcmp(v, "late") == 0;
       for (k = 0; k < sizeof(workloads) / sizeof(workloads[0]); k++)
         known |= strcmp(v, workloads[k]) == 0;
       if (!known) {
