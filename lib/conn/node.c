@@ -493,6 +493,19 @@ static int node_send_time(redlock__node *n, redlock__ns now) {
   return 0;
 }
 
+int redlock__node_read_clock(redlock__node *n) {
+  redlock__req *req;
+  if (n->state != REDLOCK__NODE_UP || n->closing)
+    return -1;
+  if (n->clock_due || (int32_t)(n->clock_next - n->clock_done) > 0)
+    return 0;   /* one is on its way: its reply wakes the guard */
+  if (node_send_time(n, redlock__sys_now(n->env->sys)) != 0)
+    return -1;
+  req = REDLOCK__CONTAINER_OF(n->pending.prev, redlock__req, q);
+  req->flush_gen = n->flushes;   /* it goes out with the next flush */
+  return 0;
+}
+
 /* An acquisition went out: the clock is read right behind it, once per
  * flush for all acquisitions written in this loop turn (the flush
  * callback below), so that a step between the last reading and the SET

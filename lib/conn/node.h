@@ -363,6 +363,10 @@ int redlock__node_repoint(redlock__node *n, const char *host, int port,
 /* Closes the connection and stays down (no reconnect) until repointed:
  * a cluster's node that serves nothing now. Requests fail with why. */
 void redlock__node_idle(redlock__node *n, const char *why);
+/* A clock reading now (TIME, as the one behind an acquisition): its
+ * reply comes as REDLOCK__NODE_EV_CLOCK. 0 when asked (or one is on its
+ * way already), -1 when the node is not up. */
+int redlock__node_read_clock(redlock__node *n);
 /* Gives the releases n keeps to `to`, sent there as new requests (a
  * cluster's node that idles: another node redirects them to the slot's
  * primary; invariant 8 of node.c). */

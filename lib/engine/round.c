@@ -55,7 +55,7 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
   } else {
     size_t size = sizeof(*r) + c->n * sizeof(redlock_node_result) +
                   c->n * sizeof(redlock__guard_waiter) +
-                  c->n * sizeof(uint64_t) + c->n * sizeof(uint32_t) +
+                  2 * c->n * sizeof(uint64_t) + c->n * sizeof(uint32_t) +
                   c->n * sizeof(uint16_t) + c->n * REDLOCK__ERRSTR_LEN +
                   c->n * REDLOCK__NODE_NAME + 3 * c->n;
     char *p = redlock__malloc(size);
@@ -69,6 +69,8 @@ redlock__round *redlock__round_get(redlock_client_t *c) {
     p += c->n * sizeof(redlock__guard_waiter);
     r->pend_conn = (uint64_t *)p;
     p += c->n * sizeof(uint64_t);
+    r->pend_yes = (redlock__ns *)p;
+    p += c->n * sizeof(redlock__ns);
     r->pend_seq = (uint32_t *)p;
     p += c->n * sizeof(uint32_t);
     r->vnode = (uint16_t *)p;
@@ -378,9 +380,9 @@ static int judge_peers(redlock__round *r, unsigned i, unsigned node,
   redlock__guard_verdict v;
   if (c->n_nodes == c->n)
     return 1;   /* every master is one node */
-  v = redlock__guard_check_peers(&c->guard, node, r->ttl_ms, now, why,
-                                 sizeof(why), &wait_ms, &window_ms, &cause,
-                                 &peer);
+  v = redlock__guard_check_peers(&c->guard, node, r->ttl_ms, now,
+                                 r->pend_yes[i], why, sizeof(why), &wait_ms,
+                                 &window_ms, &cause, &peer);
   return apply_verdict(r, i, peer, v, why, wait_ms, window_ms, cause, now,
                        sent);
 }
@@ -536,6 +538,7 @@ static void parts_combine(redlock__round *r, unsigned i, redlock__ns now,
   if (max > r->value_max)
     r->value_max = max;
   if (r->guarded) {
+    r->pend_yes[i] = now;
     guard_vote(r, i, now, sent);
     return;
   }
@@ -654,6 +657,7 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
   if (v.vote == REDLOCK_VOTE_YES && r->guarded) {
     r->pend_conn[i] = node->teardowns;
     r->pend_seq[i] = req->clock_seq;
+    r->pend_yes[i] = now;
     if (r->clocked && (int32_t)(node->clock_done - req->clock_seq) < 0) {
       /* The usual case: the TIME behind it is on its way. */
       r->pend[i] = 2;

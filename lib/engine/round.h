@@ -63,6 +63,9 @@ struct redlock__round {
   uint8_t *pend;                /* n: a YES waiting for the guard */
   uint64_t *pend_conn;          /* n: the node's teardowns at that YES */
   uint32_t *pend_seq;           /* n: the clock reading it waits for */
+  redlock__ns *pend_yes;        /* n: when that YES came (a cluster's
+                                   other primaries' clocks are read after
+                                   it: guard.c 7.) */
   redlock__buf cmd_buf;         /* the command, encoded once for all */
   redlock__guard_waiter *cw;    /* n: waiting for that reading */
   uint16_t *vnode;              /* n: the node whose reply is the vote */

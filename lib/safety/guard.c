@@ -1035,6 +1035,7 @@ static void finish_read(redlock__guard *g) {
                                     g->read_answered);
   if (valid) {
     record_seen(g, g->read_max);
+    g->read_ok_ns = g->read_start;
     for (i = 0; i < g->n; i++)
       if (g->gn[i].step_ns != 0 && g->gn[i].step_ns <= g->read_start)
         g->gn[i].step_read = 1;
@@ -1433,6 +1434,53 @@ redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
                  cause);
 }
 
+/* A cluster's primary that is down or idled (check_peers): judged by
+ * what was seen of its instance. Its window is the longest ttl that any
+ * valid read started after its handshake gave (the locks it may have
+ * lost were granted before it started, so their ttls were recorded
+ * before such a read): no read of its own, which no read can give a node
+ * that is down (finish_read), and none asked while the vote waits (a
+ * read ended would only start the next one). */
+static redlock__guard_verdict down_verdict(redlock__guard *g, unsigned j,
+                                           redlock__ns now, char *sub,
+                                           size_t sublen, int64_t *wait_ms,
+                                           int64_t *window_ms, int *cause) {
+  const redlock__guard_node *gn = &g->gn[j];
+  int64_t window = redlock__guard_window(g), age;
+  if (g->clock_on && gn->step_ns != 0 && window > 0 &&
+      now < gn->step_ns + (redlock__ns)window * REDLOCK__NS_PER_MS) {
+    *cause = REDLOCK_GUARD_CLOCK_STEP;
+    *window_ms = window;
+    *wait_ms = window - (int64_t)((now - gn->step_ns) / REDLOCK__NS_PER_MS);
+    snprintf(sub, sublen, "clock stepped, counts in %.1f s",
+             (double)*wait_ms / 1000.0);
+    return REDLOCK__GUARD_REFUSE;
+  }
+  if (is_cleared(gn))
+    return REDLOCK__GUARD_COUNT;
+  if (g->mode_ms == 0 &&
+      (g->read_ok_ns == 0 || g->read_ok_ns < gn->up_ns)) {
+    if (g->reading)
+      return REDLOCK__GUARD_PENDING;   /* its end wakes the vote */
+    /* The last read failed (or none came since): the next attempt's. */
+    request_read(g);
+    *cause = REDLOCK_GUARD_RECORD;
+    snprintf(sub, sublen, "restart guard: longest ttl not read since it "
+             "was seen");
+    return REDLOCK__GUARD_REFUSE;
+  }
+  age = redlock__age_ms(gn->start, now);
+  if (age >= window)
+    return REDLOCK__GUARD_COUNT;
+  *cause = REDLOCK_GUARD_RESTART;
+  *wait_ms = window - age;
+  *window_ms = window;
+  snprintf(sub, sublen, "restart guard: instance first seen %.1f s ago, "
+           "counts in %.1f s (window %.1f s)", (double)age / 1000.0,
+           (double)(window - age) / 1000.0, (double)window / 1000.0);
+  return REDLOCK__GUARD_REFUSE;
+}
+
 /* 7.: a cluster's primaries pass keys to each other (MIGRATE, and ASK
  * while a slot moves), so what one of them lost in a failover or a clock
  * step may be what another now answers for: a slot that left a young
@@ -1440,14 +1488,16 @@ redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
  * client can read which slots did (a new one least of all). The YES of
  * node idx counts only when each other primary of its master would count
  * too: one that is up is judged as its own YES would be (this ttl's
- * tolerance for its clock); one on its way up is waited for (its first
- * handshake may show a new instance); one that is down, by what was seen
- * of it (its instance's window, a step's). A master of one node has no
- * other. */
+ * tolerance for its clock), on a clock reading sent after the YES came
+ * (an older one may predate a step that expired the keys of a slot that
+ * then moved: asked, and waited for); one on its way up is waited for
+ * (its first handshake may show a new instance); one that is down, or
+ * idled (drained of its slots: they went somewhere), by what was seen of
+ * it (down_verdict). A master of one node has no other. */
 redlock__guard_verdict redlock__guard_check_peers(
     redlock__guard *g, unsigned idx, int64_t ttl_ms, redlock__ns now,
-    char *why, size_t whylen, int64_t *wait_ms, int64_t *window_ms,
-    int *cause, unsigned *peer) {
+    redlock__ns since, char *why, size_t whylen, int64_t *wait_ms,
+    int64_t *window_ms, int *cause, unsigned *peer) {
   unsigned m = g->nodes[idx].master, cnt, k;
   const unsigned *list;
   int pending = 0;
@@ -1456,39 +1506,49 @@ redlock__guard_verdict redlock__guard_check_peers(
   *cause = REDLOCK_GUARD_NONE;
   if (g->mode_ms < 0)
     return REDLOCK__GUARD_COUNT;
+  if (g->closing) {
+    /* guard_close woke every waiter: none may wait again (a peer whose
+     * handshake ended during the close never comes up). */
+    *cause = REDLOCK_GUARD_RECORD;
+    snprintf(why, whylen, "restart guard: client closing");
+    return REDLOCK__GUARD_REFUSE;
+  }
   cnt = master_nodes(g, m, &list);
   for (k = 0; k < cnt; k++) {
     unsigned j = node_of(list, m, k);
-    const redlock__node *n = &g->nodes[j];
+    redlock__node *n = &g->nodes[j];
     const redlock__guard_node *gn = &g->gn[j];
     redlock__guard_verdict v;
     char sub[200];
-    if (j == idx || n->lazy)
+    if (j == idx)
       continue;
-    if (!gn->up) {
-      int64_t window = redlock__guard_window(g);
-      if (n->state != REDLOCK__NODE_DOWN && n->state != REDLOCK__NODE_CLOSED) {
+    if (!gn->up || n->lazy) {
+      if (!n->lazy && n->state != REDLOCK__NODE_DOWN &&
+          n->state != REDLOCK__NODE_CLOSED) {
         pending = 1;   /* its handshake (client.c wakes the guard) */
         continue;
       }
       if (gn->run_id[0] == '\0')
         continue;      /* never seen: a node that is down moves no key */
-      if (g->clock_on && gn->step_ns != 0 && window > 0 &&
-          now < gn->step_ns + (redlock__ns)window * REDLOCK__NS_PER_MS) {
-        *cause = REDLOCK_GUARD_CLOCK_STEP;
-        *window_ms = window;
-        *wait_ms = window - (int64_t)((now - gn->step_ns) /
-                                      REDLOCK__NS_PER_MS);
-        snprintf(sub, sizeof(sub), "clock stepped, counts in %.1f s",
-                 (double)*wait_ms / 1000.0);
-        v = REDLOCK__GUARD_REFUSE;
-      } else {
-        v = restart_verdict(g, j, now, 1, sub, sizeof(sub), wait_ms,
-                            window_ms, cause);
-      }
+      v = down_verdict(g, j, now, sub, sizeof(sub), wait_ms, window_ms,
+                       cause);
     } else {
       v = verdict(g, j, ttl_ms, now, 1, sub, sizeof(sub), wait_ms,
                   window_ms, cause);
+      if (v == REDLOCK__GUARD_COUNT && g->clock_on && !n->clock_refused &&
+          gn->last.send_ns < since) {
+        /* Its clock was last read before the YES came: a step since
+         * may have expired keys of a slot that then moved to the node
+         * that said yes. A reading asked now shows it (tracking). */
+        if (redlock__node_read_clock(n) == 0) {
+          pending = 1;   /* its reply wakes the vote (guard_clock) */
+          continue;
+        }
+        *cause = REDLOCK_GUARD_CLOCK_UNKNOWN;
+        snprintf(sub, sizeof(sub), "its clock could not be read since "
+                 "the vote");
+        v = REDLOCK__GUARD_REFUSE;
+      }
     }
     if (v == REDLOCK__GUARD_PENDING)
       pending = 1;

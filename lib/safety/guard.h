@@ -166,6 +166,9 @@ typedef struct redlock__guard {
   uint8_t *stamp;             /* n_masters * n: GUARD_STAMP_* of master i's
                                  mark on node j (stamp[i * n + j]) */
   int64_t read_max;
+  redlock__ns read_ok_ns;      /* the start of the last valid read (0:
+                                 none): covers a node down since its
+                                 handshake before it (7.) */
   unsigned read_gen;
   redlock__queue waiters;     /* rounds with votes waiting for a read */
   redlock__queue settle_waiters;  /* acquisitions waiting for first
@@ -215,12 +218,13 @@ redlock__guard_verdict redlock__guard_check(redlock__guard *g, unsigned idx,
                                             int64_t *window_ms, int *cause);
 /* The same for the other nodes of node idx's master, once idx's own YES
  * counts (7.: a cluster's primaries pass keys to each other): COUNT when
- * each would count, PENDING while one is on its way up or waits for a
- * read, REFUSE with why and *peer the node that does not. */
+ * each would count, PENDING while one is on its way up, or waits for a
+ * read, or for a clock reading sent after `since` (the moment the YES
+ * came: asked here), REFUSE with why and *peer the node that does not. */
 redlock__guard_verdict redlock__guard_check_peers(
     redlock__guard *g, unsigned idx, int64_t ttl_ms, redlock__ns now,
-    char *why, size_t whylen, int64_t *wait_ms, int64_t *window_ms,
-    int *cause, unsigned *peer);
+    redlock__ns since, char *why, size_t whylen, int64_t *wait_ms,
+    int64_t *window_ms, int *cause, unsigned *peer);
 /* The same without side effects (no read is started; PENDING reads as a
  * refusal "not read yet"): for redlock_client_master_info. */
 redlock__guard_verdict redlock__guard_peek(redlock__guard *g, unsigned idx,
