@@ -118,6 +118,9 @@ const char *simkv_get(simkv *kv, const char *key, size_t keylen,
 /* Every script runs in Lua (kv.c run_lua), the library's too: what
  * test-sim-diff checks the Lua path with (a process-wide switch). */
 void simkv_lua_only(int on);
+/* Scripts of the library whose twin was written for another text (their
+ * redlock__cmd numbers into names); they run in Lua meanwhile. */
+int simkv_stale_twins(char *names, size_t n);
 
 void simkv_out_reset(simkv_out *o);
 void simkv_out_free(simkv_out *o);
