@@ -471,6 +471,28 @@ static void on_event(redlock_client_t *c, const redlock_event *ev,
   }
 }
 
+/* A token the library gave up on every master (a release that
+ * succeeded, a failed acquisition's last attempt): once every fault
+ * healed, no master keeps it (the check at the end of the run). */
+static void note_released(actor *a, const char *token) {
+  run *r = a->r;
+  if (token == NULL || strlen(token) != 40)
+    return;
+  if (r->n_released == r->cap_released) {
+    size_t cap = r->cap_released ? 2 * r->cap_released : 256;
+    struct released *p = realloc(r->released, cap * sizeof(*p));
+    if (p != NULL) {
+      r->released = p;
+      r->cap_released = cap;
+    }
+  }
+  if (r->n_released < r->cap_released) {
+    snprintf(r->released[r->n_released].token, 41, "%s", token);
+    r->released[r->n_released].by = a->id;
+    r->released[r->n_released++].at = r->w.now;
+  }
+}
+
 static void on_released(redlock_lock_t *l, int status,
                         const redlock_result *res, void *arg) {
   actor *a = arg;
@@ -478,24 +500,8 @@ static void on_released(redlock_lock_t *l, int status,
   sim_logf(&a->r->w, "client %u released keys %#x: %s", a->id, a->keys,
            redlock_err_name(status));
   op_end(a);
-  if (status == 0 && a->mode == 'P') {
-    /* Released: once every fault healed, no master keeps it. */
-    run *r = a->r;
-    if (r->n_released == r->cap_released) {
-      size_t cap = r->cap_released ? 2 * r->cap_released : 256;
-      struct released *p = realloc(r->released, cap * sizeof(*p));
-      if (p != NULL) {
-        r->released = p;
-        r->cap_released = cap;
-      }
-    }
-    if (r->n_released < r->cap_released) {
-      snprintf(r->released[r->n_released].token, 41, "%s",
-               redlock_lock_token(l));
-      r->released[r->n_released].by = a->id;
-      r->released[r->n_released++].at = r->w.now;
-    }
-  }
+  if (status == 0 && a->mode == 'P')
+    note_released(a, redlock_lock_token(l));
   redlock_lock_free(l);
   a->lock = NULL;
   actor_next(a, sim_between(&a->r->w, 0, 50) * SIM_MS);
@@ -688,6 +694,10 @@ static void on_acquired(redlock_lock_t *l, int status,
     result_text_check(a, res, why);
     sim_logf(w, "client %u did not get keys %#x after %.3f s: %s", a->id,
              a->keys, (double)(w->now - a->op_start) / 1e9, why);
+    /* Its last attempt was released wherever it was granted (redlock.h:
+     * a failed attempt releases on every master). */
+    if (a->mode == 'P' && a->keys == (a->keys & -a->keys))
+      note_released(a, redlock_lock_token(l));
     redlock_lock_free(l);
     a->lock = NULL;
     actor_next(a, sim_between(w, 0, 100) * SIM_MS);
