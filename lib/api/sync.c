@@ -43,6 +43,7 @@ typedef enum {
   CALL_TOKEN,
   CALL_HOLDS,
   CALL_FENCE,
+  CALL_PERMIT,
   CALL_CAMPAIGN,
   CALL_IS_LEADER,
   CALL_RESIGN,
@@ -92,6 +93,7 @@ typedef struct sync_call {
   const size_t *lens;
   size_t k;
   int rw;                         /* 0 plain, 1 read, 2 write */
+  unsigned limit;                 /* > 0: a semaphore's permit */
   int scoped;                     /* redlock_sync_with_lock's own call */
   const char *identity;           /* CAMPAIGN */
   const redlock_election_opts *eopts;
@@ -290,7 +292,10 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
     call_done(call, REDLOCK_ENOMEM);
     return;
   }
-  if (call->rw != 0)
+  if (call->limit > 0)
+    rc = redlock_semaphore_new(s->client, call->resource, call->len,
+                               call->limit, &sl->lock);
+  else if (call->rw != 0)
     rc = redlock_rwlock_new(s->client, call->resource, call->len,
                             call->rw == 2 ? REDLOCK_WRITE : REDLOCK_READ,
                             &sl->lock);
@@ -570,6 +575,10 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       return;
     case CALL_FENCE:
       call->value = (int64_t)redlock_lock_fence(l);
+      call_done(call, 0);
+      return;
+    case CALL_PERMIT:
+      call->value = redlock_semaphore_permit(l);
       call_done(call, 0);
       return;
     case CALL_TOKEN:
@@ -892,6 +901,33 @@ int redlock_sync_acquire_rw(redlock_sync_t *s, const void *resource,
   return sync_acquire(s, &call, out);
 }
 
+int redlock_sync_acquire_sem(redlock_sync_t *s, const void *resource,
+                             size_t len, unsigned limit, int64_t ttl_ms,
+                             const redlock_acquire_opts *opts,
+                             redlock_sync_lock_t **out) {
+  sync_call call;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_acquire: out NULL");
+  *out = NULL;
+  if (s == NULL || resource == NULL || len == 0)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire_sem: bad arguments");
+  if (limit < 1 || limit > REDLOCK_MAX_PERMITS)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire_sem: limit %u out of range "
+                         "1..%d", limit, REDLOCK_MAX_PERMITS);
+  if (ttl_ms <= 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
+    return redlock__fail(REDLOCK_EINVAL, "ttl %lld ms out of range 1..%d",
+                         (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
+  memset(&call, 0, sizeof(call));
+  call.resource = resource;
+  call.len = len;
+  call.limit = limit;
+  call.ttl_ms = ttl_ms;
+  call.opts = opts;
+  return sync_acquire(s, &call, out);
+}
+
 static int acquire_one(redlock_sync_t *s, const void *resource, size_t len,
                        int64_t ttl_ms, const redlock_acquire_opts *opts,
                        int scoped, const char *fn,
@@ -988,6 +1024,11 @@ int redlock_sync_release(redlock_sync_lock_t *sl) {
 int64_t redlock_sync_validity_ms(redlock_sync_lock_t *sl) {
   sync_call call;
   return lock_call(sl, CALL_VALIDITY, 0, &call) == 0 ? call.value : 0;
+}
+
+int redlock_sync_permit(redlock_sync_lock_t *sl) {
+  sync_call call;
+  return lock_call(sl, CALL_PERMIT, 0, &call) == 0 ? (int)call.value : -1;
 }
 
 int redlock_sync_is_lost(redlock_sync_lock_t *sl) {
