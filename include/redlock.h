@@ -665,9 +665,9 @@ REDLOCK_EXTERN int redlock_rwlock_new(redlock_client_t *client,
  * picks a permit that looks free and acquires it as a mutex (the restart
  * guard, the clock check, retries, wait_ms, wake, auto_extend with
  * on_lost, fence: a counter per permit, cancel); extend, release, free,
- * validity, token and fence work as for a plain lock. Inspect it with
- * redlock_semaphore_inspect (redlock_lock_inspect and
- * redlock_lock_force_release refuse it: EINVAL), not reentrant, no heal.
+ * validity, token, fence, reentrant and heal work as for a plain lock.
+ * Inspect it with redlock_semaphore_inspect (redlock_lock_inspect,
+ * redlock_lock_force_release and redlock_lock_adopt refuse it: EINVAL).
  *
  * The limit is stored on every master (the hash "{<key>}:sem": k, and hi
  * the highest limit ever set; it never expires), created by the first
