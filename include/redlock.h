@@ -1025,6 +1025,24 @@ REDLOCK_EXTERN int redlock_sync_acquire_sem(redlock_sync_t *s,
                                             redlock_sync_lock_t **out);
 /* The permit a semaphore's lock holds (0..limit-1), -1 otherwise. */
 REDLOCK_EXTERN int redlock_sync_permit(redlock_sync_lock_t *lock);
+/* A semaphore's administration, each on a handle of its own of `limit`
+ * permits made and freed inside the call (redlock_semaphore_inspect,
+ * _set_limit, _force_release, with their statuses). inspect: *out is one
+ * block (the info, its permits and their holders), also on ENOQUORUM
+ * (what the masters that answered hold), NULL on another error; free it
+ * with redlock_sync_free. */
+REDLOCK_EXTERN int redlock_sync_semaphore_inspect(
+    redlock_sync_t *s, const void *resource, size_t len, unsigned limit,
+    redlock_semaphore_info **out);
+REDLOCK_EXTERN int redlock_sync_semaphore_set_limit(redlock_sync_t *s,
+                                                    const void *resource,
+                                                    size_t len,
+                                                    unsigned limit);
+REDLOCK_EXTERN int redlock_sync_semaphore_force_release(
+    redlock_sync_t *s, const void *resource, size_t len, unsigned limit,
+    unsigned permit);
+/* Frees what a redlock_sync_* call allocated for the caller. */
+REDLOCK_EXTERN void redlock_sync_free(void *p);
 /* The scoped form: acquires `resource` (as redlock_sync_acquire, with
  * auto_extend always on), runs fn(lock, arg) in the calling thread while
  * it is held, then releases it whatever fn returned, even if the lock was

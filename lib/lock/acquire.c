@@ -328,8 +328,14 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
     return;
   }
   if (l->wait_deadline == 0 && l->attempts > l->max_retries) {
-    acquire_fail(l, status);
-    return;
+    /* A semaphore's: its permit was taken but a quorum listed another
+     * free. Its one try (wait 0) is a try for any free permit, not for
+     * the one picked blindly: that one still, at most K times. */
+    if (!(redlock__sem_free_quorum(l) && l->sem->hops < l->sem->limit)) {
+      acquire_fail(l, status);
+      return;
+    }
+    l->sem->hops++;
   }
   if (!attempt_event(l, status))
     return;   /* the hook canceled or freed it */
@@ -721,6 +727,8 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   l->ttl_ms = ttl_ms;
   l->op_ttl_ms = ttl_ms;
   l->attempts = 0;
+  if (l->sem != NULL)
+    l->sem->hops = 0;
   redlock__lock_set_state(l, REDLOCK__LOCK_ACQUIRING);
   /* No token until the first SET round: a cleanup before it (client
    * close during the ttl record's round) must not release an old or

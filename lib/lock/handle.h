@@ -113,6 +113,9 @@ typedef struct redlock__sem {
   size_t fence_len;
   uint16_t *free_seen;          /* K: masters that listed permit i free in
                                    the current attempt's refusals */
+  unsigned hops;                /* this acquisition's attempts past its
+                                   retries, each to a permit listed free
+                                   (at most K: acquire.c) */
   /* redlock_semaphore_set_limit's caller and the limit it sets. */
   redlock_lock_cb ucb;
   void *uarg;

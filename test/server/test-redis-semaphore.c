@@ -4,7 +4,8 @@
  * limit gets ELIMIT naming both; a waiter is woken by a release within
  * milliseconds (its retry delay is 20 s); force release of one permit;
  * shrinking the limit evicts nobody and stops admissions above it;
- * fencing per permit; the blocking API. */
+ * fencing per permit; the blocking API (its one attempt takes any free
+ * permit; inspect, force release and set_limit through it). */
 #include "tutil.h"
 
 #define N 3
@@ -150,6 +151,14 @@ int main(void) {
     ASSERT_LT(harness_now_ms() - t0, 2000);
     ASSERT_EQ(redlock_semaphore_permit(s2), p2);
   }
+  /* The same with one attempt (wait_ms -1, the CLI's --wait 0): a try
+   * for any free permit, not for the blind pick only. */
+  for (i = 0; i < 10; i++) {
+    ASSERT_EQ(tu_release(&loop, s2, &op), 0);
+    ASSERT_EQ(tu_acquire(&loop, s2, 10000, &once, &op), 0);
+    ASSERT_EQ(redlock_semaphore_permit(s2), p2);
+  }
+  ASSERT_EQ(tu_acquire(&loop, s3, 10000, &once, &op), REDLOCK_ETAKEN);
 
   /* Inspection. */
   inspect(&loop, f, &in);
@@ -281,7 +290,38 @@ int main(void) {
             REDLOCK_ELIMIT);
   ASSERT_EQ(redlock_sync_acquire_sem(sy, "sem", 3, 3, 10000, NULL, &sl), 0);
   ASSERT(redlock_sync_permit(sl) >= 0 && redlock_sync_permit(sl) < 3);
-  ASSERT_EQ(redlock_sync_release(sl), 0);
+  {
+    /* Its administration: inspect (one block), force one permit, set
+     * the limit. */
+    redlock_semaphore_info *si = NULL;
+    int p = redlock_sync_permit(sl);
+    ASSERT_EQ(redlock_sync_semaphore_inspect(sy, "sem", 3, 3, &si), 0);
+    ASSERT_NOT_NULL(si);
+    ASSERT_EQ(si->limit, 3);
+    ASSERT_EQ(si->held, 1);
+    ASSERT_EQ(si->free, 2);
+    ASSERT_EQ(si->n_permits, 1);
+    ASSERT_EQ(si->permits[0].index, (unsigned)p);
+    ASSERT_EQ(si->permits[0].masters, N);
+    ASSERT(si->permits[0].held);
+    redlock_sync_free(si);
+    ASSERT_EQ(redlock_sync_semaphore_inspect(sy, "sem", 3, 0, &si),
+              REDLOCK_EINVAL);
+    ASSERT_NULL(si);
+    ASSERT_EQ(redlock_sync_semaphore_force_release(sy, "sem", 3, 3,
+                                                   (unsigned)p), 0);
+    ASSERT_EQ(redlock_sync_semaphore_inspect(sy, "sem", 3, 3, &si), 0);
+    ASSERT_EQ(si->held, 0);
+    ASSERT_EQ(si->n_permits, 0);
+    redlock_sync_free(si);
+    ASSERT_EQ(redlock_sync_semaphore_set_limit(sy, "sem", 3, 4), 0);
+    ASSERT_EQ(redlock_sync_semaphore_inspect(sy, "sem", 3, 4, &si), 0);
+    ASSERT_EQ(si->limit, 4);
+    redlock_sync_free(si);
+    ASSERT_EQ(redlock_sync_acquire_sem(sy, "sem", 3, 3, 1000, NULL, NULL),
+              REDLOCK_EINVAL);
+  }
+  ASSERT_EQ(redlock_sync_release(sl), REDLOCK_ENOTHELD);
   ASSERT_EQ(redlock_sync_close(sy), 0);
   harness_stop_all();
   return 0;
