@@ -268,7 +268,6 @@ void on_leader_cmd(redlock_client_t *c, int status,
 extern const char help_limit[];
 unsigned parse_limit(const char *flag, const char *v);
 void check_semaphore(void);
-void check_limit(void);
 int start_limit(void);
 int start_sem_status(void);
 int start_sem_unlock(void);

@@ -62,8 +62,8 @@ const cli_command cli_commands[] = {
      NULL},
     {"unlock", C_UNLOCK, help_unlock, ARGS_KEY, 1, check_unlock,
      start_unlock, NULL, NULL},
-    {"limit", C_LIMIT, help_limit, ARGS_KEY_LIMIT, 1, check_limit,
-     start_limit, NULL, NULL},
+    {"limit", C_LIMIT, help_limit, ARGS_KEY_LIMIT, 1, NULL, start_limit,
+     NULL, NULL},
 };
 const size_t n_cli_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 const cli_command *command;

@@ -112,7 +112,8 @@ static const char usage_exits[] =
 
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
-         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0, -1};
+         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0,
+         -1};
 
 const char *labels[MAX_LABELS];
 int n_labels;
@@ -667,7 +668,8 @@ int parse_args(int argc, char **argv, const char **positional,
       int h = i + 1 < argc ? find_command(argv[i + 1]) : -1;
       if (i + 1 < argc && h < 0)
         usage_error("no command '%s' (run, acquire, extend, release, "
-                    "status, elect, leader, stats, guard, unlock, limit)", argv[i + 1]);
+                    "status, elect, leader, stats, guard, unlock, limit)",
+                    argv[i + 1]);
       print_help(h);
     }
   }
@@ -676,7 +678,8 @@ int parse_args(int argc, char **argv, const char **positional,
                 "leader, stats, guard, unlock, limit)");
   if (cmd_index < 0)
     usage_error("unknown command '%s' (run, acquire, extend, release, "
-                "status, elect, leader, stats, guard, unlock, limit)", argv[cmd_at]);
+                "status, elect, leader, stats, guard, unlock, limit)",
+                argv[cmd_at]);
   command = &cli_commands[cmd_index];
   cmd_name = command->name;
   cmd_bit = command->bit;

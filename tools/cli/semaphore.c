@@ -39,10 +39,6 @@ void check_semaphore(void) {
                 "release: see redlock status --limit K KEY)");
 }
 
-void check_limit(void) {
-  /* parse_limit ran on the positional K (main.c) */
-}
-
 /* ELIMIT: names both limits, the masters' (from a master's refusal,
  * "ERR semaphore limit mismatch: 2 on this master, 3 asked") and ours.
  * 1 if it was one (the caller exits EXIT_CONFIG). */
@@ -91,12 +87,9 @@ int start_limit(void) {
 
 /* ---- status --limit K ----------------------------------------------------- */
 
-static void on_sem_status(redlock_lock_t *l, const char *what, int status,
-                          const redlock_semaphore_info *in,
-                          const redlock_result *r) {
+static void print_sem_status(int status, const redlock_semaphore_info *in,
+                             const redlock_result *r) {
   unsigned i, n = r != NULL ? r->n_nodes : 0;
-  (void)l;
-  (void)what;
   if (opt.json) {
     printf("{\"command\":\"status\",\"key\":");
     json_str(key);
@@ -149,8 +142,9 @@ static void on_sem_status(redlock_lock_t *l, const char *what, int status,
 static void on_sem_status_cmd(redlock_lock_t *l, int status,
                               const redlock_semaphore_info *in,
                               const redlock_result *r, void *arg) {
+  (void)l;
   (void)arg;
-  on_sem_status(l, "status", status, in, r);
+  print_sem_status(status, in, r);
   finish(status == 0 ? EXIT_OK : EXIT_FAIL);
 }
 
