@@ -74,7 +74,7 @@ static void contend(unsigned k) {
   snprintf(lim, sizeof(lim), "%u", k);
   snprintf(job, sizeof(job),
            "echo \"S $(date +%%s%%N)\" >> %s; echo $REDLOCK_PERMIT >> %s; "
-           "sleep 0.4; echo \"E $(date +%%s%%N)\" >> %s",
+           "sleep 0.8; echo \"E $(date +%%s%%N)\" >> %s",
            times, perm, times);
   for (i = 0; i < (int)jobs; i++) {
     char *av[] = {"redlock", "run", "--limit", lim, "--ttl", "5s",
