@@ -192,6 +192,7 @@ int64_t duration_arg(const char *flag, const char *v);
 char *strip_userinfo(const char *list);
 int parse_args(int argc, char **argv, const char **positional,
                int *n_pos);
+unsigned parse_limit(const char *flag, const char *v);
 
 /* ---- output.c ---- */
 extern int final_release;
@@ -266,7 +267,6 @@ void on_leader_cmd(redlock_client_t *c, int status,
 
 /* ---- semaphore.c ---- */
 extern const char help_limit[];
-unsigned parse_limit(const char *flag, const char *v);
 void check_semaphore(void);
 int start_limit(void);
 int start_sem_status(void);

@@ -391,6 +391,15 @@ char *strip_userinfo(const char *list) {
   return out;
 }
 
+/* A semaphore's limit (--limit K, limit KEY K): 1..REDLOCK_MAX_PERMITS. */
+unsigned parse_limit(const char *flag, const char *v) {
+  char *end;
+  long k = strtol(v, &end, 10);
+  if (*v == '\0' || *end != '\0' || k < 1 || k > REDLOCK_MAX_PERMITS)
+    usage_error("bad %s '%s' (1..%d)", flag, v, REDLOCK_MAX_PERMITS);
+  return (unsigned)k;
+}
+
 static const optdef *find_long(const char *name, size_t len) {
   size_t i;
   for (i = 0; i < N_OPTIONS; i++)

@@ -18,14 +18,6 @@ const char help_limit[] =
     "--limit get exit 78 (the masters' limit differs). Exit 1 if a master\n"
     "did not confirm (run it again).\n";
 
-unsigned parse_limit(const char *flag, const char *v) {
-  char *end;
-  long k = strtol(v, &end, 10);
-  if (*v == '\0' || *end != '\0' || k < 1 || k > REDLOCK_MAX_PERMITS)
-    usage_error("bad %s '%s' (1..%d)", flag, v, REDLOCK_MAX_PERMITS);
-  return (unsigned)k;
-}
-
 /* Before the client: what --limit does not combine with. */
 void check_semaphore(void) {
   if (opt.permit >= 0 && opt.limit == 0)
