@@ -1,7 +1,8 @@
 """Counting semaphores (issue 32): at most K holders across threads and
 clients, ``with`` and ``async with``, ``.permit``, the status, another
 limit (LimitMismatch naming both), the limit changed, one permit forced
-open (its holder's ``lost`` is set)."""
+open (its holder's ``lost`` is set), a cancelled async waiter gets
+nothing."""
 import asyncio
 import threading
 import time
@@ -143,3 +144,26 @@ def test_force_release_sets_lost(masters, client_of):
     assert s.lost_reason == "ENOTHELD"
     with pytest.raises(libredlock.Lost):
         s.release()
+
+
+def test_cancelled_async_waiter_gets_nothing(masters, client_of):
+    """A task waiting for a full semaphore, cancelled (wait_for): its
+    acquisition ends, and nothing is granted to it after the holder
+    leaves (the lock's cancel machinery)."""
+    a = client_of(masters)
+    b = client_of(masters)
+    held = a.semaphore("full", 1, ttl=10, wait=0).acquire()
+    waiter = b.semaphore("full", 1, ttl=10, wait=30)
+
+    async def main():
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(waiter.aacquire(), 0.3)
+
+    asyncio.run(main())
+    held.release()
+    time.sleep(0.3)
+    assert waiter.permit is None
+    st = a.semaphore_status("full", 1)
+    assert (st.held, st.free) == (0, 1)
+    with a.semaphore("full", 1, ttl=10, wait=0) as s:
+        assert s.permit == 0
