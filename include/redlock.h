@@ -67,6 +67,8 @@ extern "C" {
   XX(ESERVER,   -13, "the server answered with an error")                     \
   XX(ERESTARTED, -14, "master may have lost keys (restart, clock step): "   \
                       "its vote does not count yet")                          \
+  XX(ELIMIT,    -15, "the semaphore's limit differs from the one its "       \
+                     "masters hold")                                          \
 
 typedef enum {
 #define REDLOCK__ERR_ENUM(name, val, msg) REDLOCK_##name = (val),
@@ -648,6 +650,109 @@ REDLOCK_EXTERN int redlock_rwlock_new(redlock_client_t *client,
                                       redlock_rw_side side,
                                       redlock_lock_t **out);
 
+/* ------------------------------------------------------------------------
+ * Counting semaphores: at most `limit` holders of a name at once, across
+ * every client (docs/DESIGN.md, "Counting semaphores").
+ *
+ * A semaphore of limit K is K mutexes, its permits: permit i is a Redlock
+ * lock of the key "{<key>}:sem:<i>", and a holder owns one of them. So
+ * the bound is the mutex's: at most K holders inside their validity
+ * whenever fewer than a quorum of masters are faulty. (Per-master holder
+ * counts with a majority quorum would NOT bound them: N = 5, K = 2 admits
+ * three holders with no fault at all.)
+ *
+ * The handle is a lock handle (redlock_lock_t): redlock_lock_acquire
+ * picks a permit that looks free and acquires it as a mutex (the restart
+ * guard, the clock check, retries, wait_ms, wake, auto_extend with
+ * on_lost, fence: a counter per permit, cancel); extend, release, free,
+ * validity, token, fence, reentrant and heal work as for a plain lock.
+ * Inspect it with redlock_semaphore_inspect (redlock_lock_inspect,
+ * redlock_lock_force_release and redlock_lock_adopt refuse it: EINVAL).
+ *
+ * The limit is stored on every master (the hash "{<key>}:sem": k, and hi
+ * the highest limit ever set; it never expires), created by the first
+ * acquisition there. An acquisition whose limit differs from a master's
+ * is refused there ("ERR semaphore limit mismatch: 2 on this master, 3
+ * asked", error REDLOCK_ELIMIT in the result) and, unless a quorum of
+ * the other masters grant it, ends at once with REDLOCK_ELIMIT: change
+ * the limit with redlock_semaphore_set_limit, not by using another one.
+ * A permit at or above a master's stored limit is never granted there.
+ * A refused acquisition reads up to K keys per master (after a refusal
+ * only). A semaphore "a" does not exclude a plain lock "a" (other keys).
+ */
+#define REDLOCK_MAX_PERMITS 1024
+
+/* A semaphore handle for `resource` (as redlock_lock_new) with `limit`
+ * permits (1..REDLOCK_MAX_PERMITS). Nothing is sent until it is acquired.
+ * Errors: EINVAL (limit out of range, bad resource), ENOMEM, ECANCELED. */
+REDLOCK_EXTERN int redlock_semaphore_new(redlock_client_t *client,
+                                         const void *resource, size_t len,
+                                         unsigned limit,
+                                         redlock_lock_t **out);
+/* The handle's limit (0 if it is not a semaphore). */
+REDLOCK_EXTERN unsigned redlock_semaphore_limit(const redlock_lock_t *sem);
+/* The permit the handle holds (0..limit-1), or -1 when not held (or not
+ * a semaphore). */
+REDLOCK_EXTERN int redlock_semaphore_permit(const redlock_lock_t *sem);
+
+/* Changes the semaphore's limit on every master to `limit`, and the
+ * handle's (on success). Raising lets more holders in at once. Shrinking
+ * never evicts: a holder of a permit >= the new limit keeps it (extends
+ * and releases it as usual) until it releases or its ttl runs out; no
+ * permit >= the new limit is granted any more. Clients still using the
+ * old limit get ELIMIT. Waiters are woken. status 0 once every master
+ * confirmed, else ENOQUORUM (run it again), ECANCELED. Errors: EINVAL,
+ * EBUSY (an operation in flight on the handle). */
+REDLOCK_EXTERN int redlock_semaphore_set_limit(redlock_lock_t *sem,
+                                               unsigned limit,
+                                               redlock_lock_cb cb,
+                                               void *arg);
+
+/* An operator's forced release of one permit (its index, as inspect
+ * shows it), whatever token holds it, on every master; its waiters are
+ * woken. The holder is not told (as redlock_lock_force_release). status
+ * 0 once every master answered, else ENOQUORUM. Not on a handle that
+ * holds a permit (EBUSY). Errors: EINVAL (permit >= REDLOCK_MAX_PERMITS,
+ * not a semaphore). */
+REDLOCK_EXTERN int redlock_semaphore_force_release(redlock_lock_t *sem,
+                                                   unsigned permit,
+                                                   redlock_lock_cb cb,
+                                                   void *arg);
+
+typedef struct redlock_permit_info {
+  unsigned index;
+  const char *holder;     /* the value the most masters hold there, cut
+                             at 159 bytes (a holder's token) */
+  unsigned masters;       /* how many masters hold that value */
+  int held;               /* masters >= quorum: the permit is taken */
+  int64_t pttl_ms;        /* held: until fewer than a quorum hold it (the
+                             quorum-th longest pttl); else the longest */
+} redlock_permit_info;
+
+typedef struct redlock_semaphore_info {
+  unsigned limit;         /* the limit a quorum of masters hold; 0 when
+                             none (never acquired, or being changed) */
+  unsigned limit_max;     /* the largest limit any master holds */
+  unsigned held;          /* permits held by a quorum */
+  unsigned free;          /* permits below `limit` not held by a quorum */
+  unsigned n_permits;     /* entries in permits: every permit that some
+                             master holds, by index */
+  const redlock_permit_info *permits;
+} redlock_semaphore_info;
+
+typedef void (*redlock_semaphore_info_cb)(redlock_lock_t *sem, int status,
+                                          const redlock_semaphore_info *info,
+                                          const redlock_result *result,
+                                          void *arg);
+/* Reads the limit and every permit on every master (bounded by the
+ * command timeout), changing nothing; an auto-extension keeps running.
+ * status 0 when a quorum answered, else ENOQUORUM (info then says what
+ * the masters that answered hold). info and result are valid during the
+ * callback only. Errors: EINVAL, EBUSY, ENOMEM. */
+REDLOCK_EXTERN int redlock_semaphore_inspect(redlock_lock_t *sem,
+                                             redlock_semaphore_info_cb cb,
+                                             void *arg);
+
 /* Frees the handle. A lock still held is released in the background first.
  * Allowed inside the lock's own callback (the free is deferred). Errors:
  * EINVAL, EBUSY (an operation is in flight: its callback has not run). */
@@ -911,6 +1016,33 @@ REDLOCK_EXTERN int redlock_sync_acquire_rw(redlock_sync_t *s,
                                            int64_t ttl_ms,
                                            const redlock_acquire_opts *opts,
                                            redlock_sync_lock_t **out);
+/* The same for a permit of a counting semaphore of `limit` permits
+ * (redlock_semaphore_new); ELIMIT when the masters hold another limit. */
+REDLOCK_EXTERN int redlock_sync_acquire_sem(redlock_sync_t *s,
+                                            const void *resource, size_t len,
+                                            unsigned limit, int64_t ttl_ms,
+                                            const redlock_acquire_opts *opts,
+                                            redlock_sync_lock_t **out);
+/* The permit a semaphore's lock holds (0..limit-1), -1 otherwise. */
+REDLOCK_EXTERN int redlock_sync_permit(redlock_sync_lock_t *lock);
+/* A semaphore's administration, each on a handle of its own of `limit`
+ * permits made and freed inside the call (redlock_semaphore_inspect,
+ * _set_limit, _force_release, with their statuses). inspect: *out is one
+ * block (the info, its permits and their holders), also on ENOQUORUM
+ * (what the masters that answered hold), NULL on another error; free it
+ * with redlock_sync_free. */
+REDLOCK_EXTERN int redlock_sync_semaphore_inspect(
+    redlock_sync_t *s, const void *resource, size_t len, unsigned limit,
+    redlock_semaphore_info **out);
+REDLOCK_EXTERN int redlock_sync_semaphore_set_limit(redlock_sync_t *s,
+                                                    const void *resource,
+                                                    size_t len,
+                                                    unsigned limit);
+REDLOCK_EXTERN int redlock_sync_semaphore_force_release(
+    redlock_sync_t *s, const void *resource, size_t len, unsigned limit,
+    unsigned permit);
+/* Frees what a redlock_sync_* call allocated for the caller. */
+REDLOCK_EXTERN void redlock_sync_free(void *p);
 /* The scoped form: acquires `resource` (as redlock_sync_acquire, with
  * auto_extend always on), runs fn(lock, arg) in the calling thread while
  * it is held, then releases it whatever fn returned, even if the lock was

@@ -43,11 +43,13 @@ typedef enum {
   CALL_TOKEN,
   CALL_HOLDS,
   CALL_FENCE,
+  CALL_PERMIT,
   CALL_CAMPAIGN,
   CALL_IS_LEADER,
   CALL_RESIGN,
   CALL_LEADER,
   CALL_STATS,
+  CALL_SEM_ADMIN,
   CALL_CANCEL,
   CALL_CLOSE
 } call_kind;
@@ -92,6 +94,7 @@ typedef struct sync_call {
   const size_t *lens;
   size_t k;
   int rw;                         /* 0 plain, 1 read, 2 write */
+  unsigned limit;                 /* > 0: a semaphore's permit */
   int scoped;                     /* redlock_sync_with_lock's own call */
   const char *identity;           /* CAMPAIGN */
   const redlock_election_opts *eopts;
@@ -101,6 +104,10 @@ typedef struct sync_call {
   char *buf;
   size_t buflen;
   const void *cancel_arg;         /* CANCEL: the acquisitions' lost_arg */
+  int sem_op;                     /* SEM_ADMIN: SEM_INSPECT, ... */
+  unsigned permit;                /* SEM_ADMIN: force release's; set
+                                     limit's new limit */
+  redlock_semaphore_info *info;   /* SEM_ADMIN inspect: out (one block) */
   /* outputs */
   int64_t value;
   redlock_result *res;            /* a failure's result (deep copy) */
@@ -290,7 +297,10 @@ static void start_acquire(redlock_sync_t *s, sync_call *call) {
     call_done(call, REDLOCK_ENOMEM);
     return;
   }
-  if (call->rw != 0)
+  if (call->limit > 0)
+    rc = redlock_semaphore_new(s->client, call->resource, call->len,
+                               call->limit, &sl->lock);
+  else if (call->rw != 0)
     rc = redlock_rwlock_new(s->client, call->resource, call->len,
                             call->rw == 2 ? REDLOCK_WRITE : REDLOCK_READ,
                             &sl->lock);
@@ -497,13 +507,91 @@ static int election_call(redlock_sync_t *s, sync_call *call) {
   }
 }
 
+/* ---- a semaphore's administration: a handle of its own per call ---------- */
+
+enum { SEM_INSPECT, SEM_SET_LIMIT, SEM_FORCE };
+
+/* One block: the info, its permits, their holders. */
+static redlock_semaphore_info *sem_info_copy(
+    const redlock_semaphore_info *in) {
+  size_t size = sizeof(*in) + in->n_permits * sizeof(redlock_permit_info);
+  redlock_semaphore_info *copy;
+  redlock_permit_info *p;
+  char *str;
+  unsigned i;
+  for (i = 0; i < in->n_permits; i++)
+    size += strlen(in->permits[i].holder != NULL ? in->permits[i].holder
+                                                 : "") + 1;
+  copy = redlock__malloc(size);
+  if (copy == NULL)
+    return NULL;
+  *copy = *in;
+  p = (redlock_permit_info *)(copy + 1);
+  str = (char *)(p + in->n_permits);
+  for (i = 0; i < in->n_permits; i++) {
+    const char *h = in->permits[i].holder != NULL ? in->permits[i].holder
+                                                  : "";
+    size_t n = strlen(h) + 1;
+    p[i] = in->permits[i];
+    memcpy(str, h, n);
+    p[i].holder = str;
+    str += n;
+  }
+  copy->permits = in->n_permits > 0 ? p : NULL;
+  return copy;
+}
+
+static void on_sem_inspected(redlock_lock_t *l, int status,
+                             const redlock_semaphore_info *info,
+                             const redlock_result *res, void *arg) {
+  sync_call *call = arg;
+  if (info != NULL) {
+    call->info = sem_info_copy(info);
+    if (call->info == NULL && status == 0)
+      status = REDLOCK_ENOMEM;
+  }
+  redlock_lock_free(l);   /* deferred: inside its own callback */
+  call_done_res(call, status, res);
+}
+
+static void on_sem_admin_done(redlock_lock_t *l, int status,
+                              const redlock_result *res, void *arg) {
+  sync_call *call = arg;
+  redlock_lock_free(l);
+  call_done_res(call, status, res);
+}
+
+static void start_sem_admin(redlock_sync_t *s, sync_call *call) {
+  redlock_lock_t *l;
+  int rc = redlock_semaphore_new(s->client, call->resource, call->len,
+                                 call->limit, &l);
+  if (rc != 0) {
+    call_failed(call, rc);
+    return;
+  }
+  if (call->sem_op == SEM_INSPECT)
+    rc = redlock_semaphore_inspect(l, on_sem_inspected, call);
+  else if (call->sem_op == SEM_SET_LIMIT)
+    rc = redlock_semaphore_set_limit(l, call->limit, on_sem_admin_done,
+                                     call);
+  else
+    rc = redlock_semaphore_force_release(l, call->permit,
+                                         on_sem_admin_done, call);
+  if (rc != 0) {
+    redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
+    redlock_lock_free(l);
+    call_done(call, rc);
+  }
+}
+
 static void run_call(redlock_sync_t *s, sync_call *call) {
   redlock_lock_t *l = NULL;
   int rc;
   if (election_call(s, call))
     return;
   if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE &&
-      call->kind != CALL_STATS && call->kind != CALL_CANCEL) {
+      call->kind != CALL_STATS && call->kind != CALL_CANCEL &&
+      call->kind != CALL_SEM_ADMIN) {
     l = call->slock->lock;
     if (l == NULL) {
       /* Released by a call that ran before this one. */
@@ -572,6 +660,10 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       call->value = (int64_t)redlock_lock_fence(l);
       call_done(call, 0);
       return;
+    case CALL_PERMIT:
+      call->value = redlock_semaphore_permit(l);
+      call_done(call, 0);
+      return;
     case CALL_TOKEN:
       if (strlen(redlock_lock_token(l)) + 1 > call->buflen) {
         redlock__strlcpy(call->msg, "token buffer too small",
@@ -593,6 +685,9 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
         call_failed(call, rc);
       else
         call_done(call, 0);
+      return;
+    case CALL_SEM_ADMIN:
+      start_sem_admin(s, call);
       return;
     case CALL_CANCEL: {
       /* Every acquisition in flight with this arg; their callbacks come
@@ -892,6 +987,33 @@ int redlock_sync_acquire_rw(redlock_sync_t *s, const void *resource,
   return sync_acquire(s, &call, out);
 }
 
+int redlock_sync_acquire_sem(redlock_sync_t *s, const void *resource,
+                             size_t len, unsigned limit, int64_t ttl_ms,
+                             const redlock_acquire_opts *opts,
+                             redlock_sync_lock_t **out) {
+  sync_call call;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_acquire: out NULL");
+  *out = NULL;
+  if (s == NULL || resource == NULL || len == 0)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire_sem: bad arguments");
+  if (limit < 1 || limit > REDLOCK_MAX_PERMITS)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_acquire_sem: limit %u out of range "
+                         "1..%d", limit, REDLOCK_MAX_PERMITS);
+  if (ttl_ms <= 0 || ttl_ms > REDLOCK_MAX_TTL_MS)
+    return redlock__fail(REDLOCK_EINVAL, "ttl %lld ms out of range 1..%d",
+                         (long long)ttl_ms, REDLOCK_MAX_TTL_MS);
+  memset(&call, 0, sizeof(call));
+  call.resource = resource;
+  call.len = len;
+  call.limit = limit;
+  call.ttl_ms = ttl_ms;
+  call.opts = opts;
+  return sync_acquire(s, &call, out);
+}
+
 static int acquire_one(redlock_sync_t *s, const void *resource, size_t len,
                        int64_t ttl_ms, const redlock_acquire_opts *opts,
                        int scoped, const char *fn,
@@ -988,6 +1110,11 @@ int redlock_sync_release(redlock_sync_lock_t *sl) {
 int64_t redlock_sync_validity_ms(redlock_sync_lock_t *sl) {
   sync_call call;
   return lock_call(sl, CALL_VALIDITY, 0, &call) == 0 ? call.value : 0;
+}
+
+int redlock_sync_permit(redlock_sync_lock_t *sl) {
+  sync_call call;
+  return lock_call(sl, CALL_PERMIT, 0, &call) == 0 ? (int)call.value : -1;
 }
 
 int redlock_sync_is_lost(redlock_sync_lock_t *sl) {
@@ -1107,6 +1234,58 @@ int redlock_sync_leader(redlock_sync_t *s, const void *resource, size_t len,
   if (ttl_ms != NULL)
     *ttl_ms = rc == 0 ? call.value : 0;
   return rc;
+}
+
+static int sem_admin(redlock_sync_t *s, const char *what,
+                     const void *resource, size_t len, int op,
+                     unsigned limit, unsigned permit,
+                     redlock_semaphore_info **out) {
+  sync_call call;
+  int rc;
+  if (out != NULL)
+    *out = NULL;
+  if (s == NULL || resource == NULL || len == 0)
+    return redlock__fail(REDLOCK_EINVAL, "%s: bad arguments", what);
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_SEM_ADMIN;
+  call.sem_op = op;
+  call.resource = resource;
+  call.len = len;
+  call.limit = limit;
+  call.permit = permit;
+  rc = sync_post(s, &call);
+  if (out != NULL)
+    *out = call.info;
+  else
+    redlock__free(call.info);
+  return rc;
+}
+
+int redlock_sync_semaphore_inspect(redlock_sync_t *s, const void *resource,
+                                   size_t len, unsigned limit,
+                                   redlock_semaphore_info **out) {
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_sync_semaphore_inspect: out is NULL");
+  return sem_admin(s, "redlock_sync_semaphore_inspect", resource, len,
+                   SEM_INSPECT, limit, 0, out);
+}
+
+int redlock_sync_semaphore_set_limit(redlock_sync_t *s, const void *resource,
+                                     size_t len, unsigned limit) {
+  return sem_admin(s, "redlock_sync_semaphore_set_limit", resource, len,
+                   SEM_SET_LIMIT, limit, 0, NULL);
+}
+
+int redlock_sync_semaphore_force_release(redlock_sync_t *s,
+                                         const void *resource, size_t len,
+                                         unsigned limit, unsigned permit) {
+  return sem_admin(s, "redlock_sync_semaphore_force_release", resource, len,
+                   SEM_FORCE, limit, permit, NULL);
+}
+
+void redlock_sync_free(void *p) {
+  redlock__free(p);
 }
 
 /* ---- events instead of callbacks ------------------------------------------

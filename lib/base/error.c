@@ -49,6 +49,7 @@ size_t redlock_abi_sizeof(const char *type) {
     T(redlock_election_opts), T(redlock_node_result), T(redlock_result),
     T(redlock_master_stats), T(redlock_stats), T(redlock_master_info),
     T(redlock_node_stats), T(redlock_sync_event),
+    T(redlock_permit_info), T(redlock_semaphore_info),
 #undef T
   };
   size_t i;

@@ -355,6 +355,96 @@ static const char maxttl_raise_script[] =
     "if t > v then redis.call('set',KEYS[1],ARGV[1]) return t end "
     "return v";
 
+/* Counting semaphores (DESIGN, Counting semaphores): K permits, each a
+ * mutex of its own key "{name}:sem:<i>"; the limit record "{name}:sem"
+ * is a hash: "k" the limit, "hi" the highest limit ever set. Every key of
+ * a semaphore shares the record's hash tag (one cluster slot), so the
+ * scripts may form permit keys from the record's name. SEM_TYPES refuses
+ * a record that is not a hash (an application key of that name). */
+#define SEM_TYPES(rec)                                                      \
+  "local rt = redis.call('type', " rec ")['ok'] "                           \
+  "if rt ~= 'none' and rt ~= 'hash' then return redis.error_reply("         \
+  "'ERR the semaphore\\'s limit record ' .. " rec " .. ' holds a "          \
+  "non-lock key (' .. rt .. ')') end "
+/* The prefix of the error that tells a limit apart (REDLOCK_ELIMIT). */
+#define SEM_MISMATCH "ERR semaphore limit mismatch"
+
+/* Acquire permit ARGV[4] of a semaphore of limit ARGV[3]. KEYS[1] the
+ * permit, KEYS[2] the limit record, KEYS[3] the permit's fencing counter;
+ * ARGV[1] token, ARGV[2] ttl, ARGV[5] where the scan of free permits
+ * starts, ARGV[6] "1" to fence (as fenced_acquire_script). The first
+ * acquisition on a master creates the record; one with another limit is
+ * an error naming both, and a permit >= the stored limit is never granted.
+ * Granted: 0, or the fencing counter. Refused: up to 16 permits free on
+ * this master, scanned cyclically from ARGV[5] (an empty array: full). */
+static const char sem_acquire_script[] =
+    SEM_TYPES("KEYS[2]")
+    "local k = redis.call('hget', KEYS[2], 'k') "
+    "if not k then k = ARGV[3] redis.call('hset', KEYS[2], 'k', k) "
+    "if tonumber(redis.call('hget', KEYS[2], 'hi') or '0') < tonumber(k) "
+    "then redis.call('hset', KEYS[2], 'hi', k) end end "
+    "if k ~= ARGV[3] then return redis.error_reply('" SEM_MISMATCH ": ' "
+    ".. k .. ' on this master, ' .. ARGV[3] .. ' asked') end "
+    "local n = tonumber(k) "
+    "if tonumber(ARGV[4]) >= n then return redis.error_reply("
+    "'ERR semaphore permit ' .. ARGV[4] .. ' out of range (limit ' .. k "
+    ".. ')') end "
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then "
+    "if ARGV[6] ~= '1' then return 0 end "
+    "local t = redis.call('time') "
+    "local floor = tonumber(t[1]) * 1000000 + tonumber(t[2]) "
+    "local c = tonumber(redis.call('get', KEYS[3]) or '0') "
+    "if c == nil or c < floor then "
+    "redis.call('set', KEYS[3], string.format('%d', floor)) end "
+    "return redis.call('incr', KEYS[3]) end "
+    "local free, o = {}, tonumber(ARGV[5]) "
+    "for j = 0, n - 1 do local s = (o + j) % n "
+    "if redis.call('exists', KEYS[2] .. ':' .. s) == 0 then "
+    "free[#free + 1] = s if #free == 16 then break end end end "
+    "return free";
+
+/* Release a permit: compare-and-delete, and a message on the semaphore's
+ * channel (every waiter of the name listens there), unless quiet. KEYS[1]
+ * the permit, KEYS[2] the record; ARGV[1] token, ARGV[2] quiet. */
+static const char sem_release_script[] =
+    "if " MARKED("ARGV[1]") " then return 0 end "
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "local r = redis.call('del', KEYS[1]) "
+    "if ARGV[2] ~= '1' then "
+    "redis.call('publish', '__redlock__:' .. KEYS[2], '1') end "
+    "return r else return 0 end";
+
+/* Inspect: {the stored limit or -1, then for each held permit below
+ * max(hi, ARGV[1]): its index, value, pttl}. KEYS[1] the record. */
+static const char sem_inspect_script[] =
+    SEM_TYPES("KEYS[1]")
+    "local k = redis.call('hget', KEYS[1], 'k') "
+    "local hi = tonumber(redis.call('hget', KEYS[1], 'hi') or '0') "
+    "if tonumber(ARGV[1]) > hi then hi = tonumber(ARGV[1]) end "
+    "local out = {k and tonumber(k) or -1} "
+    "for s = 0, hi - 1 do local key = KEYS[1] .. ':' .. s "
+    "if redis.call('type', key)['ok'] == 'string' then "
+    "out[#out + 1] = s out[#out + 1] = redis.call('get', key) "
+    "out[#out + 1] = redis.call('pttl', key) end end "
+    "return out";
+
+/* Set the limit (redlock_semaphore_set_limit): k, hi raised; waiters are
+ * told (a raise lets them in). KEYS[1] the record; ARGV[1] the limit. */
+static const char sem_limit_script[] =
+    SEM_TYPES("KEYS[1]")
+    "redis.call('hset', KEYS[1], 'k', ARGV[1]) "
+    "if tonumber(redis.call('hget', KEYS[1], 'hi') or '0') < "
+    "tonumber(ARGV[1]) then redis.call('hset', KEYS[1], 'hi', ARGV[1]) end "
+    "redis.call('publish', '__redlock__:' .. KEYS[1], '1') "
+    "return tonumber(ARGV[1])";
+
+/* An operator's forced release of one permit, whoever holds it; waiters
+ * are told. KEYS[1] the permit, KEYS[2] the record. */
+static const char sem_force_script[] =
+    "local r = redis.call('del', KEYS[1]) "
+    "redis.call('publish', '__redlock__:' .. KEYS[2], '1') "
+    "return r";
+
 #define S(text) {text, sizeof(text) - 1, ""}
 
 static redlock__script table[REDLOCK__N_CMDS] = {
@@ -378,6 +468,11 @@ static redlock__script table[REDLOCK__N_CMDS] = {
     [REDLOCK__CMD_MAXTTL_SET] = S(maxttl_set_script),
     [REDLOCK__CMD_FORCE_RELEASE] = S(force_release_script),
     [REDLOCK__CMD_MARK_FORGET] = S(mark_forget_script),
+    [REDLOCK__CMD_SEM_ACQUIRE] = S(sem_acquire_script),
+    [REDLOCK__CMD_SEM_RELEASE] = S(sem_release_script),
+    [REDLOCK__CMD_SEM_INSPECT] = S(sem_inspect_script),
+    [REDLOCK__CMD_SEM_LIMIT] = S(sem_limit_script),
+    [REDLOCK__CMD_SEM_FORCE] = S(sem_force_script),
 };
 
 static const char *texts[REDLOCK__N_CMDS];
@@ -434,6 +529,9 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
     out->error = REDLOCK_ESERVER;
     out->errstr = r->str;
     out->noscript = strncmp(r->str, "NOSCRIPT", 8) == 0;
+    if (cmd == REDLOCK__CMD_SEM_ACQUIRE &&
+        strncmp(r->str, SEM_MISMATCH, sizeof(SEM_MISMATCH) - 1) == 0)
+      out->error = REDLOCK_ELIMIT;   /* the text names both limits */
     return;
   }
   switch (cmd) {
@@ -465,6 +563,18 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
       out->holder = r->element[0]->str;
       out->holder_len = r->element[0]->len;
       return;
+    case REDLOCK__CMD_SEM_ACQUIRE:
+      /* Granted: 0 or the fencing counter; refused: the free permits
+       * (semaphore.c reads them). */
+      if (r->type == REDLOCK__R_INTEGER && r->integer >= 0)
+        vote(out, REDLOCK_VOTE_YES, r->integer);
+      else if (r->type == REDLOCK__R_ARRAY)
+        vote(out, REDLOCK_VOTE_NO, (int64_t)r->elements);
+      return;
+    case REDLOCK__CMD_SEM_INSPECT:   /* semaphore.c reads the array */
+      if (r->type == REDLOCK__R_ARRAY && r->elements >= 1)
+        vote(out, REDLOCK_VOTE_YES, 0);
+      return;
     case REDLOCK__CMD_MAXTTL_GET:
       if (r->type == REDLOCK__R_NIL) {
         vote(out, REDLOCK_VOTE_YES, 0);
@@ -481,6 +591,8 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
     case REDLOCK__CMD_MARK_FORGET:
     case REDLOCK__CMD_RW_GIVEUP:
     case REDLOCK__CMD_FORCE_RELEASE:
+    case REDLOCK__CMD_SEM_LIMIT:
+    case REDLOCK__CMD_SEM_FORCE:
       if (r->type == REDLOCK__R_INTEGER)
         vote(out, REDLOCK_VOTE_YES, r->integer);
       return;
@@ -494,6 +606,7 @@ void redlock__classify(redlock__cmd cmd, const redlock__reply *r,
     case REDLOCK__CMD_RW_ACQUIRE:
     case REDLOCK__CMD_RW_EXTEND:
     case REDLOCK__CMD_RW_RELEASE:
+    case REDLOCK__CMD_SEM_RELEASE:
       /* 1 (or more) = done, 2 = healed; 0 = not ours / refused. */
       if (r->type == REDLOCK__R_INTEGER)
         vote(out, r->integer >= 1 ? REDLOCK_VOTE_YES : REDLOCK_VOTE_NO,

@@ -36,6 +36,13 @@ typedef enum {
   REDLOCK__CMD_FORCE_RELEASE,  /* an operator deletes keys, any token */
   REDLOCK__CMD_MARK_FORGET,    /* drops a mark of a broken durability
                                   declaration (guard.c) */
+  REDLOCK__CMD_SEM_ACQUIRE,    /* a semaphore's permit: the limit record
+                                  checked, SET NX PX; refused: free ones */
+  REDLOCK__CMD_SEM_RELEASE,    /* compare-and-delete a permit, publish on
+                                  the semaphore's channel */
+  REDLOCK__CMD_SEM_INSPECT,    /* the limit and every held permit */
+  REDLOCK__CMD_SEM_LIMIT,      /* sets the limit record */
+  REDLOCK__CMD_SEM_FORCE,      /* an operator deletes one permit */
   REDLOCK__N_CMDS
 } redlock__cmd;
 

@@ -644,6 +644,8 @@ static void on_round_reply(redlock__req *req, const redlock__reply *reply,
     round_check(r, now);
     return;
   }
+  if (r->owner->reply != NULL)
+    r->owner->reply(r, i, reply);
   redlock__classify(r->cmd, reply, &v);
   if (v.noscript && !req->tag.round.eval) {
     /* The script cache was flushed: this call again as EVAL (which also

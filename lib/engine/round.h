@@ -157,6 +157,10 @@ typedef struct redlock__round_owner {
   redlock__ns (*until)(const redlock__round *r);
   /* The round lets go of its owner (its reference). */
   void (*release)(redlock_lock_t *owner);
+  /* A reply of master i before it is classified, while the owner waits
+   * for the round (a command whose reply says more than a vote). */
+  void (*reply)(const redlock__round *r, unsigned i,
+                const redlock__reply *reply);
 } redlock__round_owner;
 
 /* Commands over several keys (split by slot where a master routes so). */

@@ -62,6 +62,22 @@ static unsigned wait_channels(const redlock_lock_t *l) {
   return REDLOCK__KIND_IS_RW(l->kind) ? 2 : l->nkeys;
 }
 
+/* Channel k's name: each key's; a read-write handle's plain key; a
+ * semaphore's limit record (every permit's release publishes there). */
+static const char *wait_channel(const redlock_lock_t *l, unsigned k,
+                                size_t *len) {
+  if (l->sem != NULL) {
+    *len = l->sem->rec_len;
+    return l->sem->rec;
+  }
+  if (k >= l->nkeys) {
+    *len = l->keylen - 3;
+    return l->key;
+  }
+  *len = l->keylens[k];
+  return l->keys[k];
+}
+
 static void acquire_wait(redlock_lock_t *l) {
   redlock_client_t *c = l->client;
   unsigned k, n = wait_channels(l);
@@ -73,12 +89,11 @@ static void acquire_wait(redlock_lock_t *l) {
       return;   /* the retry timer still runs */
   }
   for (k = 0; k < n; k++) {
-    int plain = k >= l->nkeys;   /* the read-write handle's plain key */
+    size_t len;
+    const char *name = wait_channel(l, k, &len);
     l->waiters[k].cb = on_wake;
     l->waiters[k].owner = l;
-    if (redlock__wake_add(&c->wake, &l->waiters[k],
-                          plain ? l->key : l->keys[k],
-                          plain ? l->keylen - 3 : l->keylens[k]) != 0)
+    if (redlock__wake_add(&c->wake, &l->waiters[k], name, len) != 0)
       break;
   }
   l->waiting = 1;
@@ -297,6 +312,12 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
     c->lst.noquorum++;
   else if (status == REDLOCK_EEXPIRED)
     c->lst.expired++;
+  if (status == REDLOCK_ELIMIT) {
+    /* A semaphore's limit differs on the masters: waiting changes
+     * nothing (redlock_semaphore_set_limit does). */
+    acquire_fail(l, status);
+    return;
+  }
   if (c->closing) {
     /* The client's close ends the acquisition (an attempt decided while
      * the client's other members were being aborted): ECANCELED, as
@@ -307,8 +328,14 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
     return;
   }
   if (l->wait_deadline == 0 && l->attempts > l->max_retries) {
-    acquire_fail(l, status);
-    return;
+    /* A semaphore's: its permit was taken but a quorum listed another
+     * free. Its one try (wait 0) is a try for any free permit, not for
+     * the one picked blindly: that one still, at most K times. */
+    if (!(redlock__sem_free_quorum(l) && l->sem->hops < l->sem->limit)) {
+      acquire_fail(l, status);
+      return;
+    }
+    l->sem->hops++;
   }
   if (!attempt_event(l, status))
     return;   /* the hook canceled or freed it */
@@ -320,6 +347,13 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
    * timer stays as the fallback. */
   if (l->wake && refused)
     acquire_wait(l);
+  if (redlock__sem_free_quorum(l)) {
+    /* The permit asked for was taken, but a quorum listed another one
+     * free: that one at once (semaphore.c picks it). */
+    l->woken = 0;
+    schedule_retry(l, status, spread_ms(c), now);
+    return;
+  }
   if (l->woken) {
     /* A release was heard while this attempt was in flight. */
     l->woken = 0;
@@ -328,7 +362,8 @@ static void retry_or_fail(redlock_lock_t *l, int status, redlock__ns now) {
   }
   /* (Not for read-write locks: the hash's ttl is its latest field's,
    * waiters' places included; it says nothing of when owners leave.) */
-  if (refused && delay > 0 && !REDLOCK__KIND_IS_RW(l->kind)) {
+  if (refused && delay > 0 && !REDLOCK__KIND_IS_RW(l->kind) &&
+      l->sem == NULL) {
     l->refused = l->round;
     l->round = NULL;
     l->retry_status = status;
@@ -376,6 +411,15 @@ static void on_fence_decided(redlock__round *r, redlock__round_state st,
                 now);
 }
 
+/* A master said the semaphore's limit differs from the handle's. */
+static int limit_differs(const redlock__round *r) {
+  unsigned i;
+  for (i = 0; i < r->client->n; i++)
+    if (r->res[i].error == REDLOCK_ELIMIT)
+      return 1;
+  return 0;
+}
+
 static void on_set_decided(redlock__round *r, redlock__round_state st,
                            redlock__ns now) {
   redlock_lock_t *l = r->lock;
@@ -419,6 +463,7 @@ static void on_set_decided(redlock__round *r, redlock__round_state st,
                                                       : 0u) |
                             REDLOCK__ARGV_PUTBACK);
   retry_or_fail(l, st == REDLOCK__ROUND_REACHED   ? REDLOCK_EEXPIRED
+                   : limit_differs(r)             ? REDLOCK_ELIMIT
                    : st == REDLOCK__ROUND_BLOCKED ? REDLOCK_ETAKEN
                                                   : REDLOCK_ENOQUORUM,
                 now);
@@ -440,6 +485,8 @@ static void attempt_set(redlock_lock_t *l) {
   if (l->token_suffix != NULL)   /* "<hex>.<identity>" (election.c) */
     memcpy(l->token + REDLOCK__TOKEN_HEX, l->token_suffix,
            l->token_suffix_len + 1);
+  if (l->sem != NULL)
+    redlock__sem_pick(l);   /* the permit this attempt asks for */
   l->fence = 0;
   l->woken = 0;   /* this attempt sees any release heard before it */
   l->client->lst.attempts++;
@@ -600,10 +647,10 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
                          "redlock_lock_acquire: callback is NULL");
   if (opts == NULL)
     opts = &none;
-  if (opts->fence && l->kind != REDLOCK__KIND_PLAIN)
+  if (opts->fence && l->kind != REDLOCK__KIND_PLAIN && l->sem == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_acquire: fencing needs a single "
-                         "plain resource");
+                         "plain resource (or a semaphore)");
   if (redlock_lock_is_held(l)) {
     if (!opts->reentrant)
       return redlock__fail(REDLOCK_EBUSY,
@@ -636,7 +683,7 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
                          "redlock_lock_acquire: lost_margin_ms %d must be "
                          "0..half the ttl (%lld ms)", opts->lost_margin_ms,
                          (long long)ttl_ms);
-  if (opts->fence && redlock__lock_fence_key(l) != 0)
+  if (opts->fence && l->sem == NULL && redlock__lock_fence_key(l) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
   /* Any auto-extension still running (a lock that just ran out, its
    * extension hung) stops here: one owner of the main round. */
@@ -680,6 +727,8 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
   l->ttl_ms = ttl_ms;
   l->op_ttl_ms = ttl_ms;
   l->attempts = 0;
+  if (l->sem != NULL)
+    l->sem->hops = 0;
   redlock__lock_set_state(l, REDLOCK__LOCK_ACQUIRING);
   /* No token until the first SET round: a cleanup before it (client
    * close during the ttl record's round) must not release an old or

@@ -181,7 +181,9 @@ int redlock__lock_argv_sub(const redlock_lock_t *l, redlock__cmd cmd,
     case REDLOCK__CMD_FENCE:
       ARG("2", 1);
       ARG(l->key, l->keylen);
-      if (sub != NULL)
+      if (l->sem != NULL)   /* the permit's counter: one name anywhere */
+        ARG(l->sem->fence_key, l->sem->fence_len);
+      else if (sub != NULL)
         ARG(l->fence_key_cl, l->fence_key_cl_len);
       else
         ARG(l->fence_key, l->fence_keylen);
@@ -257,6 +259,36 @@ int redlock__lock_argv_sub(const redlock_lock_t *l, redlock__cmd cmd,
       else
         ARG(c->maxttl_key, c->maxttl_keylen);
       NUM(0, ttl_ms);
+      break;
+    case REDLOCK__CMD_SEM_ACQUIRE:
+      /* The permit, the limit record, the permit's fencing counter (one
+       * slot: every name has the record's tag, so one form anywhere). */
+      ARG("3", 1);
+      ARG(l->key, l->keylen);
+      ARG(l->sem->rec, l->sem->rec_len);
+      ARG(l->sem->fence_key, l->sem->fence_len);
+      ARG(l->token, toklen);
+      NUM(0, ttl_ms);
+      NUM(1, l->sem->limit);
+      NUM(2, l->sem->slot);
+      ARG(l->sem->offset_str, strlen(l->sem->offset_str));
+      ARG(l->want_fence ? "1" : "0", 1);
+      break;
+    case REDLOCK__CMD_SEM_RELEASE:
+    case REDLOCK__CMD_SEM_FORCE:
+      ARG("2", 1);
+      ARG(l->key, l->keylen);
+      ARG(l->sem->rec, l->sem->rec_len);
+      if (cmd == REDLOCK__CMD_SEM_RELEASE) {
+        ARG(l->token, toklen);
+        ARG(quiet, 1);
+      }
+      break;
+    case REDLOCK__CMD_SEM_INSPECT:
+    case REDLOCK__CMD_SEM_LIMIT:
+      ARG("1", 1);
+      ARG(l->sem->rec, l->sem->rec_len);
+      NUM(0, ttl_ms);   /* the handle's limit, or the new one */
       break;
     case REDLOCK__CMD_SET_NX:
     case REDLOCK__CMD_PTTL:

@@ -21,7 +21,8 @@ typedef enum {
   REDLOCK__KIND_PLAIN = 0,
   REDLOCK__KIND_MULTI,
   REDLOCK__KIND_READ,
-  REDLOCK__KIND_WRITE
+  REDLOCK__KIND_WRITE,
+  REDLOCK__KIND_SEM      /* a permit of a counting semaphore */
 } redlock__kind;
 
 /* A side of a read-write lock (its waiters leave places: scripts.c). */
@@ -87,6 +88,46 @@ typedef enum {
 enum { REDLOCK__TIMER_IDLE = 0, REDLOCK__TIMER_RETRY,
        REDLOCK__TIMER_DELIVER, REDLOCK__TIMER_INSPECT,
        REDLOCK__TIMER_PTTL };   /* the PTTL round's grace (acquire.c) */
+
+/* A counting semaphore's side of its handle (semaphore.c; DESIGN,
+ * Counting semaphores). The handle's key is the permit of the current
+ * attempt (or hold), "{name}:sem:<slot>", rewritten when an attempt picks
+ * one; keys[0] stays the name (resource, events). */
+typedef struct redlock__sem_held {
+  unsigned slot;
+  unsigned master;
+  int64_t pttl_ms;
+  char value[REDLOCK__ERRSTR_LEN];   /* cut at 159 bytes, as a result's */
+} redlock__sem_held;
+
+typedef struct redlock__sem {
+  unsigned limit;               /* K: permits 0..K-1 */
+  unsigned slot;                /* the current attempt's (or held) permit */
+  uint32_t offset;              /* where its refusals' scans start */
+  char offset_str[12];          /* the same in decimal (command.c) */
+  char *rec;                    /* the limit record "{name}:sem": also the
+                                   channel's name */
+  size_t rec_len;
+  char *slot_key;               /* room for rec + ":<index>" */
+  char *fence_key;              /* room for the permit's + ":fence" */
+  size_t fence_len;
+  uint16_t *free_seen;          /* K: masters that listed permit i free in
+                                   the current attempt's refusals */
+  unsigned hops;                /* this acquisition's attempts past its
+                                   retries, each to a permit listed free
+                                   (at most K: acquire.c) */
+  /* redlock_semaphore_set_limit's caller and the limit it sets. */
+  redlock_lock_cb ucb;
+  void *uarg;
+  unsigned new_limit;
+  /* Inspection (redlock_semaphore_inspect): what each master said. */
+  redlock_semaphore_info_cb icb;
+  void *iarg;
+  int64_t *ilimit;              /* n: the stored limit, -1 none, -2 no
+                                   answer */
+  redlock__sem_held *held;      /* every held permit any master reported */
+  size_t nheld, cheld;
+} redlock__sem;
 
 struct redlock_lock_s {
   redlock__member member;       /* client->members: aborted at close */
@@ -184,6 +225,11 @@ struct redlock_lock_s {
   redlock__wake_waiter *waiters;   /* nkeys, made on first wait */
   redlock__guard_waiter settle;    /* waiting for first connections */
   uint8_t settling;
+  redlock__sem *sem;            /* a semaphore's (REDLOCK__KIND_SEM) */
+  /* A reply of master i to one of its rounds, before it is classified,
+   * for a kind that reads more than a vote (semaphore.c); or NULL. */
+  void (*on_reply)(redlock_lock_t *l, redlock__cmd cmd, unsigned i,
+                   const redlock__reply *reply);
 };
 
 /* The key's Redis Cluster slot, hashed on first use: rounds to cluster

@@ -61,6 +61,12 @@ static void lock_reap(redlock_lock_t *l) {
     redlock__free(l->rw_name_cl_lens);
   }
   redlock__free(l->rw_hash_cl);
+  if (l->sem != NULL) {
+    redlock__free(l->sem->free_seen);
+    redlock__free(l->sem->ilimit);
+    redlock__free(l->sem->held);
+    redlock__free(l->sem);
+  }
   redlock__free(l->waiters);
   redlock__free(l);
   redlock__client_leave(c);
@@ -240,8 +246,16 @@ static void owner_release(redlock_lock_t *l) {
   redlock__lock_unref(l);
 }
 
+static void owner_reply(const redlock__round *r, unsigned i,
+                        const redlock__reply *reply) {
+  redlock_lock_t *l = r->lock;
+  if (l->on_reply != NULL)
+    l->on_reply(l, r->cmd, i, reply);
+}
+
 const redlock__round_owner redlock__lock_round_owner = {
     owner_argv, owner_groups, owner_key_slot, owner_until, owner_release,
+    owner_reply,
 };
 
 /* ---- rounds -------------------------------------------------------------- */
@@ -249,12 +263,14 @@ const redlock__round_owner redlock__lock_round_owner = {
 static int is_acquisition(redlock__cmd cmd) {
   return cmd == REDLOCK__CMD_SET_NX || cmd == REDLOCK__CMD_TAKEOVER ||
          cmd == REDLOCK__CMD_FENCED_ACQUIRE ||
-         cmd == REDLOCK__CMD_MULTI_ACQUIRE || cmd == REDLOCK__CMD_RW_ACQUIRE;
+         cmd == REDLOCK__CMD_MULTI_ACQUIRE || cmd == REDLOCK__CMD_RW_ACQUIRE ||
+         cmd == REDLOCK__CMD_SEM_ACQUIRE;
 }
 
 static int is_release(redlock__cmd cmd) {
   return cmd == REDLOCK__CMD_RELEASE || cmd == REDLOCK__CMD_MULTI_RELEASE ||
-         cmd == REDLOCK__CMD_RW_RELEASE || cmd == REDLOCK__CMD_RW_GIVEUP;
+         cmd == REDLOCK__CMD_RW_RELEASE || cmd == REDLOCK__CMD_RW_GIVEUP ||
+         cmd == REDLOCK__CMD_SEM_RELEASE;
 }
 
 redlock__round *redlock__lock_round(redlock_lock_t *l, redlock__cmd cmd,
@@ -320,6 +336,10 @@ static const redlock__kind_cmds kinds[] = {
     [REDLOCK__KIND_WRITE] = {REDLOCK__CMD_RW_ACQUIRE, REDLOCK__CMD_RW_EXTEND,
                              REDLOCK__CMD_RW_RELEASE, REDLOCK__CMD_RW_GIVEUP,
                              1, 0},
+    /* A permit is a plain key: extended (and batched) as one. */
+    [REDLOCK__KIND_SEM] = {REDLOCK__CMD_SEM_ACQUIRE, REDLOCK__CMD_EXTEND,
+                           REDLOCK__CMD_SEM_RELEASE, REDLOCK__CMD_SEM_RELEASE,
+                           0, 1},
 };
 
 const redlock__kind_cmds *redlock__kind_of(const redlock_lock_t *l) {
@@ -649,7 +669,9 @@ static void on_inspect_decided(redlock__round *r, redlock__round_state st,
   (void)now;
   l->status = st == REDLOCK__ROUND_REACHED ? 0 : REDLOCK_ENOQUORUM;
   if ((r->cmd == REDLOCK__CMD_MAXTTL_SET ||
-       r->cmd == REDLOCK__CMD_FORCE_RELEASE) && r->yes < l->client->n)
+       r->cmd == REDLOCK__CMD_FORCE_RELEASE ||
+       r->cmd == REDLOCK__CMD_SEM_LIMIT || r->cmd == REDLOCK__CMD_SEM_FORCE) &&
+      r->yes < l->client->n)
     l->status = REDLOCK_ENOQUORUM;   /* every master must have it */
   if (l->client->in_api > 0) {
     /* Every master failed at once: deliver on the next loop turn. */
@@ -936,9 +958,10 @@ int redlock_lock_release(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
 }
 
 /* A round of its own (never the main one) that waits for every master:
- * inspect, and the ttl record's setting (redlock_client_set_ttl_record). */
-static int side_round(redlock_lock_t *l, redlock__cmd cmd, int64_t value,
-                      redlock_lock_cb cb, void *arg) {
+ * inspect, force release, the ttl record's setting
+ * (redlock_client_set_ttl_record), a semaphore's (semaphore.c). */
+int redlock__lock_side_round(redlock_lock_t *l, redlock__cmd cmd,
+                             int64_t value, redlock_lock_cb cb, void *arg) {
   redlock__round *r = redlock__round_get(l->client);
   if (r == NULL)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
@@ -968,12 +991,16 @@ int redlock_lock_inspect(redlock_lock_t *l, redlock_lock_cb cb, void *arg) {
   if (REDLOCK__KIND_IS_RW(l->kind))
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_inspect: not for read-write locks");
+  if (l->sem != NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_inspect: a semaphore: use "
+                         "redlock_semaphore_inspect");
   if (cb == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_inspect: callback is NULL");
   if (redlock__lock_rw_names(l) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-  return side_round(l, REDLOCK__CMD_INSPECT, 0, cb, arg);
+  return redlock__lock_side_round(l, REDLOCK__CMD_INSPECT, 0, cb, arg);
 }
 
 int redlock_lock_force_release(redlock_lock_t *l, redlock_lock_cb cb,
@@ -985,6 +1012,10 @@ int redlock_lock_force_release(redlock_lock_t *l, redlock_lock_cb cb,
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_force_release: use a plain handle of "
                          "the same name (its read-write hash goes too)");
+  if (l->sem != NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_force_release: a semaphore: use "
+                         "redlock_semaphore_force_release (one permit)");
   if (cb == NULL)
     return redlock__fail(REDLOCK_EINVAL,
                          "redlock_lock_force_release: callback is NULL");
@@ -994,7 +1025,7 @@ int redlock_lock_force_release(redlock_lock_t *l, redlock_lock_cb cb,
                          "lock: release it");
   if (redlock__lock_rw_names(l) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
-  return side_round(l, REDLOCK__CMD_FORCE_RELEASE, 0, cb, arg);
+  return redlock__lock_side_round(l, REDLOCK__CMD_FORCE_RELEASE, 0, cb, arg);
 }
 
 int redlock__lock_set_record(redlock_lock_t *l, int64_t ttl_ms,
@@ -1002,7 +1033,7 @@ int redlock__lock_set_record(redlock_lock_t *l, int64_t ttl_ms,
   int rc = redlock__lock_usable(l, "redlock_client_set_ttl_record");
   if (rc != 0)
     return rc;
-  return side_round(l, REDLOCK__CMD_MAXTTL_SET, ttl_ms, cb, arg);
+  return redlock__lock_side_round(l, REDLOCK__CMD_MAXTTL_SET, ttl_ms, cb, arg);
 }
 
 int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
@@ -1012,6 +1043,10 @@ int redlock_lock_adopt(redlock_lock_t *l, const char *token) {
     return rc;
   if (token == NULL)
     return redlock__fail(REDLOCK_EINVAL, "redlock_lock_adopt: token NULL");
+  if (l->sem != NULL)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_adopt: not for semaphores (which "
+                         "permit?)");
   len = strlen(token);
   if (len == 0 || len > REDLOCK__TOKEN_MAX)
     return redlock__fail(REDLOCK_EINVAL,
@@ -1164,9 +1199,10 @@ const char *redlock_lock_token(const redlock_lock_t *l) {
 const void *redlock_lock_resource(const redlock_lock_t *l, size_t *len) {
   if (l == NULL)
     return NULL;
+  /* keys[0] is the name (a semaphore's key is the permit's). */
   if (len != NULL)
-    *len = l->keylen - l->client->key_prefix_len;
-  return l->key + l->client->key_prefix_len;
+    *len = l->keylens[0] - l->client->key_prefix_len;
+  return l->keys[0] + l->client->key_prefix_len;
 }
 
 redlock_client_t *redlock_lock_client(const redlock_lock_t *l) {

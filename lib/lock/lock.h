@@ -92,6 +92,22 @@ void redlock__lock_reenter_extend(redlock_lock_t *l, int64_t ttl_ms);
 void redlock__lock_event(redlock_lock_t *l, redlock_event_kind kind,
                          const redlock_result *res);
 
+/* A round of its own (never the main one) that waits for every master:
+ * inspect, force release, the ttl record's and a semaphore's limit's
+ * setting. cb gets the outcome (op INSPECT meanwhile). 0 or ENOMEM. */
+int redlock__lock_side_round(redlock_lock_t *l, redlock__cmd cmd,
+                             int64_t value, redlock_lock_cb cb, void *arg);
+
+/* ---- semaphore.c --------------------------------------------------------- */
+/* Before an attempt: the permit it asks for (the handle's key). */
+void redlock__sem_pick(redlock_lock_t *l);
+/* After a refused attempt: 1 when some permit was listed free by a quorum
+ * of masters (the next attempt may come at once). */
+int redlock__sem_free_quorum(redlock_lock_t *l);
+/* The handle's on_reply (handle.h). */
+void redlock__sem_on_reply(redlock_lock_t *l, redlock__cmd cmd, unsigned i,
+                           const redlock__reply *reply);
+
 /* ---- acquire.c ----------------------------------------------------------- */
 /* The next attempt (first, or from the retry timer). */
 void redlock__acquire_attempt(redlock_lock_t *l);

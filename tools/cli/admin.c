@@ -25,7 +25,9 @@ const char help_unlock[] =
     "dead or stuck. The fencing counter stays. Exit 1 if a master did not\n"
     "answer (the key may remain there until its ttl).\n"
     "  --force      required: says you mean it\n"
-    "  --also KEY2  the other keys of a multi-resource lock (repeatable)\n";
+    "  --also KEY2  the other keys of a multi-resource lock (repeatable)\n"
+    "  --limit K --permit I  KEY is a counting semaphore: release its\n"
+    "               permit I only (redlock status --limit K KEY lists them)\n";
 
 uv_timer_t watch_timer;
 static char watch_last[256] = "\001";   /* nothing printed yet */
@@ -182,6 +184,8 @@ void check_unlock(void) {
 }
 
 int start_unlock(void) {
+  if (opt.limit > 0)
+    return start_sem_unlock();   /* semaphore.c */
   return opt.n_also > 0
              ? redlock_lock_force_release(lock, on_unlock_done, NULL)
              : redlock_lock_inspect(lock, on_unlock_inspected, NULL);

@@ -13,6 +13,8 @@
  *   acquire.c  acquire, extend, release
  *   status.c   status, guard, stats
  *   admin.c    leader (--watch), unlock --force
+ *   semaphore.c  counting semaphores: --limit's checks, limit, status and
+ *              unlock --force of a semaphore, the ELIMIT message
  *   run.c      run and elect: signals, the job's process group, the exec
  *              helper */
 #ifndef REDLOCK_CLI_H
@@ -59,7 +61,7 @@
 
 enum { C_RUN = 1, C_ACQUIRE = 2, C_EXTEND = 4, C_RELEASE = 8, C_STATUS = 16,
        C_ELECT = 32, C_LEADER = 64, C_STATS = 128, C_GUARD = 256,
-       C_UNLOCK = 512, C_ALL = 1023 };
+       C_UNLOCK = 512, C_LIMIT = 1024, C_ALL = 2047 };
 
 enum {
   O_SERVERS, O_PASSWORD_FILE, O_JSON, O_PREFIX, O_QUORUM, O_TIMEOUT,
@@ -69,7 +71,7 @@ enum {
   O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
   O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
   O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL, O_FORCE,
-  O_WATCH
+  O_WATCH, O_LIMIT, O_PERMIT
 };
 
 /* A subcommand: one row of cli_commands (main.c). */
@@ -77,6 +79,7 @@ typedef enum {
   ARGS_KEY,          /* KEY */
   ARGS_KEY_TOKEN,    /* KEY TOKEN */
   ARGS_KEY_CMD,      /* KEY [--] CMD [ARGS...] */
+  ARGS_KEY_LIMIT,    /* KEY LIMIT (a number: opt.limit) */
   ARGS_NONE          /* nothing (a probe key is used) */
 } cli_args;
 
@@ -159,6 +162,8 @@ typedef struct cli_opts {
   int rw_given;         /* --read/--write/-s/-x seen: which one */
   int force;            /* unlock --force */
   int watch;            /* leader --watch */
+  unsigned limit;       /* --limit K (a counting semaphore); 0: a mutex */
+  int permit;           /* unlock --permit I; -1: not given */
 } cli_opts;
 extern cli_opts opt;
 
@@ -187,6 +192,7 @@ int64_t duration_arg(const char *flag, const char *v);
 char *strip_userinfo(const char *list);
 int parse_args(int argc, char **argv, const char **positional,
                int *n_pos);
+unsigned parse_limit(const char *flag, const char *v);
 
 /* ---- output.c ---- */
 extern int final_release;
@@ -258,6 +264,14 @@ void on_unlock_inspected(redlock_lock_t *l, int status,
                          const redlock_result *r, void *arg);
 void on_leader_cmd(redlock_client_t *c, int status,
                    const char *identity, int64_t ttl_ms, void *arg);
+
+/* ---- semaphore.c ---- */
+extern const char help_limit[];
+void check_semaphore(void);
+int start_limit(void);
+int start_sem_status(void);
+int start_sem_unlock(void);
+int limit_mismatch(int status, const redlock_result *r);
 
 /* ---- run.c ---- */
 extern char **child_argv;

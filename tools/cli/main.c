@@ -4,6 +4,7 @@
  *   redlock [GLOBAL] run [OPTIONS] KEY [--] CMD [ARGS...]
  *   redlock [GLOBAL] acquire|extend|release|status|unlock ... KEY
  *   redlock [GLOBAL] elect|leader ... KEY
+ *   redlock [GLOBAL] limit KEY K
  *   redlock [GLOBAL] stats|guard
  *   redlock help [COMMAND]
  *
@@ -61,6 +62,8 @@ const cli_command cli_commands[] = {
      NULL},
     {"unlock", C_UNLOCK, help_unlock, ARGS_KEY, 1, check_unlock,
      start_unlock, NULL, NULL},
+    {"limit", C_LIMIT, help_limit, ARGS_KEY_LIMIT, 1, NULL, start_limit,
+     NULL, NULL},
 };
 const size_t n_cli_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 const cli_command *command;
@@ -163,7 +166,10 @@ static int make_client(void) {
     free(copy);
     return 0;   /* an election handle, or no handle at all */
   }
-  if (opt.rw != 0) {
+  if (opt.limit > 0) {
+    /* A counting semaphore: one of opt.limit permits (semaphore.c). */
+    rc = redlock_semaphore_new(client, key, strlen(key), opt.limit, &lock);
+  } else if (opt.rw != 0) {
     rc = redlock_rwlock_new(client, key, strlen(key),
                             opt.rw == 2 ? REDLOCK_WRITE : REDLOCK_READ,
                             &lock);
@@ -233,9 +239,14 @@ int main(int argc, char **argv) {
     if (n_pos != 2)
       usage_error("%s: expected KEY TOKEN", cmd_name);
     opt.token = pos[1];
+  } else if (command->args == ARGS_KEY_LIMIT) {
+    if (n_pos != 2)
+      usage_error("%s: expected KEY LIMIT", cmd_name);
+    opt.limit = parse_limit("LIMIT", pos[1]);
   } else if (n_pos != 1) {
     usage_error("%s: unexpected argument '%s'", cmd_name, pos[1]);
   }
+  check_semaphore();
   if (command->check != NULL)
     command->check();
   if ((cmd_bit & (C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT)) && opt.ttl_given) {

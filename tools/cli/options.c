@@ -21,6 +21,9 @@ static const char usage_text[] =
     "  stats                     each master's counters and latency\n"
     "                            (Prometheus text)\n"
     "  unlock --force KEY        an operator's forced release (any holder)\n"
+    "  limit KEY K               change the counting semaphore KEY's limit\n"
+    "                            (run/status/unlock --limit K: one of K\n"
+    "                            permits; see redlock run --help)\n"
     "  guard                     each master's restart-guard state: does\n"
     "                            its vote count, why not, the ttl record\n"
     "\n";
@@ -91,7 +94,8 @@ static const char usage_exits[] =
     "  76   run: the lock was lost; the command was terminated\n"
     "  77   no quorum of masters accepts the credentials\n"
     "  78   a bad value in the environment (REDLOCK_*), or no quorum accepts\n"
-    "       the configuration (TLS verification, SELECT)\n"
+    "       the configuration (TLS verification, SELECT); --limit K differs\n"
+    "       from the semaphore's limit on the masters\n"
     "  127  run: the command could not be started\n"
     "  143  run, elect: stopped by SIGTERM (the command was killed after\n"
     "       --grace)\n"
@@ -108,7 +112,8 @@ static const char usage_exits[] =
 
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
-         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0};
+         NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0,
+         -1};
 
 const char *labels[MAX_LABELS];
 int n_labels;
@@ -161,6 +166,8 @@ static const optdef options[] = {
     {"stats-label", 0, 1, C_RUN | C_ELECT, O_STATS_LABEL},
     {"force", 0, 0, C_UNLOCK, O_FORCE},
     {"watch", 0, 0, C_LEADER, O_WATCH},
+    {"limit", 0, 1, C_RUN | C_STATUS | C_UNLOCK, O_LIMIT},
+    {"permit", 0, 1, C_UNLOCK, O_PERMIT},
 };
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -384,6 +391,15 @@ char *strip_userinfo(const char *list) {
   return out;
 }
 
+/* A semaphore's limit (--limit K, limit KEY K): 1..REDLOCK_MAX_PERMITS. */
+unsigned parse_limit(const char *flag, const char *v) {
+  char *end;
+  long k = strtol(v, &end, 10);
+  if (*v == '\0' || *end != '\0' || k < 1 || k > REDLOCK_MAX_PERMITS)
+    usage_error("bad %s '%s' (1..%d)", flag, v, REDLOCK_MAX_PERMITS);
+  return (unsigned)k;
+}
+
 static const optdef *find_long(const char *name, size_t len) {
   size_t i;
   for (i = 0; i < N_OPTIONS; i++)
@@ -586,6 +602,17 @@ static void set_option(const optdef *o, const char *v) {
     case O_WATCH:
       opt.watch = 1;
       break;
+    case O_LIMIT:
+      opt.limit = parse_limit("--limit", v);
+      break;
+    case O_PERMIT: {
+      char *end;
+      long p = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || p < 0 || p >= REDLOCK_MAX_PERMITS)
+        usage_error("bad --permit '%s' (0..%d)", v, REDLOCK_MAX_PERMITS - 1);
+      opt.permit = (int)p;
+      break;
+    }
     case O_TOKEN:
       opt.token = v;
       break;
@@ -650,16 +677,18 @@ int parse_args(int argc, char **argv, const char **positional,
       int h = i + 1 < argc ? find_command(argv[i + 1]) : -1;
       if (i + 1 < argc && h < 0)
         usage_error("no command '%s' (run, acquire, extend, release, "
-                    "status, elect, leader, stats, guard, unlock)", argv[i + 1]);
+                    "status, elect, leader, stats, guard, unlock, limit)",
+                    argv[i + 1]);
       print_help(h);
     }
   }
   if (cmd_at < 0)
     usage_error("no command (run, acquire, extend, release, status, elect, "
-                "leader, stats, guard, unlock)");
+                "leader, stats, guard, unlock, limit)");
   if (cmd_index < 0)
     usage_error("unknown command '%s' (run, acquire, extend, release, "
-                "status, elect, leader, stats, guard, unlock)", argv[cmd_at]);
+                "status, elect, leader, stats, guard, unlock, limit)",
+                argv[cmd_at]);
   command = &cli_commands[cmd_index];
   cmd_name = command->name;
   cmd_bit = command->bit;

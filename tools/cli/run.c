@@ -29,6 +29,10 @@ const char help_run[] =
     "               writer); flock's -s and -x. The modes of KEY exclude\n"
     "               each other: a plain holder keeps -s and -x out, and\n"
     "               the reverse\n"
+    "  --limit K    KEY is a counting semaphore: hold one of its K permits\n"
+    "               (at most K jobs at once across hosts; CMD sees\n"
+    "               REDLOCK_PERMIT, 0..K-1). Every job must use the same\n"
+    "               K: another one gets exit 78 (change it: redlock limit)\n"
     "  -o           accepted for flock(1): CMD never holds the lock\n"
     "  --stats-file F, --stats-label NAME=VALUE  as for elect\n"
     "\n"
@@ -425,12 +429,13 @@ int64_t lost_margin_ms(void) {
 static char **child_env(void) {
   extern char **environ;
   static char env_key[4096], env_tok[256], env_fence[64], env_id[128];
+  static char env_permit[32];
   static char *env_servers;
   char **envp;
   size_t n = 0, k = 0, i;
   while (environ[n] != NULL)
     n++;
-  envp = calloc(n + 5, sizeof(*envp));
+  envp = calloc(n + 6, sizeof(*envp));
   if (envp == NULL)
     return NULL;
   for (i = 0; i < n; i++) {
@@ -439,6 +444,7 @@ static char **child_env(void) {
         strncmp(e, "REDLOCK_KEY=", 12) == 0 ||
         strncmp(e, "REDLOCK_TOKEN=", 14) == 0 ||
         strncmp(e, "REDLOCK_FENCE=", 14) == 0 ||
+        strncmp(e, "REDLOCK_PERMIT=", 15) == 0 ||
         strncmp(e, "REDLOCK_LEADER_ID=", 18) == 0)
       continue;
     if (strncmp(e, "REDLOCK_SERVERS=", 16) == 0) {
@@ -467,6 +473,11 @@ static char **child_env(void) {
   if (cmd_bit == C_ELECT) {
     snprintf(env_id, sizeof(env_id), "REDLOCK_LEADER_ID=%s", opt.id);
     envp[k++] = env_id;
+  }
+  if (opt.limit > 0 && lock != NULL) {
+    snprintf(env_permit, sizeof(env_permit), "REDLOCK_PERMIT=%d",
+             redlock_semaphore_permit(lock));
+    envp[k++] = env_permit;
   }
   if (opt.fence) {
     snprintf(env_fence, sizeof(env_fence), "REDLOCK_FENCE=%llu",
@@ -786,6 +797,10 @@ void on_run_acquired(redlock_lock_t *l, int status,
     if (finishing)
       return;
     report_result("run", status, r);
+    if (limit_mismatch(status, r)) {
+      finish(EXIT_CONFIG);   /* semaphore.c: both limits named */
+      return;
+    }
     if (status != REDLOCK_ECANCELED) {
       int code = config_verdict(r, 1);
       finish(code != 0 ? code : opt.conflict_code);

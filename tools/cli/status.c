@@ -13,7 +13,10 @@ const char help_status[] =
     "--token). Then why a master's vote does not count, configuration\n"
     "warnings, and a note when KEY is also a read-write lock.\n"
     "  --token TOKEN  mark the masters where TOKEN holds KEY\n"
-    "  --stats        then this client's statistics (Prometheus text)\n";
+    "  --stats        then this client's statistics (Prometheus text)\n"
+    "  --limit K      KEY is a counting semaphore: its limit on the\n"
+    "                 masters, permits held and free, and each permit's\n"
+    "                 holder (8 characters), masters and ttl left\n";
 
 const char help_guard[] =
     "usage: redlock guard [OPTIONS]\n"
@@ -450,6 +453,8 @@ void on_stats_cmd(redlock_lock_t *l, int status,
 /* ---- the commands (main.c's table) --------------------------------------- */
 
 int start_status(void) {
+  if (opt.limit > 0)
+    return start_sem_status();   /* semaphore.c */
   return redlock_lock_inspect(lock, on_status_cmd, NULL);
 }
 

@@ -19,16 +19,20 @@ search path. See the project README, section "Python".
 """
 from ._ffi import LibraryNotFound, library_path
 from .client import (TLS, Client, Election, Leader, Lock, MasterStats,
-                     RWLock, Stats)
-from .errors import (ClientClosed, ConfigError, LockTaken, Lost,
-                     MasterResult, NoQuorum, RedlockError, WaitTimeout)
+                     PermitStatus, RWLock, Semaphore, SemaphoreStatus,
+                     Stats)
+from .errors import (ClientClosed, ConfigError, LimitMismatch, LockTaken,
+                     Lost, MasterResult, NoQuorum, RedlockError,
+                     WaitTimeout)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Lock", "RWLock", "Election", "Leader", "Stats",
+    "Client", "Lock", "RWLock", "Semaphore", "SemaphoreStatus",
+    "PermitStatus", "Election", "Leader", "Stats",
     "MasterStats", "TLS", "RedlockError", "LockTaken", "NoQuorum",
-    "WaitTimeout", "Lost", "ConfigError", "ClientClosed", "MasterResult",
+    "WaitTimeout", "Lost", "ConfigError", "LimitMismatch", "ClientClosed",
+    "MasterResult",
     "LibraryNotFound", "library_path", "c_version",
 ]
 

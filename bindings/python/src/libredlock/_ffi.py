@@ -195,6 +195,27 @@ class SyncEvent(ctypes.Structure):
     ]
 
 
+class PermitInfo(ctypes.Structure):
+    _fields_ = [
+        ("index", c_uint),
+        ("holder", c_char_p),
+        ("masters", c_uint),
+        ("held", c_int),
+        ("pttl_ms", c_int64),
+    ]
+
+
+class SemaphoreInfo(ctypes.Structure):
+    _fields_ = [
+        ("limit", c_uint),
+        ("limit_max", c_uint),
+        ("held", c_uint),
+        ("free", c_uint),
+        ("n_permits", c_uint),
+        ("permits", ctypes.POINTER(PermitInfo)),
+    ]
+
+
 # redlock_sync_event_kind
 EV_LOST, EV_ELECTION, EV_WARNING, EV_DROPPED = 1, 2, 3, 4
 
@@ -209,6 +230,8 @@ STRUCTS = {
     "redlock_node_stats": NodeStats,
     "redlock_stats": Stats,
     "redlock_sync_event": SyncEvent,
+    "redlock_permit_info": PermitInfo,
+    "redlock_semaphore_info": SemaphoreInfo,
 }
 
 # Error codes (REDLOCK_ERRNO_MAP): values never change.
@@ -216,10 +239,11 @@ ERRORS = {
     -1: "EINVAL", -2: "ENOMEM", -3: "ETAKEN", -4: "ENOQUORUM",
     -5: "EEXPIRED", -6: "ETIMEDOUT", -7: "ENOTHELD", -8: "ELOST",
     -9: "ECANCELED", -10: "EBUSY", -11: "EPROTO", -12: "EIO",
-    -13: "ESERVER", -14: "ERESTARTED",
+    -13: "ESERVER", -14: "ERESTARTED", -15: "ELIMIT",
 }
 EINVAL, ETAKEN, ENOQUORUM, EEXPIRED = -1, -3, -4, -5
 ETIMEDOUT, ENOTHELD, ELOST, ECANCELED = -6, -7, -8, -9
+ELIMIT = -15
 
 READ, WRITE = ord("R"), ord("W")
 ELECTED, DEPOSED = 1, 2
@@ -245,6 +269,17 @@ _PROTOTYPES = [
     ("redlock_sync_acquire_rw", c_int,
      [c_void_p, c_char_p, c_size_t, c_int, c_int64, P(AcquireOpts),
       P(c_void_p)]),
+    ("redlock_sync_acquire_sem", c_int,
+     [c_void_p, c_char_p, c_size_t, c_uint, c_int64, P(AcquireOpts),
+      P(c_void_p)]),
+    ("redlock_sync_permit", c_int, [c_void_p]),
+    ("redlock_sync_semaphore_inspect", c_int,
+     [c_void_p, c_char_p, c_size_t, c_uint, P(P(SemaphoreInfo))]),
+    ("redlock_sync_semaphore_set_limit", c_int,
+     [c_void_p, c_char_p, c_size_t, c_uint]),
+    ("redlock_sync_semaphore_force_release", c_int,
+     [c_void_p, c_char_p, c_size_t, c_uint, c_uint]),
+    ("redlock_sync_free", None, [c_void_p]),
     ("redlock_sync_extend", c_int, [c_void_p, c_int64]),
     ("redlock_sync_release", c_int, [c_void_p]),
     ("redlock_sync_validity_ms", c_int64, [c_void_p]),

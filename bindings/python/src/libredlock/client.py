@@ -36,11 +36,13 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Union
 
 from . import _ffi as F
-from .errors import (ClientClosed, ConfigError, LockTaken, Lost, NoQuorum,
-                     RedlockError, WaitTimeout, results_from)
+from .errors import (ClientClosed, ConfigError, LimitMismatch, LockTaken,
+                     Lost, NoQuorum, RedlockError, WaitTimeout,
+                     results_from)
 
-__all__ = ["Client", "Lock", "RWLock", "Election", "Leader", "Stats",
-           "MasterStats", "TLS"]
+__all__ = ["Client", "Lock", "RWLock", "Semaphore", "SemaphoreStatus",
+           "PermitStatus", "Election", "Leader", "Stats", "MasterStats",
+           "TLS"]
 
 log = logging.getLogger("libredlock")
 
@@ -108,6 +110,18 @@ def _count(name, value):
     return value
 
 
+_MAX_PERMITS = 1024   # REDLOCK_MAX_PERMITS
+
+
+def _limit(name, value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1 or value > _MAX_PERMITS:
+        raise ConfigError(f"{name} {value} out of range (1..{_MAX_PERMITS})",
+                          "EINVAL")
+    return value
+
+
 def _cstr(name, value):
     """A str for a NUL-terminated C string (None stays None)."""
     if value is None:
@@ -142,7 +156,7 @@ def _decode(b):
 _CLASSES = {F.ETAKEN: LockTaken, F.ENOQUORUM: NoQuorum,
             F.EEXPIRED: NoQuorum, F.ETIMEDOUT: WaitTimeout, F.ELOST: Lost,
             F.ENOTHELD: Lost, F.EINVAL: ConfigError,
-            F.ECANCELED: ClientClosed}
+            F.ECANCELED: ClientClosed, F.ELIMIT: LimitMismatch}
 
 
 def _error(f, rc, what, classes=None):
@@ -706,6 +720,68 @@ class Client:
         give locks (phase-fair: neither side starves)."""
         return RWLock(self, _resource(name))
 
+    # -- counting semaphores --
+
+    def semaphore(self, name, limit, ttl=30, wait=None, *, fence=False,
+                  auto_extend=True, lost_margin=None, heal=False,
+                  retry_count=None, retry_delay=None, retry_jitter=None):
+        """A counting semaphore on ``name``: at most ``limit`` holders at
+        once across every client (1..1024). A :class:`Semaphore`, used as
+        a lock (``with``, ``async with``, acquire/release, ``lost``, the
+        same options as :meth:`lock`); ``.permit`` says which of the
+        ``limit`` permits it holds. Every user of ``name`` must pass the
+        same ``limit``: another one raises :class:`LimitMismatch` (change
+        it with :meth:`semaphore_set_limit`)."""
+        return Semaphore(self, [_resource(name)], None, ttl, wait, fence,
+                         auto_extend, lost_margin, heal, retry_count,
+                         retry_delay, retry_jitter,
+                         limit=_limit("limit", limit))
+
+    def semaphore_status(self, name, limit):
+        """The semaphore ``name`` as its masters hold it, changing
+        nothing: a :class:`SemaphoreStatus` (the limit a quorum holds,
+        permits held and free, each permit some master holds). ``limit``:
+        the caller's (any valid one: the masters' is in the answer).
+        Raises NoQuorum when too few masters answered."""
+        res = _resource(name)
+        k = _limit("limit", limit)
+        out = ctypes.POINTER(F.SemaphoreInfo)()
+        f = self._f
+        try:
+            rc = f.redlock_sync_semaphore_inspect(
+                self._hd.enter(), res, len(res), k, ctypes.byref(out))
+            if rc != 0:
+                raise _error(f, rc, f"semaphore_status {_decode(res)!r}")
+            return SemaphoreStatus._from(out.contents)
+        finally:
+            if out:
+                f.redlock_sync_free(out)
+
+    def semaphore_set_limit(self, name, limit):
+        """Changes the semaphore ``name``'s limit on every master.
+        Raising lets more holders in at once; shrinking evicts nobody (a
+        holder of a permit >= limit keeps it until it releases or its ttl
+        runs out) but grants no such permit any more. Users still on the
+        old limit get LimitMismatch. Raises NoQuorum unless every master
+        confirmed (call it again)."""
+        res = _resource(name)
+        self._call(f"semaphore_set_limit {_decode(res)!r}",
+                   self._f.redlock_sync_semaphore_set_limit, res, len(res),
+                   _limit("limit", limit))
+
+    def semaphore_force_release(self, name, limit, permit):
+        """An operator's forced release of one permit of ``name``
+        (its index, as :meth:`semaphore_status` shows it), whoever holds
+        it. The holder is not told until its next extension."""
+        res = _resource(name)
+        if isinstance(permit, bool) or not isinstance(permit, int) or \
+                not 0 <= permit < _MAX_PERMITS:
+            raise ConfigError(f"permit {permit!r} out of range "
+                              f"(0..{_MAX_PERMITS - 1})", "EINVAL")
+        self._call(f"semaphore_force_release {_decode(res)!r}",
+                   self._f.redlock_sync_semaphore_force_release, res,
+                   len(res), _limit("limit", limit), permit)
+
     # -- elections --
 
     def campaign(self, name, id, ttl=10, wait=None, *, once=True,
@@ -820,11 +896,12 @@ class Lock:
 
     def __init__(self, client, names, side, ttl, wait, fence, auto_extend,
                  lost_margin, heal, retry_count, retry_delay, retry_jitter,
-                 multi=False):
+                 multi=False, limit=None):
         self._client = client
         self._names = names
         self._side = side
         self._multi = multi
+        self._limit = limit   # a Semaphore's
         self._ttl_ms = _ms("ttl", ttl, 1)
         o = F.AcquireOpts()
         if wait is None:
@@ -925,6 +1002,10 @@ class Lock:
             if self._side is not None:
                 rc = f.redlock_sync_acquire_rw(
                     ptr, self._names[0], len(self._names[0]), self._side,
+                    self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+            elif self._limit is not None:
+                rc = f.redlock_sync_acquire_sem(
+                    ptr, self._names[0], len(self._names[0]), self._limit,
                     self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
             elif self._multi:
                 k = len(self._names)
@@ -1169,6 +1250,59 @@ def _release_quietly(lock):
         lock.release()
     except RedlockError:
         pass
+
+
+class Semaphore(Lock):
+    """A counting semaphore: at most ``limit`` holders of its name at once
+    (:meth:`Client.semaphore`). Each of its ``limit`` permits is a mutex
+    (``{name}:sem:<i>``), so this is a :class:`Lock` in every other
+    respect: ``with`` / ``async with``, ``lost``, ``validity``,
+    ``fence`` (per permit), ``token``, the same thread, signal, fork and
+    asyncio rules. Acquiring with another limit than the masters' raises
+    :class:`LimitMismatch`."""
+
+    @property
+    def limit(self):
+        """The limit this object acquires with."""
+        return self._limit
+
+    @property
+    def permit(self):
+        """The permit held (0..limit-1), or None when not held."""
+        v = self._getter(self._client._f.redlock_sync_permit)
+        return v if v is not None and v >= 0 else None
+
+    def __repr__(self):
+        state = (f"holding permit {self.permit}" if self._held is not None
+                 else "not held")
+        return (f"<libredlock.Semaphore {self.name!r} limit {self._limit} "
+                f"{state}>")
+
+
+@dataclass(frozen=True)
+class PermitStatus:
+    index: int
+    holder: str      # the token most masters hold there
+    masters: int     # how many masters hold it
+    held: bool       # by a quorum: the permit is taken
+    ttl: float       # seconds: held, until fewer than a quorum hold it
+
+
+@dataclass(frozen=True)
+class SemaphoreStatus:
+    limit: int       # the limit a quorum holds; 0 when none
+    limit_max: int   # the largest limit a master holds
+    held: int        # permits held by a quorum
+    free: int        # permits below limit not held by a quorum
+    permits: tuple   # PermitStatus of every permit some master holds
+
+    @classmethod
+    def _from(cls, info):
+        return cls(info.limit, info.limit_max, info.held, info.free,
+                   tuple(PermitStatus(p.index, _decode(p.holder), p.masters,
+                                      bool(p.held), p.pttl_ms / 1000)
+                         for p in (info.permits[i]
+                                   for i in range(info.n_permits))))
 
 
 class RWLock:

@@ -84,6 +84,13 @@ class ConfigError(RedlockError, ValueError):
     parsed, a ttl out of range, fencing on a read-write lock (EINVAL)."""
 
 
+class LimitMismatch(ConfigError):
+    """A semaphore acquired with another limit than the one its masters
+    hold (ELIMIT); the message names both ("2 on this master, 3 asked").
+    Change the limit with ``Client.semaphore_set_limit``, not by using
+    another one."""
+
+
 class ClientClosed(RedlockError, RuntimeError):
     """The client is closed (or was closed while the call waited)."""
 
