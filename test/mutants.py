@@ -368,8 +368,13 @@ class Worker:
             return True, (f"\n         sim alone: killed, the first "
                           f"violation {first.group(1)} ({took:.0f} s)")
         if rc != 0:
-            return False, (f"\n         sim alone: ERROR (meson exit {rc}, "
-                           f"no violation reported; {log})")
+            # The simulator stopped otherwise (an assertion of the library,
+            # a crash): the mutant is caught all the same.
+            tail = [x for x in out.splitlines()
+                    if "FAIL" in x or "Assert" in x or "signal" in x]
+            return True, (f"\n         sim alone: killed (the simulator "
+                          f"failed: {tail[0].strip()[:100] if tail else rc})"
+                          f" ({took:.0f} s)")
         return False, (f"\n         sim alone: SURVIVED {SIM_BUDGET} CPU s "
                        f"of {m['sim']}")
 

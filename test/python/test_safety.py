@@ -525,7 +525,12 @@ def test_async_with_in_a_forked_child(masters, client_of):
     async def once(cl, name):
         async with cl.lock(name, ttl=5, wait=5) as lk:
             return lk.fence is None and not lk.lost.is_set()
-    assert asyncio.run(once(c, "safety-fork-async"))   # a worker is idle
+    assert asyncio.run(once(c, "safety-fork-async"))
+    # The worker goes back to the idle list just after the call returned
+    # (the fork must come after that: the case under test is a worker that
+    # is idle in the parent and absent from the child).
+    from libredlock import client as lc
+    wait_for(lambda: len(lc._pool._idle) > 0, 5, "the worker to be idle")
 
     def child():
         import libredlock
