@@ -214,6 +214,9 @@ struct redlock__node {
   unsigned failures;           /* consecutive failed connections */
   unsigned repoints;           /* repointed in a row before any handshake
                                   ended (node.c, invariant 7) */
+  unsigned flaps;              /* repointed in a row, each within
+                                  REDLOCK__SERVED_MS of its handshake
+                                  (nodes that disagree on a slot) */
   int closing;
   int handles_open;
   struct sockaddr_storage addr;
