@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from support import wait_for  # noqa: E402
+
 import libredlock
 from libredlock import (ConfigError, LimitMismatch, LockTaken, Semaphore,
                         SemaphoreStatus)
@@ -160,8 +162,11 @@ def test_cancelled_async_waiter_gets_nothing(masters, client_of):
             await asyncio.wait_for(waiter.aacquire(), 0.3)
 
     asyncio.run(main())
+    # The abandoned acquisition has ended (canceled) before the release:
+    # nothing of it is left to take the permit afterwards.
+    wait_for(lambda: b.stats().canceled >= 1, 10,
+             "the abandoned acquisition to be canceled")
     held.release()
-    time.sleep(0.3)
     assert waiter.permit is None
     st = a.semaphore_status("full", 1)
     assert (st.held, st.free) == (0, 1)
