@@ -129,7 +129,17 @@ static const char multi_extend_script[] =
  * to come back opens the phase, the others join while it lasts, and a
  * late one keeps its entitlement for the next), then the next writer
  * (phase-fair); neither side starves. Every script first purges expired
- * fields and keeps the hash's own ttl at the latest expiry. ARGV: token,
+ * fields and keeps the hash's own ttl at the latest expiry.
+ *
+ * Times in the hash are not the master's clock: "z:" holds the latest
+ * expiry as written, and the hash's own ttl (which Redis moves with the
+ * key: MIGRATE, resharding, replication, DUMP/RESTORE) says how far off
+ * it is, so "now" is z: minus the hash's pttl. The fields written on a
+ * master whose clock differs from the one they reach (a slot migrating to
+ * a primary 6 s ahead: redlock-sim's seed 1882981962625882) keep their
+ * meaning as every plain key does; measured against the new master's
+ * TIME, a live reader read as expired and a writer got in. A hash without
+ * "z:" (none written yet) uses TIME. ARGV: token,
  * ttl, "r" or "w", id, quiet (releases, giveups), lease, "p" (a failed
  * attempt's release: put back) or "g" (the giveup of a granted waiter)
  * or "0".
@@ -164,13 +174,16 @@ static const char multi_extend_script[] =
   RW_TYPES                                                                  \
   "local t = redis.call('time') "                                           \
   "local now = t[1] * 1000 + math.floor(t[2] / 1000) "                      \
+  "local z = tonumber(redis.call('hget', KEYS[1], 'z:') or '') "            \
+  "local zt = redis.call('pttl', KEYS[1]) "                                 \
+  "if z and zt > 0 then now = z - zt end "                                  \
   "local h = redis.call('hgetall', KEYS[1]) "                               \
   "local readers, writer, intents, entitled, maxexp = 0, false, 0, 0, 0 "   \
   "local mine, wgone, opening, emax = false, false, false, 0 "              \
   "local eid = 'e:' .. ARGV[4] "                                            \
   "for i = 1, #h, 2 do local f, v = h[i], tonumber(h[i + 1]) "             \
   "local p = string.sub(f, 1, 2) "                                          \
-  "if v <= now then redis.call('hdel', KEYS[1], f) "                        \
+  "if p == 'z:' then elseif v <= now then redis.call('hdel', KEYS[1], f) "  \
   "if p == 'w:' then wgone = true end else "                                \
   "if p == 'i:' then intents = intents + 1 "                                \
   "elseif p == 'e:' then entitled = entitled + 1 "                          \
@@ -182,7 +195,10 @@ static const char multi_extend_script[] =
   "local me = ARGV[3] .. ':' .. ARGV[1] "                                   \
   "local lease = tonumber(ARGV[6]) "                                        \
   "local function keep(exp) if exp > maxexp then maxexp = exp end "         \
-  "redis.call('pexpire', KEYS[1], maxexp - now) end "                       \
+  "redis.call('pexpire', KEYS[1], maxexp - now) "                           \
+  "redis.call('hset', KEYS[1], 'z:', maxexp) end "                          \
+  "local function empty() return redis.call('hlen', KEYS[1]) == "           \
+  "redis.call('hexists', KEYS[1], 'z:') end "                               \
   "local function entitle() for i = 1, #h, 2 do local f = h[i] "            \
   "local v = tonumber(h[i + 1]) "                                           \
   "if string.sub(f, 1, 2) == 'q:' and v > now then "                        \
@@ -193,7 +209,7 @@ static const char multi_extend_script[] =
   "if entitled > 0 then redis.call('hset', KEYS[1], 'p:', emax) "           \
   "opening = true end "                                                     \
   "if maxexp > now then redis.call('pexpire', KEYS[1], maxexp - now) "      \
-  "end end "                                                                \
+  "redis.call('hset', KEYS[1], 'z:', maxexp) end end "                      \
   "if wgone and not writer then entitle() end "                            \
   "local pv = redis.call('get', KEYS[2]) "                                  \
   "local plain = pv and pv ~= '" RW_MARK "' "                               \
@@ -245,7 +261,7 @@ static const char rw_release_script[] =
     "redis.call('hset', KEYS[1], 'q:' .. ARGV[4], exp) end keep(exp) "
     "elseif n == 1 and ARGV[3] == 'w' then entitle() end "
     "occupy() "
-    "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
+    "if empty() then redis.call('del', KEYS[1]) "
     "end if n == 1 and ARGV[5] ~= '1' then "
     "redis.call('publish', chan, '1') end return n";
 /* A waiter is done (ARGV[4]): its place goes. An entitled reader that got
@@ -262,7 +278,8 @@ static const char rw_giveup_script[] =
     "for _, f in ipairs(redis.call('hkeys', KEYS[1])) do "
     "if string.sub(f, 1, 2) == 'e:' then left = true break end end "
     "if not left then redis.call('hdel', KEYS[1], 'p:') end end "
-    "if redis.call('hlen', KEYS[1]) == 0 then redis.call('del', KEYS[1]) "
+    "if redis.call('hlen', KEYS[1]) == redis.call('hexists', KEYS[1], "
+    "'z:') then redis.call('del', KEYS[1]) "
     "end if n > 0 and ARGV[5] ~= '1' then "
     "redis.call('publish', '__redlock__:' .. KEYS[2] .. ':rw', '1') end "
     "return 1";

@@ -884,10 +884,10 @@ static const char *const twin_sha[REDLOCK__N_CMDS] = {
     [REDLOCK__CMD_MULTI_ACQUIRE] = "bb679a33f3065dee0b8ed4b43b45cb2521a2d835",
     [REDLOCK__CMD_MULTI_RELEASE] = "7221f602434143c47077ca0a15e8018424354a58",
     [REDLOCK__CMD_MULTI_EXTEND] = "dc5d586e525a72675baefb6cdf59a66923fad812",
-    [REDLOCK__CMD_RW_ACQUIRE] = "98b37f2722203f97cd5b520376d8921eecb41c0c",
-    [REDLOCK__CMD_RW_EXTEND] = "973c4142e15dd4b8627b4a2984d8ec7130a18feb",
-    [REDLOCK__CMD_RW_RELEASE] = "c9429dfa25f02cbbadd2f56abe0ce90d13ff7bf5",
-    [REDLOCK__CMD_RW_GIVEUP] = "99b39b3d18df28a9340818a672db02cc4aff135d",
+    [REDLOCK__CMD_RW_ACQUIRE] = "95b54ac7cb7e0d038f016c35aa8ab45ecc7cd93d",
+    [REDLOCK__CMD_RW_EXTEND] = "a5e5385c31ff537582a8061a50b18a51f262680e",
+    [REDLOCK__CMD_RW_RELEASE] = "3c1859c41e97b9526c687703b818abd6e4588c33",
+    [REDLOCK__CMD_RW_GIVEUP] = "515a88696392150f12c00afc891a4e0cb7e878e3",
     [REDLOCK__CMD_MAXTTL_RAISE] = "26c854a3428ee810b62cb821349f73351e855f81",
     [REDLOCK__CMD_MULTI_PTTL] = "f8e390de33a3e310cf78035f3684a27eb02d012a",
     [REDLOCK__CMD_BATCH_EXTEND] = "e0fe157135148f4359d954b14e06cb1f4b338409",
@@ -2793,9 +2793,23 @@ static int rw_keep(tw *S, rwst *P, double exp) {
   if (P->maxexp < exp)
     P->maxexp = exp;
   return CALL(S, 3, LIT("pexpire"), KEY(S, 1),
-              lua_num(P->maxexp - P->now, nb)) != NULL
+              lua_num(P->maxexp - P->now, nb)) != NULL &&
+                 CALL(S, 3, LIT("hset"), KEY(S, 1), LIT("z:"),
+                      lua_num(P->maxexp, nb)) != NULL
              ? 0
              : -1;
+}
+
+/* empty(): nothing but "z:" is left (hlen == hexists z:). 1, 0 or -1. */
+static int rw_empty(tw *S, int slot) {
+  const lrep *r = CALL(S, slot, LIT("hlen"), KEY(S, 1));
+  int64_t n;
+  if (r == NULL)
+    return -1;
+  n = r->i;
+  if ((r = CALL(S, slot, LIT("hexists"), KEY(S, 1), LIT("z:"))) == NULL)
+    return -1;
+  return n == r->i;
 }
 
 /* entitle(): every live "q:" of the snapshot becomes "e:", the opening is
@@ -2827,8 +2841,10 @@ static int rw_entitle(tw *S, rwst *P) {
     P->opening = 1;
   }
   if (P->now < P->maxexp &&
-      CALL(S, 3, LIT("pexpire"), KEY(S, 1),
-           lua_num(P->maxexp - P->now, nb)) == NULL)
+      (CALL(S, 3, LIT("pexpire"), KEY(S, 1),
+            lua_num(P->maxexp - P->now, nb)) == NULL ||
+       CALL(S, 3, LIT("hset"), KEY(S, 1), LIT("z:"),
+            lua_num(P->maxexp, nb)) == NULL))
     return -1;
   return 0;
 }
@@ -2909,6 +2925,17 @@ static int rw_prelude(tw *S, rwst *P) {
   if (rw_types(S) != 0 || lua_time(S, &sec, &usec) != 0)
     return -1;
   P->now = sec * 1000 + floor(usec / 1000);
+  /* The hash's own clock: z: minus its pttl (scripts.c). */
+  if ((r = CALL(S, 3, LIT("hget"), KEY(S, 1), LIT("z:"))) == NULL)
+    return -1;
+  {
+    lstr zs = val(r);
+    onum z = tonum(S, zs.p != NULL ? zs : LIT(""));
+    if ((r = CALL(S, 4, LIT("pttl"), KEY(S, 1))) == NULL)
+      return -1;
+    if (z.ok && r->i > 0)
+      P->now = z.v - (double)r->i;
+  }
   if ((P->h = CALL(S, 0, LIT("hgetall"), KEY(S, 1))) == NULL)
     return -1;
   if (cat(S, 1, &P->eid, LIT("e:"), ARGV(S, 4), NONE) != 0)
@@ -2928,10 +2955,12 @@ static int rw_prelude(tw *S, rwst *P) {
   for (i = 0; i < n; i++) {
     lstr f = el(P->h, 2 * i);
     onum v = tonum(S, el(P->h, 2 * i + 1));
-    int le = lt_le(S, v, num(P->now), 1);   /* v <= now */
-    if (le < 0)
-      return -1;
+    int le;
     P->hv[i] = v.v;
+    if (prefix2(f, "z:"))
+      continue;
+    if ((le = lt_le(S, v, num(P->now), 1)) < 0)   /* v <= now */
+      return -1;
     if (le) {
       if (CALL(S, 3, LIT("hdel"), KEY(S, 1), f) == NULL)
         return -1;
@@ -3071,6 +3100,7 @@ static void tw_rw_release(tw *S) {
   rwst P;
   const lrep *r;
   int64_t n;
+  int e;
   char nb[40];
   if (rw_prelude(S, &P) != 0)
     return;
@@ -3110,9 +3140,8 @@ static void tw_rw_release(tw *S) {
 occupy:
   if (rw_occupy(S, &P) != 0)
     return;
-  if ((r = CALL(S, 3, LIT("hlen"), KEY(S, 1))) == NULL)
-    return;
-  if (r->i == 0 && CALL(S, 3, LIT("del"), KEY(S, 1)) == NULL)
+  if ((e = rw_empty(S, 3)) < 0 ||
+      (e && CALL(S, 3, LIT("del"), KEY(S, 1)) == NULL))
     return;
   if (n == 1 && !is(ARGV(S, 5), "1") && publish(S, P.chan) != 0)
     return;
@@ -3126,6 +3155,7 @@ static void tw_rw_giveup(tw *S) {
   lstr f;
   int64_t e, n;
   size_t i;
+  int empty;
   if (cat(S, 4, &f, LIT("e:"), ARGV(S, 4), NONE) != 0 ||
       (r = CALL(S, 0, LIT("hdel"), KEY(S, 1), f)) == NULL)
     return;
@@ -3149,9 +3179,8 @@ static void tw_rw_giveup(tw *S) {
     if (!left && CALL(S, 0, LIT("hdel"), KEY(S, 1), LIT("p:")) == NULL)
       return;
   }
-  if ((r = CALL(S, 0, LIT("hlen"), KEY(S, 1))) == NULL)
-    return;
-  if (r->i == 0 && CALL(S, 0, LIT("del"), KEY(S, 1)) == NULL)
+  if ((empty = rw_empty(S, 0)) < 0 ||
+      (empty && CALL(S, 0, LIT("del"), KEY(S, 1)) == NULL))
     return;
   if (n > 0 && !is(ARGV(S, 5), "1")) {
     lstr ch;

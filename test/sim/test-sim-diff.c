@@ -1447,7 +1447,8 @@ static void model_alone(void) {
   }
   /* A read-write acquire at an exact time: the owner's field is Lua's
    * number printed as redis.call prints it ("%.17g"), the hash and the
-   * plain key get the owner's ttl. */
+   * plain key get the owner's ttl, and "z:" the expiry the hash's ttl
+   * stands for (its clock, scripts.c). */
   {
     const redlock__script *s = redlock__script_of(REDLOCK__CMD_RW_ACQUIRE);
     const char *argv[12] = {"EVAL", s->text, "2", "n:rw", "n", "tk",
@@ -1467,7 +1468,8 @@ static void model_alone(void) {
     ASSERT_EQ(simkv_exec(k, &mc, &ctx, 12, argv, lens, &mo), 1);
     ASSERT(mo.len == 4 && memcmp(mo.p, ":1\r\n", 4) == 0);
     model_is(k, &mc, t0 + 123456, "HGETALL n:rw",
-             "*2\r\n$4\r\nw:tk\r\n$13\r\n1700000010123\r\n");
+             "*4\r\n$4\r\nw:tk\r\n$13\r\n1700000010123\r\n"
+             "$2\r\nz:\r\n$13\r\n1700000010123\r\n");
     model_is(k, &mc, t0 + 123456, "PTTL n:rw", ":10000\r\n");
     model_is(k, &mc, t0 + 123456, "GET n",
              "$14\r\n__redlock__:rw\r\n");
