@@ -16,6 +16,10 @@
  *  - no two clients inside their reported validity of one key at once
  *    (validity as each result and each extension reported it, on the
  *    client's own clock, which drifts);
+ *  - at most K holders of a semaphore of K permits at once (--workload
+ *    sem, and in mixed), each inside its reported validity; a limit the
+ *    masters hold that differs from the one every client uses (ELIMIT)
+ *    never comes back, since all use the same;
  *  - fencing tokens strictly increase from one holder to the next;
  *  - every call calls back, by its deadline plus a bound when it has one
  *    (a wait deadline), whatever the masters do.
@@ -189,7 +193,8 @@ typedef struct actor actor;
 
 typedef struct holder {
   int held;               /* inside its reported validity */
-  char mode;              /* 'P' plain, 'R' read, 'W' write */
+  char mode;              /* 'P' plain, 'R' read, 'W' write, 'S' a
+                             semaphore's permit */
   uint64_t start, end;    /* true ns */
   uint64_t fence;
 } holder;
@@ -224,6 +229,7 @@ typedef struct run {
   /* The oracle. */
   holder hold[MAX_CLIENTS][MAX_KEYS];
   uint64_t last_fence[MAX_KEYS];
+  unsigned sem_limit[MAX_KEYS];   /* the semaphore of kI's K (1-3) */
   /* Faults no client may see at once (a wall clock that stepped, a
    * durability setting changed at run time) stay within what the README
    * promises: while such a fault could still matter (its window), at most
@@ -316,13 +322,43 @@ static void violation(run *r, const char *fmt, ...) {
 
 /* ---- the oracle ---------------------------------------------------------- */
 
-/* Two holds of one key conflict unless both are a reader's. */
+/* Two holds of one key conflict unless both are a reader's. A
+ * semaphore's permits are other keys ("{kI}:sem:<p>": redlock.h, a
+ * semaphore does not exclude a plain lock of its name): they count
+ * against each other only, up to the limit (sem_count). */
 static int conflict(char x, char y) {
-  return !(x == 'R' && y == 'R');
+  return !(x == 'R' && y == 'R') && x != 'S' && y != 'S';
 }
 
 static const char *mode_name(char m) {
-  return m == 'R' ? "read" : m == 'W' ? "write" : "plain";
+  return m == 'R' ? "read" : m == 'W' ? "write" : m == 'S' ? "permit"
+                                                            : "plain";
+}
+
+/* How many other clients hold a permit of kI's semaphore at `now`. */
+static unsigned sem_count(const run *r, unsigned self, unsigned k,
+                          uint64_t now) {
+  unsigned i, n = 0;
+  for (i = 0; i < r->n_actors; i++) {
+    const holder *o = &r->hold[i][k];
+    n += i != self && o->held && o->mode == 'S' && o->end > now;
+  }
+  return n;
+}
+
+static void sem_excess(run *r, const actor *a, unsigned k, const char *what,
+                       int64_t validity_ms) {
+  unsigned i;
+  violation(r, "client %u %s a permit of k%u (validity %" PRId64 " ms) "
+            "while %u others hold one (limit %u)", a->id, what, k,
+            validity_ms, sem_count(r, a->id, k, r->w.now), r->sem_limit[k]);
+  for (i = 0; i < r->n_actors; i++) {
+    const holder *o = &r->hold[i][k];
+    if (i != a->id && o->held && o->mode == 'S' && o->end > r->w.now)
+      sim_logf(&r->w, "  client %u holds a permit of k%u since %.6f s, "
+               "until %.6f s", i, k, (double)o->start / 1e9,
+               (double)o->end / 1e9);
+  }
 }
 
 static void oracle_grant(actor *a, int64_t validity_ms, uint64_t fence) {
@@ -336,6 +372,8 @@ static void oracle_grant(actor *a, int64_t validity_ms, uint64_t fence) {
     holder *h = &r->hold[a->id][k];
     if (!(a->keys & (1u << k)))
       continue;
+    if (a->mode == 'S' && sem_count(r, a->id, k, now) >= r->sem_limit[k])
+      sem_excess(r, a, k, "got", validity_ms);
     for (i = 0; i < r->n_actors; i++) {
       holder *o = &r->hold[i][k];
       if (i == a->id || !o->held || o->end <= now ||
@@ -377,6 +415,11 @@ static void oracle_extend(actor *a, int64_t validity_ms) {
     holder *h = &r->hold[a->id][k];
     if (!(a->keys & (1u << k)) || !h->held)
       continue;
+    /* A permit that had run out and comes back counts again: the others
+     * granted meanwhile did not count it. */
+    if (h->mode == 'S' && h->end <= now &&
+        sem_count(r, a->id, k, now) >= r->sem_limit[k])
+      sem_excess(r, a, k, "extended", validity_ms);
     /* An extension must not make a holder of someone else's time. */
     for (i = 0; i < r->n_actors; i++) {
       holder *o = &r->hold[i][k];
@@ -692,6 +735,10 @@ static void on_acquired(redlock_lock_t *l, int status,
     char why[300];
     redlock_result_explain(res, why, sizeof(why));
     result_text_check(a, res, why);
+    if (status == REDLOCK_ELIMIT)
+      violation(r, "client %u: ELIMIT for k%u's semaphore, whose limit %u "
+                "every client uses: %s", a->id, __builtin_ctz(a->keys),
+                r->sem_limit[__builtin_ctz(a->keys)], why);
     sim_logf(w, "client %u did not get keys %#x after %.3f s: %s", a->id,
              a->keys, (double)(w->now - a->op_start) / 1e9, why);
     /* Its last attempt was released wherever it was granted (redlock.h:
@@ -754,13 +801,21 @@ static int new_handle(actor *a) {
   const void *res[MAX_KEYS];
   size_t lens[MAX_KEYS];
   unsigned k, n = 0, first = (unsigned)sim_between(w, 0, r->n_keys - 1);
-  int kind = 0;   /* 0 plain, 1 read-write, 2 multi */
-  if (workload_is(r, "rw") && sim_between(w, 0, 4) != 0)
+  int kind = 0;   /* 0 plain, 1 read-write, 2 multi, 3 semaphore */
+  if (strcmp(r->workload, "sem") == 0 && sim_between(w, 0, 4) != 0)
+    kind = 3;
+  else if (workload_is(r, "rw") && sim_between(w, 0, 4) != 0)
     kind = 1;
   else if (workload_is(r, "multi") && r->n_keys > 1 && sim_between(w, 0, 1))
     kind = 2;
   a->mode = 'P';
   a->keys = 1u << first;
+  if (kind == 3) {
+    a->mode = 'S';
+    snprintf(names[0], sizeof(names[0]), "k%u", first);
+    return redlock_semaphore_new(a->client, names[0], strlen(names[0]),
+                                 r->sem_limit[first], &a->lock);
+  }
   if (kind == 1) {
     a->mode = sim_between(w, 0, 2) != 0 ? 'R' : 'W';
     snprintf(names[0], sizeof(names[0]), "k%u", first);
@@ -810,6 +865,13 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
                strcmp(r->workload, "late") == 0) && sim_between(w, 0, 1);
   a->reentrant = workload_is(r, "reentrant") && a->mode == 'P' &&
                  sim_between(w, 0, 1);
+  if (a->mode == 'S') {
+    /* A permit: extended by hand or automatically, fenced (a counter per
+     * permit: not compared across holders), sometimes re-entered. */
+    a->extend = sim_between(w, 0, 2) == 0;
+    a->auto_extend = !a->extend && sim_between(w, 0, 3) == 0;
+    a->reentrant = sim_between(w, 0, 5) == 0;
+  }
   memset(&ao, 0, sizeof(ao));
   ao.wait_ms = (int)sim_between(w, 0, 3) == 0 ? -1
                                               : (int)sim_between(w, 100, 3000);
@@ -1726,6 +1788,11 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
     w->trace_client = atoi(getenv("REDLOCK_SIM_TRACE_CLIENT"));
   deploy(r);
   r->n_keys = (unsigned)sim_between(w, 1, 3);
+  /* Each key's semaphore limit: from the seed, not the world's draws (a
+   * workload without semaphores draws as before). */
+  for (i = 0; i < MAX_KEYS; i++)
+    r->sem_limit[i] = 1 + (unsigned)(((seed + i) * 0x9e3779b97f4a7c15ULL) >>
+                                     61) % 3;
   n_clients = o->clients > 0 ? (unsigned)o->clients
                              : (unsigned)sim_between(w, 2, 5);
   for (i = 0; i < n_clients; i++) {
@@ -1878,7 +1945,7 @@ static void usage(void) {
           "usage: redlock-sim [--seconds S | --seeds K] [--seed S] "
           "[--sim-seconds T]\n"
           "                   [--workload plain|fence|extend|auto|rw|multi|"
-          "reentrant|elect|mixed|late] "
+          "reentrant|elect|mixed|late|sem] "
           "[--faults LIST|all|none]\n"
           "                   [--masters N] "
           "[--topology plain|cluster|sentinel|mixed] [--clients C]\n"
@@ -1969,7 +2036,8 @@ static int parse_opts(opts *o, int argc, char **argv, int from) {
     } else if (strcmp(a, "--workload") == 0) {
       o->workload = v;
       size_t k;
-      int known = strcmp(v, "any") == 0 || strcmp(v, "late") == 0;
+      int known = strcmp(v, "any") == 0 || strcmp(v, "late") == 0 ||
+                  strcmp(v, "sem") == 0;
       for (k = 0; k < sizeof(workloads) / sizeof(workloads[0]); k++)
         known |= strcmp(v, workloads[k]) == 0;
       if (!known) {
