@@ -305,6 +305,10 @@ static void on_node_state(redlock__node *n, redlock__node_event ev,
     case REDLOCK__NODE_EV_DURABLE:
       redlock__guard_durable(&c->guard, n->index);
       return;
+    case REDLOCK__NODE_EV_TOPOLOGY:
+      /* A vote may wait for the map a MOVED made stale (guard.c, 7.). */
+      redlock__guard_wake(&c->guard);
+      return;
   }
 }
 

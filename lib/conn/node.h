@@ -97,9 +97,11 @@ typedef enum {
   REDLOCK__NODE_EV_REFUSED,  /* a handshake step was refused (errstr);
                                 also while closing: EV_DOWN follows
                                 unless closing */
-  REDLOCK__NODE_EV_FAILED    /* after a connection was lost or failed:
+  REDLOCK__NODE_EV_FAILED,   /* after a connection was lost or failed:
                                 every request it held has failed (not
                                 while closing) */
+  REDLOCK__NODE_EV_TOPOLOGY  /* a cluster's topology asked after a MOVED
+                                came, or its ask failed (cluster.c) */
 } redlock__node_event;
 
 /* What a cluster node's topology (CLUSTER SHARDS or SLOTS at its

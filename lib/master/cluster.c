@@ -478,13 +478,19 @@ static void on_refresh_reply(redlock__req *req, const redlock__reply *r,
   redlock__cluster *cl = req->owner;
   (void)error;
   (void)errstr;
+  redlock__node *n = req->node;
   cl->refreshing = 0;
-  if (r != NULL && r->type != REDLOCK__R_ERROR)
-    (void)topology(cl, req->node, 0, r, 0);   /* SHARDS */
+  if (r != NULL && r->type != REDLOCK__R_ERROR &&
+      topology(cl, n, 0, r, 0) != REDLOCK__TOPO_FAIL)   /* SHARDS */
+    cl->mapped_ns = cl->refresh_ns;
   if (cl->refresh_again) {
     cl->refresh_again = 0;
     redlock__cluster_refresh(cl);
   }
+  /* A vote that waits for the map a MOVED made stale (guard.c, 7.):
+   * this one, or the failure to get one. */
+  if (cl->moved_ns != 0 && !cl->refreshing)
+    n->env->on_state(n, REDLOCK__NODE_EV_TOPOLOGY, n->env->arg);
 }
 
 void redlock__cluster_refresh(redlock__cluster *cl) {
@@ -515,6 +521,14 @@ void redlock__cluster_refresh(redlock__cluster *cl) {
 }
 
 #define REFRESH_MIN_NS (200 * REDLOCK__NS_PER_MS)
+
+int redlock__cluster_map_stale(redlock__cluster *cl, redlock__ns now) {
+  if (cl->moved_ns <= cl->mapped_ns)
+    return 0;
+  if (!cl->refreshing && now - cl->refresh_ns >= REFRESH_MIN_NS)
+    redlock__cluster_refresh(cl);
+  return 1;
+}
 
 void redlock__cluster_node_down(redlock__cluster *cl, redlock__node *n) {
   if (cl->have_map && !n->lazy &&
@@ -603,8 +617,10 @@ int redlock__cluster_redirect(redlock__node *n, redlock__req *req,
   port = strtol(colon + 1, &end, 10);
   if (end == colon + 1 || port <= 0 || port > 65535)
     return 0;
-  if (!asking)
+  if (!asking) {
+    cl->moved_ns = redlock__sys_now(n->env->sys);
     redlock__cluster_refresh(cl);   /* the map is out of date */
+  }
   if ((req->flags & REDLOCK__REQ_HERE) || req->hops >= MAX_HOPS)
     return 0;   /* the error is the answer */
   if (colon == sp)

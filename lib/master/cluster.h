@@ -22,6 +22,10 @@ typedef struct redlock__cluster {
   int refreshing;              /* a CLUSTER SHARDS is on the wire */
   int refresh_again;
   redlock__ns refresh_ns;      /* when the last one was asked */
+  redlock__ns moved_ns;        /* when a MOVED last said the map is out
+                                  of date */
+  redlock__ns mapped_ns;       /* when the last topology that came was
+                                  asked (a refresh's) */
   /* The seeds (the URI's host:port and its ?seed= options): the first
    * node tries them in turn until a topology came. */
   char **seed_host;
@@ -38,6 +42,10 @@ typedef struct redlock__cluster {
 int redlock__cluster_init(redlock__cluster *cl, const redlock__uri *uri,
                           const char *prefix, size_t prefix_len);
 void redlock__cluster_free(redlock__cluster *cl);
+/* 1 while a MOVED has made the map out of date and no topology asked
+ * since came (the ops' map_stale: master.h); asks for one when none is
+ * on its way, at most every 200 ms. */
+int redlock__cluster_map_stale(redlock__cluster *cl, redlock__ns now);
 
 /* The node that serves `slot` now: the map's, or the first node while the
  * map does not know (a MOVED then teaches it). */

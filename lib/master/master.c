@@ -98,6 +98,12 @@ static void no_stale(redlock__master *m) {
   (void)m;
 }
 
+static int map_fresh(const redlock__master *m, redlock__ns now) {
+  (void)m;
+  (void)now;
+  return 0;
+}
+
 static const redlock__master_ops plain_ops = {
     .kind = "plain",
     .by_slot = 0,
@@ -120,6 +126,7 @@ static const redlock__master_ops plain_ops = {
     .close = nothing_to_close,
     .node_down = no_node_down,
     .stale = no_stale,
+    .map_stale = map_fresh,
 };
 
 /* A sentinel group: its node has no address until the sentinels name the
@@ -184,6 +191,7 @@ static const redlock__master_ops sentinel_ops = {
     .close = sentinel_close,
     .node_down = no_node_down,
     .stale = sentinel_stale,
+    .map_stale = map_fresh,
 };
 
 /* ---- cluster: a node per primary ----------------------------------------- */
@@ -293,6 +301,10 @@ static void cluster_node_down(redlock__master *m, redlock__node *n) {
   redlock__cluster_node_down(m->cluster, n);
 }
 
+static int cluster_map_stale(const redlock__master *m, redlock__ns now) {
+  return redlock__cluster_map_stale(m->cluster, now);
+}
+
 static const redlock__master_ops cluster_ops = {
     .kind = "cluster",
     .by_slot = 1,
@@ -315,6 +327,7 @@ static const redlock__master_ops cluster_ops = {
     .close = nothing_to_close,
     .node_down = cluster_node_down,
     .stale = no_stale,
+    .map_stale = cluster_map_stale,
 };
 
 /* ---- construction -------------------------------------------------------- */

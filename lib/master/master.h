@@ -78,6 +78,11 @@ typedef struct redlock__master_ops {
   /* Events of its nodes: one went down; one is not the primary. */
   void (*node_down)(redlock__master *m, redlock__node *n);
   void (*stale)(redlock__master *m);
+  /* 1 while its votes must wait for its map (a cluster's, out of date
+   * since a MOVED: the topology it then asks for wakes them through its
+   * nodes' REDLOCK__NODE_EV_TOPOLOGY; asked again here, at most every
+   * 200 ms, when none is on its way), else 0. */
+  int (*map_stale)(const redlock__master *m, redlock__ns now);
 } redlock__master_ops;
 
 struct redlock__master {

@@ -1513,6 +1513,16 @@ redlock__guard_verdict redlock__guard_check_peers(
     snprintf(why, whylen, "restart guard: client closing");
     return REDLOCK__GUARD_REFUSE;
   }
+  if (g->masters[m].ops->map_stale(&g->masters[m], now)) {
+    /* A MOVED said this client's map of the master is out of date: a
+     * primary it does not know of may have passed its losses on with the
+     * slot that answered (a replica that restarted from an old snapshot,
+     * unseen while it was one, promoted, then its slot migrated:
+     * redlock-sim, seed 1273 of the corpus). The vote waits for the map
+     * that follows (its reply wakes it: cluster.c), whose primaries are
+     * then judged below; the attempt's deadline bounds the wait. */
+    return REDLOCK__GUARD_PENDING;
+  }
   cnt = master_nodes(g, m, &list);
   for (k = 0; k < cnt; k++) {
     unsigned j = node_of(list, m, k);

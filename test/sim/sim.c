@@ -223,6 +223,9 @@ typedef struct run {
   const char *server_ptrs[MAX_MASTERS];
   int declared;
   int guard_ms;           /* the clients' restart_guard_ms */
+  int max_ttl_ms;         /* the clients' max_ttl_ms: 0, or 10 s (the
+                             workload's longest ttl: a cap it never
+                             meets but in the probe of do_acquire) */
   unsigned n_actors;
   actor *actors[MAX_CLIENTS];
   unsigned n_keys;
@@ -269,6 +272,8 @@ struct actor {
   int busy;               /* an operation in flight */
   uint64_t op_start;      /* true ns */
   uint64_t op_bound;      /* true ns it must call back by (0: none) */
+  uint64_t op_start_env;  /* the client's own clock at op_begin */
+  int op_wait_ms;         /* the acquisition's wait_ms */
   int closed;
   int fresh;              /* a one-shot client (a CLI call) */
   redlock_election_t *el; /* the election workload's */
@@ -464,13 +469,26 @@ static void oracle_end(actor *a) {
 /* ---- the workload -------------------------------------------------------- */
 
 static void actor_next(actor *a, uint64_t delay_ns);
+
+/* A draw that does not take from the world's source: from the seed, a
+ * client, its acquisition and a salt (an oracle's probe, which must not
+ * move every other draw of the seeds the corpus keeps). */
+static uint64_t side_draw(const run *r, unsigned id, uint64_t gen,
+                          uint64_t salt) {
+  uint64_t z = r->seed ^ ((uint64_t)id << 48) ^ (gen << 12) ^ salt;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
 static void on_acquired(redlock_lock_t *l, int status,
                         const redlock_result *res, void *arg);
 
 static void op_begin(actor *a, uint64_t bound_ns) {
   a->busy = 1;
   a->op_start = a->r->w.now;
+  a->op_start_env = sim_env_now(&a->env);
   a->op_bound = bound_ns ? a->r->w.now + bound_ns : 0;
+  a->op_wait_ms = 0;
 }
 
 static void op_end(actor *a) {
@@ -735,6 +753,15 @@ static void on_acquired(redlock_lock_t *l, int status,
     char why[300];
     redlock_result_explain(res, why, sizeof(why));
     result_text_check(a, res, why);
+    /* A wait keeps trying until its deadline (redlock.h, wait_ms): on
+     * the client's own clock, its last attempt starts within a ms of it
+     * (acquire.c), so ETIMEDOUT never comes sooner. */
+    if (status == REDLOCK_ETIMEDOUT && a->op_wait_ms > 0 &&
+        sim_env_now(&a->env) - a->op_start_env + SIM_MS <
+            (uint64_t)a->op_wait_ms * SIM_MS)
+      violation(r, "client %u's wait of %d ms ended after %.3f ms on its "
+                "own clock: before its deadline", a->id, a->op_wait_ms,
+                (double)(sim_env_now(&a->env) - a->op_start_env) / 1e6);
     if (status == REDLOCK_ELIMIT)
       violation(r, "client %u: ELIMIT for k%u's semaphore, whose limit %u "
                 "every client uses: %s", a->id, __builtin_ctz(a->keys),
@@ -857,6 +884,33 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
               redlock_last_error());
     return;
   }
+  /* Now and then a ttl above the cap, which a fixed restart window sets
+   * (redlock.h: max_ttl_ms, restart_guard_ms > 0): the call must refuse
+   * it (EINVAL), else a lock outlives the window in which a restarted
+   * master stays out. Drawn from the seed, the client and the
+   * acquisition, not the world's source: the other draws stay. */
+  if ((r->guard_ms > 0 || r->max_ttl_ms > 0) &&
+      side_draw(r, a->id, a->gen, 0xca9) % 40 == 0) {
+    int cap = r->guard_ms > 0 ? r->guard_ms : r->max_ttl_ms;
+    int64_t over = cap + 1 +
+                   (int64_t)(side_draw(r, a->id, a->gen, 0xca8) % 3000);
+    int rc;
+    memset(&ao, 0, sizeof(ao));
+    ao.wait_ms = -1;
+    rc = redlock_lock_acquire(a->lock, over, &ao, on_acquired, a);
+    sim_logf(w, "client %u asks a ttl of %" PRId64 " ms over the cap %d: "
+             "%s", a->id, over, cap, redlock_err_name(rc));
+    if (rc == 0) {
+      violation(r, "client %u: a ttl of %" PRId64 " ms, over the cap %d "
+                "ms, was accepted", a->id, over, cap);
+      op_begin(a, 0);
+      return;   /* on_acquired follows */
+    }
+    redlock_lock_free(a->lock);
+    a->lock = NULL;
+    actor_next(a, sim_between(w, 0, 100) * SIM_MS);
+    return;
+  }
   a->fence = workload_is(r, "fence") && a->mode == 'P' &&
              a->keys == (a->keys & -a->keys) && sim_between(w, 0, 1);
   a->auto_extend = workload_is(r, "auto") && a->keys == (a->keys & -a->keys) &&
@@ -887,6 +941,7 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
                                                                50 + 5) *
                                                         SIM_MS)
                              : 0);
+  a->op_wait_ms = ao.wait_ms;
   if (redlock_lock_acquire(a->lock, a->ttl_ms, &ao, on_acquired, a) != 0) {
     a->busy = 0;
     violation(r, "client %u: redlock_lock_acquire refused the call: %s",
@@ -1040,6 +1095,7 @@ static actor *actor_new(run *r, int fresh) {
   cfg.n_servers = r->n_masters;
   cfg.durable = r->declared;
   cfg.restart_guard_ms = r->guard_ms;
+  cfg.max_ttl_ms = r->max_ttl_ms;
   cfg.on_warning = on_warning;
   cfg.warning_arg = a;
   if (redlock__client_new_sys(NULL, &a->env.sys, &cfg, &a->client) != 0) {
@@ -1717,7 +1773,10 @@ static void deploy(run *r) {
    * then, else the ttl record's. */
   if (r->guard_ms == 0 && sim_between(w, 0, 3) == 0)
     r->guard_ms = 10000;
-  sim_logf(w, "clients: restart_guard_ms %d, %s", r->guard_ms,
+  if (r->guard_ms == 0 && side_draw(r, 0, 0, 0x77c) % 3 == 0)
+    r->max_ttl_ms = 10000;
+  sim_logf(w, "clients: restart_guard_ms %d, max_ttl_ms %d, %s", r->guard_ms,
+           r->max_ttl_ms,
            r->declared ? "masters declared durable" : "undeclared");
 }
 
@@ -2153,7 +2212,7 @@ static int run_shrink(opts *o) {
  * found). Exits 1 when any line's seed violates. */
 static int run_corpus(const char *path) {
   FILE *f = fopen(path, "r");
-  char line[512];
+  char line[4096];   /* a line longer than this is read as two */
   unsigned lines = 0, bad = 0;
   uint64_t grants = 0, trace = 14695981039346656037ULL;
   if (f == NULL) {
