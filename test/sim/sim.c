@@ -225,7 +225,7 @@ typedef struct run {
   holder hold[MAX_CLIENTS][MAX_KEYS];
   uint64_t last_fence[MAX_KEYS];
   /* Faults no client may see at once (a wall clock that stepped, a
-   * durability setting changed at run time) stay within what the README
+   * durability setting changed at run time) stay within what docs/GUARANTEES.md
    * promises: while such a fault could still matter (its window), at most
    * N - quorum masters have one, so that a majority of the others is a
    * reference; N = 1 gets none. */
@@ -1036,8 +1036,8 @@ static double funit(run *r) {
  * lost keys, a failover that lost what was not replicated yet), unseen
  * by the guard's record for window_ns: within the failure model? With
  * a fixed restart window, any number: the guard needs no record (as for
- * crashes). A failover is a restart for the README (its cluster row: the
- * promoted replica is a new instance, guarded for one window), so with
+ * crashes). A failover is a restart for docs/GUARANTEES.md (its cluster
+ * row: the promoted replica is a new instance, guarded for one window), so with
  * the ttl record it makes that master faulty for the window, as a
  * restart that lost keys does (DESIGN, guard 2. and 7.). A single
  * cluster (N = 1) has no other master: its record survives a lossy event
@@ -1252,7 +1252,7 @@ static simsg *pick_group(run *r, unsigned *i) {
  * model? A sentinel's or a replica's costs nothing; the primary's may
  * lose writes twice over: a restart without them, and, when it stays
  * away past down-after-milliseconds, the failover (lossy: a restart for
- * the README). When only the failover would, it comes back before. */
+ * docs/GUARANTEES.md). When only the failover would, it comes back before. */
 static int group_stop_ok(run *r, unsigned i, simsrv *s, int crash,
                          uint64_t *ns) {
   simsg *g = r->sg[i];
@@ -1426,7 +1426,8 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       unsigned c = (unsigned)fbetween(r, 0, 3);
       s = target(r, i);
       /* Seen at the next recheck (3 s) by a connected client; a crash
-       * before that is the operator's (README); then its window. */
+       * before that is the operator's (docs/GUARANTEES.md); then its
+       * window. */
       if (!unseen_fault_ok(r, i, 15 * SIM_S))
         break;
       simkv_config_set(s->kv, set[c][0], set[c][1]);
@@ -1637,7 +1638,7 @@ static void deploy(run *r) {
     /* N = 1: the ttl record lives on the one master a restart can erase
      * or roll back, so each client knows only its own ttls (redlock.h,
      * restart_guard_ms): such a deployment fixes the window at its
-     * longest ttl (the workload's: 10 s), as the README says. A single
+     * longest ttl (the workload's: 10 s), as docs/GUARANTEES.md says. A single
      * cluster keeps the record on each primary, which survives a lossy
      * failover or restart of one shard (DESIGN, guard 7.): its record
      * is used a quarter of the time, with such faults one at a time
