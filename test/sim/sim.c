@@ -1526,7 +1526,7 @@ static void draw_shape(run *r, uint64_t *topo, unsigned i) {
  * default 0, or too few for its replicas, which the library must refuse;
  * or one of those with ?isolation=unchecked, a group never split), and
  * down-after-milliseconds (at least min-replicas-max-lag + 2 s, the
- * operator's part: README). The URIs are each client's (actor_new). */
+ * operator's part: docs/MASTERS.md). The URIs are each client's (actor_new). */
 static void deploy_group(run *r, unsigned i) {
   simworld *w = &r->w;
   unsigned rep = r->replicas[i], k, kind = (unsigned)sim_between(w, 0, 9);
@@ -1713,12 +1713,13 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
     }
     sim_init(w, seed, n_srv, 7000, MAX_CLIENTS);
   }
-  /* README, Redis Cluster: "a node demoted and promoted again between two
-   * identity checks (one second), and voting meanwhile, is seen only at
-   * the next check" (a vote from the old instance, whose writes the new
-   * one may lack). Outside the promise, so never here: a node is promoted
-   * again no sooner than 7 s after its demotion, two checks apart even
-   * for a client stopped meanwhile (F_CPAUSE: up to 5 s). */
+  /* docs/MASTERS.md, Redis Cluster: "a node demoted and promoted again
+   * between two identity checks (one second), and voting meanwhile, is
+   * seen only at the next check" (a vote from the old instance, whose
+   * writes the new one may lack). Outside the promise, so never here: a
+   * node is promoted again no sooner than 7 s after its demotion, two
+   * checks apart even for a client stopped meanwhile (F_CPAUSE: up to
+   * 5 s). */
   w->repromote_gap = 7 * SIM_S;
   r->logging = logging;
   w->log = logging ? run_log : NULL;
