@@ -65,7 +65,7 @@ void on_acquired(redlock_lock_t *lock, int status, const redlock_result *res,
 # Where the examples live, in the order they run (the README first: its
 # ordinary-masters blocks are the masters' first use).
 DOCS = ["README.md", "TESTING.md", "docs/GUARANTEES.md", "docs/API.md",
-        "docs/CLI.md", "docs/MASTERS.md"]
+        "docs/CLI.md", "docs/MASTERS.md", "bindings/python/README.md"]
 
 ORDINARY_PORTS = list(range(7121, 7124)) + list(range(7220, 7224))
 
