@@ -1,6 +1,6 @@
 /* explain.c: redlock_result_explain, why an operation ended as it did.
  *
- * Owns: the wording of results for people (the CLI, logs, the README's
+ * Owns: the wording of results for people (the CLI, logs, docs/API.md's
  * example). It reads only the public result: the status, the quorum and
  * each master's vote, error and the guard's cause and timing. Masters
  * are grouped by reason (clock, restarted, unreachable, answered with an

@@ -893,7 +893,7 @@ unsigned redlock__guard_marks_unconfirmed(const redlock__guard *g,
       done |= g->stamp[i * g->n + j] == GUARD_STAMP_DONE;
     }
     if (!other || done)
-      continue;   /* N = 1: nowhere to write it (README) */
+      continue;   /* N = 1: nowhere to write it (docs/GUARANTEES.md) */
     if (count++ == 0 && name != NULL && len > 0)
       snprintf(name, len, "%s", g->nodes[i].uri.display);
   }

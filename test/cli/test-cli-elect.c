@@ -606,7 +606,7 @@ static void slow_stop(void) {
     seed = strtoull(getenv("REDLOCK_ELECT_SEED"), NULL, 10) | 1;
   /* A master that restarts empty must not count again at once: with the
    * restart guard off, a leader that held exactly a quorum loses its
-   * majority to the crash and another is elected (as the README's table
+   * majority to the crash and another is elected (as docs/GUARANTEES.md's table
    * says: the guard is what protects against this fault). */
   unsetenv("REDLOCK_RESTART_GUARD");
   fprintf(stderr, "slow-stop: %d s, %d candidates, seed %llu\n", seconds, K,

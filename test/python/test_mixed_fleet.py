@@ -11,7 +11,7 @@ CLI) also record their fencing token: in start order the tokens strictly
 increase across both implementations.
 
 The masters run appendonly + appendfsync always (a restart loses no key:
-node-redlock has no restart guard, README "Mixed fleets"), declared durable
+node-redlock has no restart guard, docs/GUARANTEES.md "Mixed fleets"), declared durable
 to the redlock clients. FLEET_SECONDS (20) sets the length.
 """
 import os

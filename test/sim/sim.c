@@ -234,7 +234,7 @@ typedef struct run {
   uint64_t last_fence[MAX_KEYS];
   unsigned sem_limit[MAX_KEYS];   /* the semaphore of kI's K (1-3) */
   /* Faults no client may see at once (a wall clock that stepped, a
-   * durability setting changed at run time) stay within what the README
+   * durability setting changed at run time) stay within what docs/GUARANTEES.md
    * promises: while such a fault could still matter (its window), at most
    * N - quorum masters have one, so that a majority of the others is a
    * reference; N = 1 gets none. */
@@ -1154,8 +1154,8 @@ static double funit(run *r) {
  * lost keys, a failover that lost what was not replicated yet), unseen
  * by the guard's record for window_ns: within the failure model? With
  * a fixed restart window, any number: the guard needs no record (as for
- * crashes). A failover is a restart for the README (its cluster row: the
- * promoted replica is a new instance, guarded for one window), so with
+ * crashes). A failover is a restart for docs/GUARANTEES.md (its cluster
+ * row: the promoted replica is a new instance, guarded for one window), so with
  * the ttl record it makes that master faulty for the window, as a
  * restart that lost keys does (DESIGN, guard 2. and 7.). A single
  * cluster (N = 1) has no other master: its record survives a lossy event
@@ -1370,7 +1370,7 @@ static simsg *pick_group(run *r, unsigned *i) {
  * model? A sentinel's or a replica's costs nothing; the primary's may
  * lose writes twice over: a restart without them, and, when it stays
  * away past down-after-milliseconds, the failover (lossy: a restart for
- * the README). When only the failover would, it comes back before. */
+ * docs/GUARANTEES.md). When only the failover would, it comes back before. */
 static int group_stop_ok(run *r, unsigned i, simsrv *s, int crash,
                          uint64_t *ns) {
   simsg *g = r->sg[i];
@@ -1544,7 +1544,8 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       unsigned c = (unsigned)fbetween(r, 0, 3);
       s = target(r, i);
       /* Seen at the next recheck (3 s) by a connected client; a crash
-       * before that is the operator's (README); then its window. */
+       * before that is the operator's (docs/GUARANTEES.md); then its
+       * window. */
       if (!unseen_fault_ok(r, i, 15 * SIM_S))
         break;
       simkv_config_set(s->kv, set[c][0], set[c][1]);
@@ -1643,7 +1644,7 @@ static void draw_shape(run *r, uint64_t *topo, unsigned i) {
  * default 0, or too few for its replicas, which the library must refuse;
  * or one of those with ?isolation=unchecked, a group never split), and
  * down-after-milliseconds (at least min-replicas-max-lag + 2 s, the
- * operator's part: README). The URIs are each client's (actor_new). */
+ * operator's part: docs/MASTERS.md). The URIs are each client's (actor_new). */
 static void deploy_group(run *r, unsigned i) {
   simworld *w = &r->w;
   unsigned rep = r->replicas[i], k, kind = (unsigned)sim_between(w, 0, 9);
@@ -1755,7 +1756,7 @@ static void deploy(run *r) {
     /* N = 1: the ttl record lives on the one master a restart can erase
      * or roll back, so each client knows only its own ttls (redlock.h,
      * restart_guard_ms): such a deployment fixes the window at its
-     * longest ttl (the workload's: 10 s), as the README says. A single
+     * longest ttl (the workload's: 10 s), as docs/GUARANTEES.md says. A single
      * cluster keeps the record on each primary, which survives a lossy
      * failover or restart of one shard (DESIGN, guard 7.): its record
      * is used a quarter of the time, with such faults one at a time
@@ -1833,12 +1834,13 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
     }
     sim_init(w, seed, n_srv, 7000, MAX_CLIENTS);
   }
-  /* README, Redis Cluster: "a node demoted and promoted again between two
-   * identity checks (one second), and voting meanwhile, is seen only at
-   * the next check" (a vote from the old instance, whose writes the new
-   * one may lack). Outside the promise, so never here: a node is promoted
-   * again no sooner than 7 s after its demotion, two checks apart even
-   * for a client stopped meanwhile (F_CPAUSE: up to 5 s). */
+  /* docs/MASTERS.md, Redis Cluster: "a node demoted and promoted again
+   * between two identity checks (one second), and voting meanwhile, is
+   * seen only at the next check" (a vote from the old instance, whose
+   * writes the new one may lack). Outside the promise, so never here: a
+   * node is promoted again no sooner than 7 s after its demotion, two
+   * checks apart even for a client stopped meanwhile (F_CPAUSE: up to
+   * 5 s). */
   w->repromote_gap = 7 * SIM_S;
   r->logging = logging;
   w->log = logging ? run_log : NULL;

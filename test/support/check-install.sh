@@ -10,7 +10,7 @@
 #    prefix: one on the blocking API in strict -std=c11 -pedantic-errors
 #    with no feature macro (redlock.h alone), one on the async API in
 #    strict C11 with the one macro <uv.h> needs (_POSIX_C_SOURCE=200809L,
-#    as the README says); both run.
+#    as docs/API.md says); both run.
 set -euo pipefail
 
 src=$(cd "$1" && pwd)

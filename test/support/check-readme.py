@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""check-readme.py SRCDIR BUILDDIR: every C and shell example of README.md,
-compiled and run, so that the documentation cannot rot (issue 11, item 7).
+"""check-readme.py SRCDIR BUILDDIR: every C, shell and Python example of
+README.md and of the pages it sends readers to (DOCS below: the test
+text, the guarantees, the C API, the CLI reference, the kinds of masters,
+the Python guide), compiled and run, so that the documentation cannot rot
+(issue 11, item 7; issue 33 split the README, and every example still
+runs wherever it now lives).
 
 Blocks, by their fence:
   ```c        with main(): compiled against the build's library and run
@@ -18,6 +22,10 @@ Blocks, by their fence:
               number counts except tokens, durations and time columns
               (norm() says which); a `...` line stands for any lines
 A block preceded by <!-- readme-test: skip: WHY --> is listed, not run;
+one preceded by <!-- readme-test: ordinary masters ... --> runs (sh,
+console or python) with REDLOCK_SERVERS set to the ordinary masters below
+(the README's "your own Redis" examples: masters as most Redis runs,
+without persistence, and declared nothing);
 ```text and unlabelled blocks are output or pseudo-code, not examples.
 
 The demo's masters: cluster-compose/cluster.sh up 5 7101 (appendonly +
@@ -25,6 +33,12 @@ appendfsync always, the default), in a private state dir, stopped at the
 end whatever happens. Ports 7101-7105 and 7200-7205 must be free (the
 examples name them); the test fails clearly if they are not. Blocks that
 start a cluster of their own get another private state dir.
+
+The ordinary masters: REDLOCK_PERSIST=none cluster-compose/cluster.sh up 3
+7121 (no persistence, addrs declares nothing), in a third state dir,
+started fresh so that the first block that uses them meets the first-use
+window of the restart guard as a newcomer's masters would. Ports
+7121-7123 and 7220-7223 must be free too.
 """
 import os
 import re
@@ -47,6 +61,13 @@ PRELUDE = """#include <stdio.h>
 void on_acquired(redlock_lock_t *lock, int status, const redlock_result *res,
                  void *arg);
 """
+
+# Where the examples live, in the order they run (the README first: its
+# ordinary-masters blocks are the masters' first use).
+DOCS = ["README.md", "TESTING.md", "docs/GUARANTEES.md", "docs/API.md",
+        "docs/CLI.md", "docs/MASTERS.md", "bindings/python/README.md"]
+
+ORDINARY_PORTS = list(range(7121, 7124)) + list(range(7220, 7224))
 
 failures = []
 
@@ -155,6 +176,7 @@ def run(cmd, env, timeout, cwd=SRC, stdin=None):
 def main():
     work = tempfile.mkdtemp(prefix="redlock-readme.")
     main_dir = os.path.join(work, "cluster-main")
+    plain_dir = os.path.join(work, "cluster-plain")
     other_dir = os.path.join(work, "cluster-other")
     cluster = os.path.join(SRC, "cluster-compose", "cluster.sh")
     env = dict(os.environ)
@@ -164,21 +186,39 @@ def main():
     for k in list(env):
         if k.startswith("REDLOCK_") and k != "REDLOCK_FAULTPROXY":
             del env[k]
-    text = open(os.path.join(SRC, "README.md")).read()
-    busy = [p for p in list(range(7101, 7106)) + list(range(7200, 7206))
-            if port_busy(p)]
+    docs = []
+    for name in DOCS:
+        path = os.path.join(SRC, name)
+        if not os.path.exists(path):
+            print(f"check-readme: {name} is missing (DOCS lists it)",
+                  file=sys.stderr)
+            return 1
+        docs.append((name, open(path).read()))
+    busy = [p for p in list(range(7101, 7106)) + list(range(7200, 7206)) +
+            ORDINARY_PORTS if port_busy(p)]
     if busy:
         print(f"check-readme: ports {busy} are in use: the README's "
-              "examples use the demo's ports 7101-7105; stop what holds "
+              "examples use the demo's ports 7101-7105 and ordinary "
+              "masters on 7121-7123; stop what holds "
               "them (cluster-compose/cluster.sh down)", file=sys.stderr)
         return 1
     up = dict(env, REDLOCK_CLUSTER_DIR=main_dir)
-    r = run(["bash", cluster, "up", "5", "7101"], up, 60)
-    if r.returncode != 0:
-        print(r.stdout, file=sys.stderr)
-        return 1
+    plain = dict(env, REDLOCK_CLUSTER_DIR=plain_dir, REDLOCK_PERSIST="none")
     ran = compiled = skipped = 0
     try:
+        for what, cenv, args in (("demo", up, ["5", "7101"]),
+                                 ("ordinary", plain, ["3", "7121"])):
+            r = run(["bash", cluster, "up"] + args, cenv, 60)
+            if r.returncode != 0:
+                print(f"check-readme: the {what} masters did not start:\n"
+                      + r.stdout, file=sys.stderr)
+                return 1
+        r = run(["bash", cluster, "addrs"], plain, 30)
+        ordinary = r.stdout.strip()
+        if r.returncode != 0 or not ordinary or "durable" in ordinary:
+            print(f"check-readme: the ordinary masters' addresses: "
+                  f"{r.stdout}", file=sys.stderr)
+            return 1
         env["REDLOCK_CLUSTER_DIR"] = other_dir
         libdir = os.path.join(BUILD, "lib")
         uv = subprocess.run(["pkg-config", "--cflags", "--libs", "libuv"],
@@ -186,14 +226,22 @@ def main():
                             check=True).stdout.split()
         flags = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                  "-Werror", "-I", os.path.join(SRC, "include")]
-        for n, (line, lang, body, directive) in enumerate(blocks(text)):
-            what = f"README.md:{line} ({lang or 'plain'})"
+        every = [(name, b) for name, text in docs for b in blocks(text)]
+        for n, (name, (line, lang, body, directive)) in enumerate(every):
+            what = f"{name}:{line} ({lang or 'plain'})"
             if lang not in ("c", "sh", "console", "python"):
                 continue
             if directive.startswith("skip"):
                 print(f"skip {what}: {directive[4:].lstrip(': ')}")
                 skipped += 1
                 continue
+            benv = env
+            if directive.startswith("ordinary"):
+                if lang not in ("sh", "console", "python"):
+                    fail(what, "ordinary masters: for sh, console and "
+                         "python blocks")
+                    continue
+                benv = dict(env, REDLOCK_SERVERS=ordinary)
             if lang == "c":
                 src = os.path.join(work, f"ex{n}.c")
                 if re.search(r"\bint main\s*\(", body):
@@ -228,7 +276,7 @@ def main():
             elif lang == "python":
                 src = os.path.join(work, f"ex{n}.py")
                 open(src, "w").write(body)
-                penv = dict(env, PYTHONPATH=os.path.join(
+                penv = dict(benv, PYTHONPATH=os.path.join(
                     SRC, "bindings", "python", "src"),
                     REDLOCK_LIBRARY=os.path.join(libdir, "libredlock.so"),
                     PYTHONDONTWRITEBYTECODE="1")
@@ -240,7 +288,7 @@ def main():
                 print(f"ran {what}: {last[-1] if last else ''}")
                 ran += 1
             elif lang == "sh":
-                r = run(["bash", "-e", "-o", "pipefail"], env, 120,
+                r = run(["bash", "-e", "-o", "pipefail"], benv, 120,
                         stdin=body)
                 if r.returncode != 0:
                     fail(what + f": exit {r.returncode}", r.stdout)
@@ -248,13 +296,14 @@ def main():
                 print(f"ran {what}")
                 ran += 1
             else:
-                ran += console(what, body, env, work, n)
+                ran += console(what, body, benv, work, n)
     finally:
         run(["bash", cluster, "down"], dict(env, REDLOCK_CLUSTER_DIR=other_dir),
             60)
         run(["bash", cluster, "down"], up, 60)
+        run(["bash", cluster, "down"], plain, 60)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"README examples: {ran} run, {compiled} fragments compiled, "
+    print(f"README and its pages' examples: {ran} run, {compiled} fragments compiled, "
           f"{skipped} skipped, {len(failures)} failed")
     return 1 if failures else 0
 

@@ -86,7 +86,7 @@ typedef struct harness_server {
                             --min-replicas-max-lag <this, s>: a sentinel
                             group's primary (and its replicas, for when
                             they are promoted) refuse writes when cut off
-                            from every replica (README, Sentinel) */
+                            from every replica (docs/MASTERS.md) */
   int cluster;           /* --cluster-enabled yes (harness_cluster_*) */
   int node_timeout_ms;   /* cluster-node-timeout (0: 1000 ms) */
   int bus_port;          /* the cluster bus (picked free, not port+10000) */

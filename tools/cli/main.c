@@ -13,7 +13,7 @@
  * short forms too. Each command's file has its help text; options.c has
  * the table; the man page is tools/redlock.1. The files: cli.h.
  *
- * Decisions worth knowing (docs: README, redlock.1):
+ * Decisions worth knowing (docs: docs/CLI.md, redlock.1):
  *  - Credentials never stay visible: a password in --servers is overwritten
  *    in argv as soon as it is parsed (ps shows '*'), and the child of `run`
  *    gets no REDLOCK_PASSWORD and no user:password in REDLOCK_SERVERS.

@@ -15,7 +15,7 @@ CLI, so a mixed fleet runs one algorithm.
 
 The C library (libredlock.so) is loaded through ctypes: from
 REDLOCK_LIBRARY, else pkg-config's libdir for redlock, else the linker's
-search path. See the project README, section "Python".
+search path. See bindings/python/README.md (the package's description).
 """
 from ._ffi import LibraryNotFound, library_path
 from .client import (TLS, Client, Election, Leader, Lock, MasterStats,

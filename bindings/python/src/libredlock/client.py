@@ -532,7 +532,7 @@ class Client:
     ``rediss://...`` (TLS), ``unix:///path``, optionally ``?durable=1``;
     a list, or one comma-separated str. Durations are in seconds.
 
-    Keyword options (None keeps the C library's default, see the README's
+    Keyword options (None keeps the C library's default, see docs/API.md's
     configuration table): ``password``, ``username``, ``tls`` (True, a
     :class:`TLS` or a dict), ``durable`` (declare every master durable:
     appendonly + appendfsync always), ``quorum``, ``key_prefix``,
