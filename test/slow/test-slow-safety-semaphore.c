@@ -9,20 +9,35 @@
  * picking at random among:
  *   - crash and restart without persistence (masters 1-3 run without it:
  *     their keys are lost; the restart guard keeps a new instance from
- *     voting for a ttl);
+ *     voting for a ttl, and it counts as faulty until then);
  *   - crash and restart with AOF (masters 4 and 5 run appendonly yes +
  *     appendfsync always and are declared durable, ?durable=1: they keep
  *     every key and count at once);
  *   - hang (SIGSTOP for 0.3-1.5 s);
- *   - a wall-clock step forward by 1.5-3 ttl (clockshim.c), which expires
- *     every key of that master at once (faulty for a ttl after it);
+ *   - a wall-clock step forward by 1.5-3 ttl (clockshim.c), which
+ *     expires every key of that master at once; a ttl later its clock
+ *     steps back as far (faulty until a ttl after that). Undone, so that
+ *     the offsets do not pile up: a restarted instance whose clock is off
+ *     the others' is kept out by the clock check whatever the guard does,
+ *     and with offsets left in place a guard that counts new instances
+ *     at once went unseen;
  *   - 200 ms of latency each way through the proxy for 1 s (beyond the
- *     50 ms command timeout), as the mutex's mixed schedule.
+ *     50 ms command timeout), as the mutex's mixed schedule;
+ *   - (one event in two while no master is faulty) an aimed cycle, as
+ *     test-slow-safety's guard and clock schedules: two masters hang, and
+ *     once a worker is granted a permit with exactly the other three YES
+ *     (a bare quorum), the hung two's connections are reset (the
+ *     requests queued for them are lost: they do not take the holder's
+ *     SET on resuming), they resume, and one of the three loses
+ *     the permit while it is held: a crash and empty restart (masters
+ *     1-3, one time in two) or a clock step (the others). Counting that master's vote would give
+ *     the permit a second holder. Given up after 3 s without such a
+ *     grant.
  * The clients are configured as test-slow-safety's: the default restart
  * guard (the ttl record) and clock check, a 50 ms command timeout.
  * Holds are mostly short (5-50 ms, so that K at once is reached often),
  * one in sixteen long (300-1000 ms: to the end of the validity, spanning
- * faults).
+ * faults), and long while an aimed cycle waits (they span its cut).
  *
  * Every grant is logged with its window on the validity clock (the
  * library's, CLOCK_BOOTTIME): from the grant to the earlier of its release
@@ -96,8 +111,17 @@ static unsigned long attempts, refusals;
 static unsigned long by_status[32];
 static uint64_t prng = 0x9e3779b97f4a7c15ULL;
 static int faulty[N];    /* 0 ok, 1 hung, 2 down (lossy), 3 down (AOF),
-                            4 slow, 5 clock stepped (for a ttl) */
-static unsigned long n_faults[6];
+                            4 slow, 5 clock stepped (for a ttl), 6
+                            restarted empty (guarded for a ttl), 7 clock
+                            stepped back (for a ttl) */
+static int64_t step_ms[N];   /* its step forward, to undo */
+static unsigned long n_faults[7];
+/* The aimed cycle: 0 idle, 1 two masters hung, waiting for a grant on
+ * exactly the other three (a bare quorum), 2 its cut is due. */
+static int aim_phase;
+static int aim_hung[2];
+static int aim_target;
+static unsigned long aim_cycles;
 static uv_timer_t fault_timer;
 static uv_timer_t heal_timers[N];
 
@@ -191,6 +215,7 @@ static sweep_result sweep(int k, int print) {
 /* ---- the semaphore's workers ---------------------------------------------- */
 
 static void worker_next(worker *w, uint64_t ms);
+static void aim_cut(uv_timer_t *t);
 
 static void on_released(redlock_lock_t *l, int status,
                         const redlock_result *r, void *arg) {
@@ -229,8 +254,21 @@ static void on_acquired(redlock_lock_t *l, int status,
   ASSERT(permit >= 0 && permit < (int)limit);
   w->valid_ns = now + (uint64_t)redlock_lock_validity_ms(l) * 1000000ULL;
   w->gi = log_grant(now, w->valid_ns, w->id, permit);
+  if (aim_phase == 1 && r->yes == 3) {
+    /* A bare quorum: one of its three is cut while this is held. */
+    int yes[N];
+    int n = 0, i;
+    for (i = 0; i < N; i++)
+      if (r->nodes[i].vote == REDLOCK_VOTE_YES)
+        yes[n++] = i;
+    aim_target = yes[rnd((uint32_t)n)];
+    aim_phase = 2;
+    uv_timer_start(&fault_timer, aim_cut, 0, 0);
+  }
+  /* While a cycle aims, holds span its cut. */
   uv_timer_start(&w->timer, on_hold_done,
-                 rnd(16) == 0 ? 300 + rnd(700) : 5 + rnd(45), 0);
+                 aim_phase != 0 || rnd(16) == 0 ? 300 + rnd(700)
+                                                : 5 + rnd(45), 0);
 }
 
 static void on_want(uv_timer_t *t) {
@@ -258,6 +296,12 @@ static void on_heal(uv_timer_t *t) {
       harness_resume(&srv[i]);
       break;
     case 2:
+      /* Back empty: out of the quorum for a ttl (the restart guard), so
+       * it still counts as faulty. */
+      harness_restart(&srv[i]);
+      faulty[i] = 6;
+      uv_timer_start(t, on_heal, TTL_MS, 0);
+      return;
     case 3:
       harness_restart(&srv[i]);
       break;
@@ -265,7 +309,14 @@ static void on_heal(uv_timer_t *t) {
       harness_proxy_cmd(&px, i, "normal");
       break;
     case 5:
-      break;   /* a ttl has passed since its step */
+      /* Back in step (a step too: out for another ttl). */
+      harness_clock_step(&srv[i], -step_ms[i]);
+      faulty[i] = 7;
+      uv_timer_start(t, on_heal, TTL_MS, 0);
+      return;
+    case 6:
+    case 7:
+      break;   /* a ttl has passed since its restart or step back */
   }
   faulty[i] = 0;
 }
@@ -284,6 +335,79 @@ static int pick_master(int kind) {
   return n == 0 ? -1 : cand[rnd((uint32_t)n)];
 }
 
+static void on_fault(uv_timer_t *t);
+
+/* The aimed cycle's start: two masters hang; grants now rest on the other
+ * three. No grant on exactly those within 3 s: given up. */
+static void aim_giveup(uv_timer_t *t) {
+  int i;
+  (void)t;
+  for (i = 0; i < 2; i++) {
+    harness_resume(&srv[aim_hung[i]]);
+    faulty[aim_hung[i]] = 0;
+  }
+  aim_phase = 0;
+  if (!stopping)
+    uv_timer_start(&fault_timer, on_fault, 400 + rnd(600), 0);
+}
+
+static void aim_start(void) {
+  int i;
+  aim_hung[0] = (int)rnd(N);
+  do
+    aim_hung[1] = (int)rnd(N);
+  while (aim_hung[1] == aim_hung[0]);
+  for (i = 0; i < 2; i++) {
+    harness_pause(&srv[aim_hung[i]]);
+    faulty[aim_hung[i]] = 1;
+    n_faults[1]++;
+  }
+  aim_phase = 1;
+  uv_timer_start(&fault_timer, aim_giveup, 3000, 0);
+}
+
+/* A step forward of master i by 1.5-3 ttl, undone a ttl later. */
+static void step_clock(int i) {
+  step_ms[i] = TTL_MS * 3 / 2 + rnd(TTL_MS * 3 / 2);
+  harness_clock_step(&srv[i], step_ms[i]);
+  faulty[i] = 5;
+  uv_timer_start(&heal_timers[i], on_heal, TTL_MS, 0);
+}
+
+/* The cut, while a grant on a bare quorum is held: the hung two resume
+ * (free of that grant: their connections reset) and one of the three loses it: a master without
+ * persistence crashes and comes back empty at once (the restart guard's
+ * case) or its clock steps forward (the clock check's: one time in two,
+ * and always on the declared AOF masters, which would keep it). Counting its
+ * vote then would give that permit a second holder. */
+static void aim_cut(uv_timer_t *t) {
+  int i = aim_target;
+  (void)t;
+  aim_phase = 0;
+  /* The hung two's connections are reset first (a partition that loses
+   * what was in flight): else they would run the holder's queued SET on
+   * resuming, and hold the permit for it. */
+  harness_proxy_cmd(&px, aim_hung[0], "reset");
+  harness_proxy_cmd(&px, aim_hung[1], "reset");
+  harness_proxy_cmd(&px, aim_hung[0], "normal");
+  harness_proxy_cmd(&px, aim_hung[1], "normal");
+  harness_resume(&srv[aim_hung[0]]);
+  harness_resume(&srv[aim_hung[1]]);
+  faulty[aim_hung[0]] = faulty[aim_hung[1]] = 0;
+  if (i < N - N_AOF && rnd(2) == 0) {
+    harness_kill(&srv[i]);
+    harness_restart(&srv[i]);
+    faulty[i] = 6;
+    n_faults[6]++;
+    uv_timer_start(&heal_timers[i], on_heal, TTL_MS, 0);
+  } else {
+    step_clock(i);
+    n_faults[5]++;
+  }
+  aim_cycles++;
+  uv_timer_start(&fault_timer, on_fault, 400 + rnd(600), 0);
+}
+
 static void on_fault(uv_timer_t *t) {
   int n_faulty = 0;
   int i, kind;
@@ -292,6 +416,10 @@ static void on_fault(uv_timer_t *t) {
     return;
   for (i = 0; i < N; i++)
     n_faulty += faulty[i] != 0;
+  if (n_faulty == 0 && rnd(2) == 0) {
+    aim_start();
+    return;
+  }
   if (n_faulty < 2) {
     kind = 1 + (int)rnd(5);
     i = pick_master(kind);
@@ -317,8 +445,7 @@ static void on_fault(uv_timer_t *t) {
         uv_timer_start(&heal_timers[i], on_heal, 1000, 0);
         break;
       case 5:
-        harness_clock_step(&srv[i], TTL_MS * 3 / 2 + rnd(TTL_MS * 3 / 2));
-        uv_timer_start(&heal_timers[i], on_heal, TTL_MS, 0);
+        step_clock(i);
         break;
     }
   }
@@ -329,6 +456,8 @@ static void on_fault(uv_timer_t *t) {
 static void heal_all(void) {
   int i;
   uv_timer_stop(&fault_timer);
+  if (aim_phase != 0)
+    aim_giveup(NULL);   /* resumes the hung two */
   for (i = 0; i < N; i++) {
     if (uv_is_active((uv_handle_t *)&heal_timers[i])) {
       uv_timer_stop(&heal_timers[i]);
@@ -349,7 +478,8 @@ static int all_idle(void) {
 static void run_sem(unsigned k, int seconds) {
   redlock_client_config cfg;
   sweep_result r;
-  unsigned long faults_before[6];
+  unsigned long faults_before[7];
+  unsigned long aims_before = aim_cycles;
   int i;
   limit = k;
   n_workers = (int)(3 * k + 2);
@@ -402,12 +532,14 @@ static void run_sem(unsigned k, int seconds) {
   printf("semaphore K=%u: %d s, %d workers, N=%d: grants %d (%.1f/s), "
          "attempts %lu, refusals %lu, at most %d holders at once, %lu "
          "episodes beyond K; faults: %lu hangs, %lu lossy crash-restarts, "
-         "%lu AOF crash-restarts, %lu slow, %lu clock steps\n",
+         "%lu AOF crash-restarts, %lu slow, %lu clock steps; %lu aimed "
+         "cuts of a bare quorum (%lu crash-restarts, the rest steps)\n",
          k, seconds, n_workers, N, n_grants, (double)n_grants / seconds,
          attempts, refusals, r.most, r.episodes,
          n_faults[1] - faults_before[1], n_faults[2] - faults_before[2],
          n_faults[3] - faults_before[3], n_faults[4] - faults_before[4],
-         n_faults[5] - faults_before[5]);
+         n_faults[5] - faults_before[5], aim_cycles - aims_before,
+         n_faults[6] - faults_before[6]);
   for (i = 0; i < 32; i++)
     if (by_status[i])
       printf("  refused %lu times: %s\n", by_status[i], redlock_strerror(-i));
@@ -692,6 +824,8 @@ int main(void) {
     run_sem(k, seconds);
 
   /* The control: the checker must see the naive design's excess. */
+  /* The aimed cuts did happen (1-3 per K in a plain build). */
+  ASSERT_GE(aim_cycles, 2);
   control = run_naive();
   if (control.most <= NAIVE_K)
     TEST_FAIL("the naive design never showed more than %d holders: the "
