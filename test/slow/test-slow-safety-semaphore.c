@@ -28,11 +28,11 @@
  *     once a worker is granted a permit with exactly the other three YES
  *     (a bare quorum), the hung two's connections are reset (the
  *     requests queued for them are lost: they do not take the holder's
- *     SET on resuming), they resume, and one of the three loses
- *     the permit while it is held: a crash and empty restart (masters
- *     1-3, one time in two) or a clock step (the others). Counting that master's vote would give
- *     the permit a second holder. Given up after 3 s without such a
- *     grant.
+ *     SET on resuming), they resume, and one of the three loses the
+ *     permit while it is held: a crash and empty restart (masters 1-3,
+ *     one time in two) or a clock step (the others). Counting that
+ *     master's vote would give the permit a second holder. Given up
+ *     after 3 s without such a grant.
  * The clients are configured as test-slow-safety's: the default restart
  * guard (the ttl record) and clock check, a 50 ms command timeout.
  * Holds are mostly short (5-50 ms, so that K at once is reached often),
@@ -149,7 +149,7 @@ static int log_grant(uint64_t from, uint64_t to, int who, int permit) {
   return n_grants++;
 }
 
-/* ---- the sweep ------------------------------------------------------------ */
+/* ---- the sweep ----------------------------------------------------------- */
 
 typedef struct sweep_result {
   int most;              /* most windows open at once */
@@ -212,7 +212,7 @@ static sweep_result sweep(int k, int print) {
   return r;
 }
 
-/* ---- the semaphore's workers ---------------------------------------------- */
+/* ---- the semaphore's workers --------------------------------------------- */
 
 static void worker_next(worker *w, uint64_t ms);
 static void aim_cut(uv_timer_t *t);
@@ -287,7 +287,7 @@ static void worker_next(worker *w, uint64_t ms) {
   uv_timer_start(&w->timer, on_want, ms, 0);
 }
 
-/* ---- faults (test-slow-safety.c's, with the AOF masters' crash) ---------- */
+/* ---- faults (test-slow-safety.c's, with the AOF masters' crash) --------- */
 
 static void on_heal(uv_timer_t *t) {
   int i = (int)(t - heal_timers);
@@ -375,11 +375,12 @@ static void step_clock(int i) {
 }
 
 /* The cut, while a grant on a bare quorum is held: the hung two resume
- * (free of that grant: their connections reset) and one of the three loses it: a master without
- * persistence crashes and comes back empty at once (the restart guard's
- * case) or its clock steps forward (the clock check's: one time in two,
- * and always on the declared AOF masters, which would keep it). Counting its
- * vote then would give that permit a second holder. */
+ * (free of that grant: their connections reset) and one of the three
+ * loses it: a master without persistence crashes and comes back empty at
+ * once (the restart guard's case) or its clock steps forward (the clock
+ * check's: one time in two, and always on the declared AOF masters, which
+ * would keep it). Counting its vote then would give that permit a second
+ * holder. */
 static void aim_cut(uv_timer_t *t) {
   int i = aim_target;
   (void)t;
@@ -555,7 +556,7 @@ static void run_sem(unsigned k, int seconds) {
             (unsigned long)seconds / 3);
 }
 
-/* ---- the positive control: the naive design ------------------------------ */
+/* ---- the positive control: the naive design ----------------------------- */
 
 /* The naive per-master admission (test-redis-semaphore-naive's): 1
  * admitted (or already in), 0 full. */
