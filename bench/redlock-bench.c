@@ -20,6 +20,18 @@
  *              a write; the row x_contention_rw reports each side's
  *              grants/s, waits, longest stretch without a grant while it
  *              had waiters, and share of the lock-held time.
+ * --limit K (BENCH_LIMIT): a counting semaphore of K permits instead of
+ * the mutex (redlock_semaphore_new), through the same scenarios: latency
+ * and throughput keep one semaphore name per worker (made once, acquired
+ * and released each cycle, as a semaphore is used: its limit record
+ * exists after the first cycle); contention runs the W workers on one
+ * semaphore, a violation is a grant while K others hold. Every acquisition
+ * is the library's own path, a refusal's listed free permits included.
+ * BENCH_INTERVALS=FILE (contention) writes each hold as "start end" (ns,
+ * uv_hrtime: CLOCK_MONOTONIC, the same clock in every local process) from
+ * the grant to the release call, for bench/node/holders.mjs, which counts
+ * the holders at once across processes (bench/semaphore.sh); with
+ * BENCH_NAME=NAME the contention key is NAME, shared by the processes.
  * One client (one connection per master) is shared by all workers. */
 #include <math.h>
 #include <signal.h>
@@ -48,10 +60,11 @@ static struct {
   long retry_count, retry_delay_ms, retry_jitter_ms, max_seconds;
   long command_timeout_ms;
   long read_pct;   /* -1: a plain lock */
+  long limit;      /* 0: the mutex; else a semaphore of this many permits */
   double duration_s;
   int raw;
 } opt = {"redlock-c", NULL, "latency", 1, 2000, 200, 10000, 8, 1, 5,
-         100, 10, 5, 60, 1000, -1, 5.0, 0};
+         100, 10, 5, 60, 1000, -1, 0, 5.0, 0};
 
 typedef struct samples {
   uint64_t *v;   /* ns */
@@ -105,6 +118,9 @@ static void emit(const char *scenario, long conc, samples *s,
                  double ops_per_s, const char *extra) {
   double sum = 0;
   size_t i;
+  char lim[32] = "";
+  if (opt.limit > 0)
+    snprintf(lim, sizeof(lim), ",\"limit\":%ld", opt.limit);
   qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
   for (i = 0; i < s->n; i++)
     sum += (double)s->v[i];
@@ -126,12 +142,12 @@ static void emit(const char *scenario, long conc, samples *s,
          "\"p99_us\":%.1f,\"max_us\":%.1f,\"ops_per_s\":%.1f,"
          "\"mean_us\":%.1f,\"ttl_ms\":%ld,\"version\":\"redlock %s\","
          "\"runtime\":\"C, libredlock (own libuv adapter)\","
-         "\"returns_at\":\"quorum\"%s%s}\n",
+         "\"returns_at\":\"quorum\"%s%s%s}\n",
          opt.impl, n_servers, scenario, conc, s->n, pct_us(s, 50),
          pct_us(s, 90), pct_us(s, 99),
          s->n ? (double)s->v[s->n - 1] / 1000.0 : 0, ops_per_s,
          s->n ? sum / (double)s->n / 1000.0 : 0, opt.ttl_ms,
-         redlock_version_string(), extra && *extra ? "," : "",
+         redlock_version_string(), lim, extra && *extra ? "," : "",
          extra ? extra : "");
   fflush(stdout);
   fprintf(stderr,
@@ -184,6 +200,14 @@ static redlock_lock_t *new_lock(const char *tag, long worker) {
   return l;
 }
 
+/* A semaphore of opt.limit permits on `key`. */
+static redlock_lock_t *new_sem(const char *key, size_t n) {
+  redlock_lock_t *l;
+  if (redlock_semaphore_new(client, key, n, (unsigned)opt.limit, &l) != 0)
+    die("semaphore_new", redlock_last_error());
+  return l;
+}
+
 /* ---- one worker: a small state machine per scenario --------------------- */
 
 typedef struct worker {
@@ -211,11 +235,20 @@ static uint64_t last_stop_ns;
 static const char *cur_tag;
 static int cur_mode;     /* 0 latency/warmup, 1 throughput, 2 contention */
 static long latency_left;
-static long held_by = -1;
+static long holding;      /* contention: workers inside a hold now */
+static long max_holding;  /* ... the most at once */
 static uint64_t last_release_ns;   /* contention: the previous release */
 static samples s_handoff;
 static unsigned long violations;
 static unsigned long failures;
+static samples s_intervals;   /* BENCH_INTERVALS: grant, release call */
+static int want_intervals;
+
+/* One handle per worker for the whole run (contention; any semaphore)
+ * rather than a new lock per cycle. */
+static int handle_kept(void) {
+  return cur_mode == 2 || opt.limit > 0;
+}
 
 /* Read-write contention, per side (0 read, 1 write). */
 static struct {
@@ -254,7 +287,7 @@ static void released(worker *w, int status) {
     push(&s_cycle, now - w->t_start);
     w->count++;
   }
-  if (cur_mode != 2 && w->lock != NULL) {
+  if (!handle_kept() && w->lock != NULL) {
     redlock_lock_free(w->lock);
     w->lock = NULL;
   }
@@ -293,9 +326,13 @@ static void on_hold_done(uv_timer_t *t) {
   worker *w = t->data;
   if (opt.read_pct >= 0 && --rw[w->side].holders == 0)
     rw[w->side].held_ns += uv_hrtime() - rw[w->side].held_since;
-  if (held_by == w->id)
-    held_by = -1;
   last_release_ns = uv_hrtime();
+  if (opt.read_pct < 0)
+    holding--;
+  if (want_intervals) {
+    push(&s_intervals, w->t_acq);
+    push(&s_intervals, last_release_ns);
+  }
   do_release(w);
 }
 
@@ -328,18 +365,21 @@ static void acquired(worker *w, int status) {
                      (uint64_t)opt.think_ms, 0);
       return;
     }
-    if (w->lock != NULL)
+    if (!handle_kept() && w->lock != NULL) {
       redlock_lock_free(w->lock);
-    w->lock = NULL;
+      w->lock = NULL;
+    }
     worker_cycle(w);
     return;
   }
   if (cur_mode == 0 && cur_tag[0] != 'w')
     push(&s_acq, now - w->t_start);
   if (cur_mode == 2) {
-    if (held_by != -1)
+    /* The mutex admits one holder, a semaphore opt.limit. */
+    if (++holding > (opt.limit > 0 ? opt.limit : 1))
       violations++;
-    held_by = w->id;
+    if (holding > max_holding)
+      max_holding = holding;
     w->count++;
     if (last_release_ns != 0)
       push(&s_handoff, now - last_release_ns);
@@ -408,7 +448,7 @@ static void worker_cycle(worker *w) {
     return;
   }
   w->t_start = uv_hrtime();
-  if (cur_mode != 2)
+  if (!handle_kept())
     w->lock = new_lock(cur_tag, w->id);
   if (cur_mode == 2 && opt.read_pct >= 0) {
     w->side = (long)(rand_r(&w->rnd) % 100) < opt.read_pct ? 0 : 1;
@@ -445,13 +485,21 @@ static uint64_t run_workers(long n, int mode, const char *tag,
     w->timer.data = w;
   }
   if (mode == 2) {
-    /* One key for all workers: one handle each on the same resource. */
+    /* One key for all workers: one handle each on the same resource;
+     * BENCH_NAME names it, to share it with other processes. */
     char key[256];
-    int k = snprintf(key, sizeof(key), "%s:contention", key_base);
+    const char *shared = getenv("BENCH_NAME");
+    int k = shared != NULL && *shared != '\0'
+                ? snprintf(key, sizeof(key), "%s", shared)
+                : snprintf(key, sizeof(key), "%s:contention", key_base);
+    if (k < 1 || (size_t)k >= sizeof(key))
+      die("BENCH_NAME too long", NULL);
     for (i = 0; i < n; i++) {
       worker *w = &workers[i];
       w->rnd = (unsigned)i * 2654435761u + 1;
-      if (opt.read_pct < 0) {
+      if (opt.read_pct < 0 && opt.limit > 0) {
+        w->lock = new_sem(key, (size_t)k);
+      } else if (opt.read_pct < 0) {
         if (redlock_lock_new(client, key, (size_t)k, &w->lock) != 0)
           die("lock_new", redlock_last_error());
       } else if (redlock_rwlock_new(client, key, (size_t)k, REDLOCK_READ,
@@ -460,6 +508,13 @@ static uint64_t run_workers(long n, int mode, const char *tag,
                                     &w->rw[1]) != 0) {
         die("rwlock_new", redlock_last_error());
       }
+    }
+  } else if (opt.limit > 0) {
+    /* One semaphore name per worker, kept for the run. */
+    for (i = 0; i < n; i++) {
+      char key[256];
+      size_t k = make_key(key, tag, i, 0);
+      workers[i].lock = new_sem(key, k);
     }
   }
   for (i = 0; i < n; i++)
@@ -516,6 +571,7 @@ static void parse(int argc, char **argv) {
       {"--command-timeout-ms", "BENCH_COMMAND_TIMEOUT_MS",
        &opt.command_timeout_ms},
       {"--read-pct", NULL, &opt.read_pct},
+      {"--limit", "BENCH_LIMIT", &opt.limit},
   };
   size_t k;
   int i;
@@ -567,6 +623,11 @@ static void parse(int argc, char **argv) {
   }
   if (opt.read_pct > 100)
     die("read_pct out of range (0-100)", NULL);
+  if (opt.limit > REDLOCK_MAX_PERMITS)
+    die("limit out of range (1-1024; 0: the mutex)", NULL);
+  if (opt.limit > 0 && (opt.raw || opt.read_pct >= 0))
+    die("--limit runs the library's semaphore: not with --raw or "
+        "--read-pct", NULL);
 }
 
 /* ---- scale: many locks held at once, auto-extended ----------------------- *
@@ -912,6 +973,19 @@ static void run_contention_rw(void) {
   free(rw[1].wait.v);
 }
 
+/* BENCH_INTERVALS: one hold a line, "start end" in ns. */
+static void write_intervals(const char *path) {
+  FILE *f = fopen(path, "w");
+  size_t i;
+  if (f == NULL)
+    die("cannot write BENCH_INTERVALS", path);
+  for (i = 0; i + 1 < s_intervals.n; i += 2)
+    fprintf(f, "%llu %llu\n", (unsigned long long)s_intervals.v[i],
+            (unsigned long long)s_intervals.v[i + 1]);
+  if (fclose(f) != 0)
+    die("cannot write BENCH_INTERVALS", path);
+}
+
 int main(int argc, char **argv) {
   redlock_client_config cfg;
   char *list;
@@ -922,6 +996,9 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);   /* a closed pipe is an error, not death */
   bench_wake = getenv("BENCH_WAKE") != NULL;
   parse(argc, argv);
+  if (opt.limit > 0 && (strcmp(opt.scenario, "scale") == 0 ||
+                        strcmp(opt.scenario, "x_connect") == 0))
+    die("--limit runs latency, throughput and contention", NULL);
   if (strcmp(opt.scenario, "scale") == 0 || getenv("BENCH_COUNT_ALLOCS"))
     redlock_replace_allocator(count_malloc, count_realloc, count_calloc,
                               count_free);
@@ -1035,11 +1112,20 @@ int main(int argc, char **argv) {
   } else if (strcmp(opt.scenario, "contention") == 0 && opt.read_pct >= 0) {
     run_contention_rw();
   } else if (strcmp(opt.scenario, "contention") == 0) {
-    uint64_t el = run_workers(opt.workers, 2, "ct", opt.duration_s);
+    /* The client's counters around the run: its attempts per grant
+     * (retries; a semaphore's hops to a permit listed free too). */
+    static redlock_stats st0, st1;
+    uint64_t el;
     double sum = 0, sum2 = 0, h50, h99;
     unsigned long mn = (unsigned long)-1, mx = 0;
-    char extra[512];
+    char extra[640];
     long i;
+    want_intervals = getenv("BENCH_INTERVALS") != NULL;
+    redlock_client_stats(client, &st0);
+    el = run_workers(opt.workers, 2, "ct", opt.duration_s);
+    redlock_client_stats(client, &st1);
+    if (want_intervals)
+      write_intervals(getenv("BENCH_INTERVALS"));
     for (i = 0; i < opt.workers; i++) {
       double x = (double)workers[i].count;
       sum += x;
@@ -1057,11 +1143,15 @@ int main(int argc, char **argv) {
              "\"per_worker_max\":%lu,\"failures\":%lu,\"violations\":%lu,"
              "\"hold_ms\":%ld,\"think_ms\":%ld,\"retry\":{\"count\":%ld,"
              "\"delay_ms\":%ld,\"jitter_ms\":%ld},\"duration_s\":%.3f,"
-             "\"wake\":%s,\"handoff_p50_us\":%.1f,\"handoff_p99_us\":%.1f",
+             "\"wake\":%s,\"handoff_p50_us\":%.1f,\"handoff_p99_us\":%.1f,"
+             "\"max_holders\":%ld,\"attempts\":%llu,\"grants\":%llu",
              sum2 > 0 ? sum * sum / ((double)opt.workers * sum2) : 0, mn, mx,
              failures, violations, opt.hold_ms, opt.think_ms,
              opt.retry_count, opt.retry_delay_ms, opt.retry_jitter_ms,
-             el / 1e9, getenv("BENCH_WAKE") ? "true" : "false", h50, h99);
+             el / 1e9, getenv("BENCH_WAKE") ? "true" : "false", h50, h99,
+             max_holding,
+             (unsigned long long)(st1.attempts - st0.attempts),
+             (unsigned long long)(st1.grants - st0.grants));
     emit("contention", opt.workers, &s_acq,
          el ? s_acq.n * 1e9 / (double)el : 0, extra);
   } else {
@@ -1080,6 +1170,7 @@ int main(int argc, char **argv) {
   free(s_acq.v);
   free(s_rel.v);
   free(s_cycle.v);
+  free(s_intervals.v);
   free(list);
   return violations == 0 ? 0 : 1;
 }
