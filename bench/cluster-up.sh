@@ -27,7 +27,8 @@ REDLOCK_PERSIST=none bash "$cluster" up 5 "${BASEPORT:-$bench_port}"
 servers=$(bash "$cluster" addrs)
 
 bench_node_deps() {
-  if [ ! -d "$here/bench/node/node_modules/redlock" ]; then
+  if [ ! -d "$here/bench/node/node_modules/redlock" ] ||
+     [ ! -d "$here/bench/node/node_modules/redis-semaphore" ]; then
     (cd "$here/bench/node" &&
      npm install --no-package-lock --no-audit --no-fund >/dev/null)
   fi
