@@ -46,25 +46,28 @@ const impls = [['redlock-c', 'mutex (redlock-c)']];
 const ks = [...new Set(rows.filter((r) => r.impl !== 'redlock-c').map((r) => r.limit))]
   .sort((a, b) => a - b);
 const lines = [];
-lines.push('| K | implementation | uncontended cycles/s | cycle p50 / p99 us | '
-           + `contended acquisitions/s (${rows.find((r) => r.scenario === 'contention')?.concurrency} workers) | `
-           + 'wait p50 / p99 ms | attempts per grant | most holders at once (1 process) |');
-lines.push('|---|---|---|---|---|---|---|---|');
+const oneProcess = rows.filter((r) => r.procs === 1 && r.scenario !== 'x_holders');
 const sets = [[0, 'redlock-c', 'mutex']];
 for (const k of ks) sets.push([k, 'redlock-c-sem', 'ours'], [k, 'redis-semaphore', 'redis-semaphore']);
-for (const [k, impl, label] of sets) {
-  const is = (sc, procs) => (r) => r.impl === impl && limitOf(r) === k && r.scenario === sc
-    && r.procs === procs;
-  const tp = is('throughput', 1);
-  const ct = is('contention', 1);
-  lines.push(`| ${k || 1} | ${label} | ${cell(perRun(tp, 'ops_per_s'))} | `
-    + `${cell(perRun(tp, 'p50_us'), 1)} / ${cell(perRun(tp, 'p99_us'), 1)} | `
-    + `${cell(perRun(ct, 'ops_per_s'))} | ${cell(perRun(ct, (r) => r.p50_us / 1000), 1)} / `
-    + `${cell(perRun(ct, (r) => r.p99_us / 1000), 1)} | `
-    + `${cell(perRun(ct, (r) => (r.grants ? r.attempts / r.grants : NaN)), 2)} | `
-    + `${cell(perRun(is('x_holders', 1), 'max_holders'))} |`);
+if (oneProcess.length > 0) {   // not with ONLY=checker
+  lines.push('| K | implementation | uncontended cycles/s | cycle p50 / p99 us | '
+             + `contended acquisitions/s (${oneProcess.find((r) => r.scenario === 'contention')?.concurrency} workers) | `
+             + 'wait p50 / p99 ms | attempts per grant | most holders at once (1 process) |');
+  lines.push('|---|---|---|---|---|---|---|---|');
+  for (const [k, impl, label] of sets) {
+    const is = (sc, procs) => (r) => r.impl === impl && limitOf(r) === k && r.scenario === sc
+      && r.procs === procs;
+    const tp = is('throughput', 1);
+    const ct = is('contention', 1);
+    lines.push(`| ${k || 1} | ${label} | ${cell(perRun(tp, 'ops_per_s'))} | `
+      + `${cell(perRun(tp, 'p50_us'), 1)} / ${cell(perRun(tp, 'p99_us'), 1)} | `
+      + `${cell(perRun(ct, 'ops_per_s'))} | ${cell(perRun(ct, (r) => r.p50_us / 1000), 1)} / `
+      + `${cell(perRun(ct, (r) => r.p99_us / 1000), 1)} | `
+      + `${cell(perRun(ct, (r) => (r.grants ? r.attempts / r.grants : NaN)), 2)} | `
+      + `${cell(perRun(is('x_holders', 1), 'max_holders'))} |`);
+  }
+  lines.push('');
 }
-lines.push('');
 lines.push('| K | implementation | checker: acquisitions/s (all processes) | failures | holds | '
            + 'most holders at once | time with more than K: ms (% of the run) | stretches |');
 lines.push('|---|---|---|---|---|---|---|---|');
