@@ -6,6 +6,7 @@
  *   --concurrency C --iters N --warmup N --duration-s S --ttl-ms T
  *   --workers W --hold-ms H --think-ms T --retry-count R
  *   --retry-delay-ms D --retry-jitter-ms J --max-seconds S --read-pct P
+ *   --limit K
  * Writes one JSON object per line to stdout (the harness's contract) and a
  * human summary with progress to stderr.
  *
