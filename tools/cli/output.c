@@ -102,6 +102,9 @@ void report_result(const char *what, int status,
     printf("}\n");
     return;
   }
+  if (status != 0 && opt.quiet &&
+      (status == REDLOCK_ETAKEN || (status == REDLOCK_ETIMEDOUT && r->no > 0)))
+    return;   /* -q: a busy lock is no news (flock -n is silent) */
   if (status != 0) {
     unsigned i;
     fprintf(stderr, "redlock: %s %s: %s\n", what, key, why);
