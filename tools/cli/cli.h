@@ -71,7 +71,7 @@ enum {
   O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
   O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
   O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL, O_FORCE,
-  O_WATCH, O_LIMIT, O_PERMIT
+  O_WATCH, O_LIMIT, O_PERMIT, O_TIMEOUT_OLD, O_SHELL_CMD, O_VERBOSE
 };
 
 /* A subcommand: one row of cli_commands (main.c). */
@@ -164,6 +164,13 @@ typedef struct cli_opts {
   int watch;            /* leader --watch */
   unsigned limit;       /* --limit K (a counting semaphore); 0: a mutex */
   int permit;           /* unlock --permit I; -1: not given */
+  /* --timeout: the wait for run and acquire (flock's -w/--timeout);
+   * elsewhere the deprecated spelling of --command-timeout (warned once
+   * the options are parsed: -q may come after it). */
+  int timeout_old;      /* 1: given as the deprecated alias; 2: as a wait
+                           below 1 s (an old command timeout, likely) */
+  const char *shell_cmd;   /* run/elect -c CMD: sh -c CMD */
+  int verbose;          /* --verbose: how long the acquisition took */
 } cli_opts;
 extern cli_opts opt;
 
@@ -198,6 +205,7 @@ unsigned parse_limit(const char *flag, const char *v);
 extern int final_release;
 extern int stats_timer_open;
 void json_str(const char *str);
+void say_verbose(int status, const redlock_result *r);
 void report_result(const char *what, int status,
                    const redlock_result *r);
 void on_client_closed(redlock_client_t *c, void *arg);

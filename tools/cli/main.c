@@ -224,6 +224,14 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   run_at = parse_args(argc, argv, pos, &n_pos);
+  if (opt.timeout_old == 1 && !opt.quiet)
+    fprintf(stderr, "redlock: warning: --timeout as the per-master command "
+            "timeout is deprecated (run and acquire take it as the wait, "
+            "as flock does): use --command-timeout\n");
+  else if (opt.timeout_old == 2 && !opt.quiet)
+    fprintf(stderr, "redlock: warning: --timeout is the wait (as flock's "
+            "-w), here below 1 s; the per-master command timeout is "
+            "--command-timeout\n");
   if (command->args == ARGS_NONE) {
     if (n_pos != 0)
       usage_error("%s: unexpected argument '%s'", cmd_name, pos[0]);
@@ -233,7 +241,15 @@ int main(int argc, char **argv) {
   if (n_pos < 1 || pos[0][0] == '\0')
     usage_error("%s: missing KEY", cmd_name);
   key = pos[0];
-  if (command->args == ARGS_KEY_CMD) {
+  if (command->args == ARGS_KEY_CMD && opt.shell_cmd != NULL) {
+    /* flock -c: the shell runs it. */
+    static char *shell_argv[4];
+    shell_argv[0] = (char *)"sh";
+    shell_argv[1] = (char *)"-c";
+    shell_argv[2] = (char *)opt.shell_cmd;
+    shell_argv[3] = NULL;
+    child_argv = shell_argv;
+  } else if (command->args == ARGS_KEY_CMD) {
     child_argv = argv + run_at;
   } else if (command->args == ARGS_KEY_TOKEN) {
     if (n_pos != 2)
@@ -256,7 +272,7 @@ int main(int argc, char **argv) {
     int64_t min = 2 * timeout > 100 ? 2 * timeout : 100;
     if (opt.ttl_ms < min)
       usage_error("--ttl %lldms is too short to be safe: at least %lldms "
-                  "(2 x --timeout, and 100ms)", (long long)opt.ttl_ms,
+                  "(2 x --command-timeout, and 100ms)", (long long)opt.ttl_ms,
                   (long long)min);
   }
   if (uv_loop_init(&loop) != 0)

@@ -43,7 +43,9 @@ static const char usage_options[] =
     "  --json             machine-readable output (one JSON object)\n"
     "  --prefix P         key prefix\n"
     "  --quorum N         votes needed (default N/2+1; only raised)\n"
-    "  --timeout D        per-master command timeout (default 50ms)\n"
+    "  --command-timeout D  per-master command timeout (default 50ms);\n"
+    "                     --timeout D: its deprecated spelling, except for\n"
+    "                     run and acquire, where --timeout is the wait\n"
     "  --connect-timeout D  connect timeout (default 250ms); also how long\n"
     "                     masters that refuse connections or never answer\n"
     "                     may keep a quorum out before run/acquire/elect\n"
@@ -114,7 +116,7 @@ static const char usage_exits[] =
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
          NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0,
-         -1};
+         -1, 0, NULL, 0};
 
 const char *labels[MAX_LABELS];
 int n_labels;
@@ -125,7 +127,10 @@ static const optdef options[] = {
     {"json", 0, 0, C_ALL, O_JSON},
     {"prefix", 0, 1, C_ALL, O_PREFIX},
     {"quorum", 0, 1, C_ALL, O_QUORUM},
-    {"timeout", 0, 1, C_ALL, O_TIMEOUT},
+    {"command-timeout", 0, 1, C_ALL, O_TIMEOUT},
+    /* run, acquire: the wait (flock's); elsewhere deprecated: the
+     * command timeout's old spelling (one release). */
+    {"timeout", 0, 1, C_ALL, O_TIMEOUT_OLD},
     {"connect-timeout", 0, 1, C_ALL, O_CONNECT_TIMEOUT},
     {"restart-guard", 0, 1, C_ALL, O_RESTART_GUARD},
     {"tls-ca", 0, 1, C_ALL, O_TLS_CA},
@@ -147,6 +152,8 @@ static const optdef options[] = {
     {"exclusive", 'x', 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE,
      O_EXCLUSIVE},
     {"close", 'o', 0, C_RUN, O_CLOSE},
+    {"command", 'c', 1, C_RUN | C_ELECT, O_SHELL_CMD},
+    {"verbose", 0, 0, C_RUN | C_ACQUIRE, O_VERBOSE},
     {"help", 'h', 0, C_ALL, O_HELP},
     {"version", 'V', 0, C_ALL, O_VERSION},
     {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT, O_TTL},
@@ -485,9 +492,29 @@ static void set_option(const optdef *o, const char *v) {
       break;
     }
     case O_TIMEOUT:
-      opt.timeout_ms = (int)duration_arg("--timeout", v);
+      opt.timeout_ms = (int)duration_arg("--command-timeout", v);
       if (opt.timeout_ms == 0)
-        usage_error("--timeout must be > 0");
+        usage_error("--command-timeout must be > 0");
+      break;
+    case O_TIMEOUT_OLD:
+      if (cmd_bit & (C_RUN | C_ACQUIRE)) {
+        /* flock's -w/--timeout: the wait. */
+        opt.wait_ms = duration_arg("--timeout", v);
+        opt.wait_given = 1;
+        if (opt.wait_ms < 1000)
+          opt.timeout_old = 2;
+      } else {
+        opt.timeout_ms = (int)duration_arg("--timeout", v);
+        if (opt.timeout_ms == 0)
+          usage_error("--timeout must be > 0");
+        opt.timeout_old = 1;
+      }
+      break;
+    case O_SHELL_CMD:
+      opt.shell_cmd = v;
+      break;
+    case O_VERBOSE:
+      opt.verbose = 1;
       break;
     case O_CONNECT_TIMEOUT:
       opt.connect_timeout_ms = (int)duration_arg("--connect-timeout", v);
@@ -763,8 +790,14 @@ int parse_args(int argc, char **argv, const char **positional,
       usage_error("%s: unexpected argument '%s'", cmd_name, a);
   }
   if (command->args == ARGS_KEY_CMD) {
-    if (i >= argc)
-      usage_error("%s: expected KEY [--] CMD [ARGS...]", cmd_name);
+    if (opt.shell_cmd != NULL && i < argc)
+      usage_error("%s: -c CMD and a command after KEY: one or the other",
+                  cmd_name);
+    if (opt.shell_cmd != NULL && *n_pos == 0)
+      usage_error("%s: missing KEY", cmd_name);
+    if (opt.shell_cmd == NULL && i >= argc)
+      usage_error("%s: expected KEY [--] CMD [ARGS...] or KEY -c CMD",
+                  cmd_name);
     return i;
   }
   if (i < argc)

@@ -102,7 +102,7 @@ void report_result(const char *what, int status,
     printf("}\n");
     return;
   }
-  if (status != 0 && opt.quiet &&
+  if (status != 0 && opt.quiet && !opt.verbose &&
       (status == REDLOCK_ETAKEN || (status == REDLOCK_ETIMEDOUT && r->no > 0)))
     return;   /* -q: a busy lock is no news (flock -n is silent) */
   if (status != 0) {
@@ -113,6 +113,16 @@ void report_result(const char *what, int status,
         fprintf(stderr, "  %s: %s %s\n", r->nodes[i].server,
                 redlock_err_name(r->nodes[i].error), r->nodes[i].errstr);
   }
+}
+
+/* --verbose (flock's): how long the acquisition took; a refusal says why
+ * anyway (report_result, even with -q). */
+void say_verbose(int status, const redlock_result *r) {
+  if (!opt.verbose || status != 0)
+    return;
+  fprintf(stderr, "redlock: acquired %s after %.3f s (%u attempt%s)\n", key,
+          (double)(uv_now(&loop) - wait_start_ms) / 1000.0, r->attempts,
+          r->attempts == 1 ? "" : "s");
 }
 
 void on_client_closed(redlock_client_t *c, void *arg) {

@@ -9,6 +9,7 @@
 
 const char help_run[] =
     "usage: redlock run [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "       redlock run [OPTIONS] KEY -c 'SHELL COMMAND'\n"
     "\n"
     "Hold KEY while CMD runs, extended automatically, and exit with CMD's\n"
     "status. CMD sees REDLOCK_KEY and REDLOCK_TOKEN (and REDLOCK_FENCE with\n"
@@ -16,7 +17,10 @@ const char help_run[] =
     "\n"
     "  --ttl D      lock ttl, extended every ttl/3 (default 30s)\n"
     "  --wait D     how long to wait for the lock (default: forever; 0: one\n"
-    "               attempt); flock's -w SECS and -n (= --wait 0)\n"
+    "               attempt); flock's -w SECS, --timeout D and -n (= --wait\n"
+    "               0). Never compared with the ttl\n"
+    "  -c CMD       run CMD with sh -c (flock's -c), instead of CMD ARGS\n"
+    "  --verbose    say how long the acquisition took (flock's)\n"
     "  -E CODE      exit code when not acquired (default 75; flock's -E)\n"
     "  --grace D    after SIGTERM to CMD, SIGKILL it this much later\n"
     "               (default 10s; never after the validity ends)\n"
@@ -53,6 +57,7 @@ const char help_run[] =
 
 const char help_elect[] =
     "usage: redlock elect [--id NAME] [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "       redlock elect [--id NAME] [OPTIONS] KEY -c 'SHELL COMMAND'\n"
     "\n"
     "Leader election: campaign for KEY and run CMD only while this process\n"
     "leads. A standby takes over as soon as the leader's lock expires or it\n"
@@ -813,6 +818,7 @@ void on_run_acquired(redlock_lock_t *l, int status,
     finish(wait_signal);   /* granted in the same turn as the signal */
     return;
   }
+  say_verbose(status, r);
   if (stats_timer_open)
     write_stats_reported();   /* held: 1, at once */
   start_child();
