@@ -53,7 +53,7 @@ void on_acquire_cmd(redlock_lock_t *l, int status,
       /* Nobody has the token (/dev/full, a closed pipe): a lock that no
        * one can release must not stay for its ttl. finish() releases. */
       fprintf(stderr, "redlock: acquire %s: cannot write the token (%s): "
-              "released\n", key, strerror(errno));
+              "released\n", key_text, strerror(errno));
       finish(EXIT_FAIL);
       return;
     }

@@ -177,6 +177,7 @@ extern cli_opts opt;
 /* ---- main.c ---- */
 extern const char *cmd_name;
 extern const char *key;
+extern char *key_text;
 extern int exit_code;
 extern int finishing;
 extern redlock_client_t *client;
@@ -188,7 +189,8 @@ extern uv_loop_t loop;
 /* ---- options.c ---- */
 void usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn));
-char *read_secret(const char *path, char *buf, size_t len);
+char *read_secret(const char *path, const char *what, char *buf,
+                  size_t len);
 void config_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn));
 int env_bool(const char *name, int dflt);
@@ -206,6 +208,7 @@ extern int final_release;
 extern int stats_timer_open;
 void json_str(const char *str);
 void say_verbose(int status, const redlock_result *r);
+const char *text_of(const char *s);
 void report_result(const char *what, int status,
                    const redlock_result *r);
 void on_client_closed(redlock_client_t *c, void *arg);

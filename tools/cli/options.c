@@ -87,7 +87,8 @@ static const char usage_options[] =
 static const char usage_exits[] =
     "Exit codes:\n"
     "  0    ok\n"
-    "  1    extend/release/status failed (not held, no quorum, unreachable)\n"
+    "  1    extend/release/status failed (not held, no quorum, unreachable);\n"
+    "       status/stats/guard/leader/extend: stdout closed or full\n"
     "  64   usage error\n"
     "  69   too few masters accept connections (refused)\n"
     "  73   --stats-file cannot be written\n"
@@ -96,10 +97,12 @@ static const char usage_exits[] =
     "  75   not acquired (held by another owner, or no quorum within --wait)\n"
     "  76   run: the lock was lost; the command was terminated\n"
     "  77   no quorum of masters accepts the credentials\n"
-    "  78   a bad value in the environment (REDLOCK_*), or no quorum accepts\n"
+    "  78   a bad value in the environment (REDLOCK_*, named), an unreadable\n"
+    "       password file, or no quorum accepts\n"
     "       the configuration (TLS verification, SELECT); --limit K differs\n"
     "       from the semaphore's limit on the masters\n"
-    "  127  run: the command could not be started\n"
+    "  126  run: the command was found but could not be executed\n"
+    "  127  run: the command could not be started (not found)\n"
     "  143  run, elect: stopped by SIGTERM (the command was killed after\n"
     "       --grace)\n"
     "  run otherwise exits with the command's status (128+N if it was\n"
@@ -192,15 +195,15 @@ void usage_error(const char *fmt, ...) {
   exit(EXIT_USAGE);
 }
 
-/* A secret from a file: its first line, without the newline. NULL if the
- * file cannot be read (a message says why). */
-char *read_secret(const char *path, char *buf, size_t len) {
+/* A secret from a file: its first line, without the newline. An
+ * unreadable file is a configuration error (78), named with the option or
+ * variable `what` that gave it. */
+char *read_secret(const char *path, const char *what, char *buf,
+                  size_t len) {
   FILE *f = fopen(path, "r");
   size_t n;
-  if (f == NULL) {
-    fprintf(stderr, "redlock: cannot read %s: %s\n", path, strerror(errno));
-    return NULL;
-  }
+  if (f == NULL)
+    config_error("cannot read %s '%s': %s", what, path, strerror(errno));
   n = fread(buf, 1, len - 1, f);
   fclose(f);
   buf[n] = '\0';

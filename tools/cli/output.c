@@ -2,9 +2,10 @@
  * --stats-file, and the end of a run (finish). */
 #include "cli.h"
 
-/* Bytes as a JSON string: escapes, and U+FFFD for each byte that does not
- * start a valid UTF-8 sequence (JSON must be Unicode; a key or a server's
- * error may be anything). */
+/* Bytes as a JSON string: escapes, and \udcXX for each byte XX that does
+ * not start a valid UTF-8 sequence (JSON must be Unicode; a key or a
+ * server's error may be anything): Python's json.loads(...).encode(
+ * "utf-8", "surrogateescape") gives the bytes back (redlock(1), JSON). */
 void json_str(const char *str) {
   const unsigned char *p = (const unsigned char *)str;
   putchar('"');
@@ -30,7 +31,9 @@ void json_str(const char *str) {
     if (n == 0 || k < n || (n == 2 && cp < 0x80) ||
         (n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
         (n == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
-      fputs("\\ufffd", stdout);
+      /* Not UTF-8: the byte as a lone surrogate, U+DC80 + byte (PEP
+       * 383's surrogateescape: lossless; U+FFFD lost the byte). */
+      printf("\\udc%02x", c);
       p++;
       continue;
     }
@@ -107,7 +110,7 @@ void report_result(const char *what, int status,
     return;   /* -q: a busy lock is no news (flock -n is silent) */
   if (status != 0) {
     unsigned i;
-    fprintf(stderr, "redlock: %s %s: %s\n", what, key, why);
+    fprintf(stderr, "redlock: %s %s: %s\n", what, key_text, why);
     for (i = 0; i < r->n_nodes; i++)
       if (r->nodes[i].error != 0)
         fprintf(stderr, "  %s: %s %s\n", r->nodes[i].server,
@@ -120,9 +123,47 @@ void report_result(const char *what, int status,
 void say_verbose(int status, const redlock_result *r) {
   if (!opt.verbose || status != 0)
     return;
-  fprintf(stderr, "redlock: acquired %s after %.3f s (%u attempt%s)\n", key,
+  fprintf(stderr, "redlock: acquired %s after %.3f s (%u attempt%s)\n", key_text,
           (double)(uv_now(&loop) - wait_start_ms) / 1000.0, r->attempts,
           r->attempts == 1 ? "" : "s");
+}
+
+/* A key for people: control characters (a newline, ESC that starts a
+ * terminal's escape sequence), C1 controls and bytes that are not UTF-8
+ * as \n, \t, \r or \xNN; the rest as it is. Never NULL. */
+const char *text_of(const char *s) {
+  static char buf[4 * 1024 + 1];
+  const unsigned char *p = (const unsigned char *)s;
+  size_t o = 0;
+  while (*p != '\0' && o + 5 < sizeof(buf)) {
+    unsigned c = *p;
+    size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+               : (c & 0xf8) == 0xf0 ? 4 : 0;
+    size_t k;
+    for (k = 1; k < n && (p[k] & 0xc0) == 0x80; k++)
+      ;
+    if (n == 1 && c >= 0x20 && c != 0x7f) {
+      buf[o++] = (char)c;
+    } else if (n == 1) {
+      o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s",
+                            c == '\n' ? "\\n" : c == '\t' ? "\\t"
+                            : c == '\r' ? "\\r" : "");
+      if (c != '\n' && c != '\t' && c != '\r')
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o, "\\x%02x", c);
+    } else if (n == 0 || k < n || (n == 2 && c == 0xc2 && p[1] < 0xa0)) {
+      /* not UTF-8, or a C1 control (U+0080..U+009F: CSI is one) */
+      o += (size_t)snprintf(buf + o, sizeof(buf) - o, "\\x%02x", c);
+      n = 1;
+    } else {
+      if (o + n >= sizeof(buf))
+        break;
+      memcpy(buf + o, p, n);
+      o += n;
+    }
+    p += n == 0 ? 1 : n;
+  }
+  buf[o] = '\0';
+  return buf;
 }
 
 void on_client_closed(redlock_client_t *c, void *arg) {

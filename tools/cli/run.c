@@ -280,7 +280,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   }
   if (expired_kill)
     fprintf(stderr, "redlock: the validity of the lock on %s ended: the "
-            "command's group was killed\n", key);
+            "command's group was killed\n", key_text);
   if (cmd_bit == C_ELECT && expired_kill && !deposed_kill && !stopping &&
       !finishing) {
     /* The library says so at its next timer (or, an extension that was
@@ -313,7 +313,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   }
   if (lost) {
     fprintf(stderr, "redlock: lock on %s was lost; command terminated\n",
-            key);
+            key_text);
     code = EXIT_LOST;
   } else if (term_escalated) {
     code = 128 + SIGTERM;
@@ -339,7 +339,7 @@ void on_election_change(redlock_election_t *e,
   if (finishing)
     return;
   if (ev == REDLOCK_ELECTED) {
-    fprintf(stderr, "redlock: elected leader of %s as %s\n", key, opt.id);
+    fprintf(stderr, "redlock: elected leader of %s as %s\n", key_text, opt.id);
     if (stats_timer_open)
       write_stats_reported();   /* leader: 1, at once */
     if (child_running)
@@ -350,7 +350,7 @@ void on_election_change(redlock_election_t *e,
   }
   if (reason == 0)
     return;   /* our own resignation */
-  fprintf(stderr, "redlock: leadership of %s lost (%s)%s\n", key,
+  fprintf(stderr, "redlock: leadership of %s lost (%s)%s\n", key_text,
           reason == REDLOCK_ENOTHELD ? "a majority says it is not ours"
                                      : "could not extend: stepped down",
           child_running ? ": sending SIGTERM" : "");
@@ -404,7 +404,7 @@ void on_lost(redlock_lock_t *l, int reason, void *arg) {
   (void)l;
   (void)arg;
   lost = 1;
-  fprintf(stderr, "redlock: lock on %s lost (%s): sending SIGTERM\n", key,
+  fprintf(stderr, "redlock: lock on %s lost (%s): sending SIGTERM\n", key_text,
           reason == REDLOCK_ENOTHELD
               ? "a majority says it is not ours"
               : "not extended in time: stopping before the validity ends");

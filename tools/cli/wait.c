@@ -103,7 +103,7 @@ int config_verdict(const redlock_result *r, int final) {
       fprintf(stderr, "redlock: %s: unavailable (%s)\n", m->server,
               m->errstr);
   }
-  fprintf(stderr, "redlock: %s %s: %s\n", cmd_name, key,
+  fprintf(stderr, "redlock: %s %s: %s\n", cmd_name, key_text,
           code == EXIT_NOPERM ? "no quorum can authenticate: giving up"
           : code == EXIT_CONFIG ? "no quorum accepts this configuration: "
                                   "giving up"
@@ -132,7 +132,7 @@ static void say_waiting(const redlock_result *r) {
     return;
   memcpy(said_reason, shape, k + 1);
   said_at_ms = now;
-  fprintf(stderr, "redlock: waiting for %s: %s (%.1f s so far)\n", key, why,
+  fprintf(stderr, "redlock: waiting for %s: %s (%.1f s so far)\n", key_text, why,
           (double)(now - wait_start_ms) / 1000.0);
 }
 

@@ -1,0 +1,128 @@
+/* The small ones of issue 33 ("flock habits and CLI consistency"). N = 3
+ * real masters, the restart guard off (brand-new servers).
+ *
+ *  a) An unreadable --password-file (or REDLOCK_PASSWORD_FILE) exits 78
+ *     (EX_CONFIG) naming the file and the option; it exited 1.
+ *  b) A bad REDLOCK_RESTART_GUARD and a bad REDLOCK_MAX_TTL both exit 78
+ *     naming the variable; the guard's exited 64 naming --restart-guard.
+ *     On the command line a bad --restart-guard stays a usage error (64).
+ *  c) `status` of a key that is absent shows its pttl as "-" (text) and
+ *     null (JSON), not -2.
+ *  d) A key with a newline and an escape sequence is echoed escaped
+ *     (\n, \x1b) in messages and status, never raw to the terminal.
+ *  e) A key that is not UTF-8 is lossless in JSON: each byte that is not
+ *     UTF-8 becomes \udcXX (PEP 383's surrogateescape), not U+FFFD.
+ *  f) status and stats with stdout closed or full exit 1, saying so; they
+ *     exited 0.
+ *  g) A command that is not executable: 126, which --help lists. */
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define N 3
+
+static const char *cli;
+static char tmpdir[200];
+static char err[300], out[300];
+
+#define sh harness_sh
+
+int main(int argc, char **argv) {
+  harness_server srv[N];
+  char servers[256], buf[8192];
+
+  if (argc < 2)
+    TEST_FAIL("usage: test-cli-small PATH-TO-redlock");
+  cli = argv[1];
+  memset(srv, 0, sizeof(srv));
+  harness_start(srv, N);
+  snprintf(servers, sizeof(servers), "%s,%s,%s", harness_addr(&srv[0]),
+           harness_addr(&srv[1]), harness_addr(&srv[2]));
+  snprintf(tmpdir, sizeof(tmpdir), "%s/redlock-cli-small-XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  ASSERT_NOT_NULL(mkdtemp(tmpdir));
+  snprintf(err, sizeof(err), "%s/err", tmpdir);
+  snprintf(out, sizeof(out), "%s/out", tmpdir);
+  setenv("REDLOCK_SERVERS", servers, 1);
+  setenv("REDLOCK_RESTART_GUARD", "off", 1);
+  unsetenv("REDLOCK_PASSWORD");
+  unsetenv("REDLOCK_PASSWORD_FILE");
+  unsetenv("REDLOCK_MAX_TTL");
+
+  /* a) an unreadable password file: 78, named. */
+  ASSERT_EQ(sh("%s --password-file %s/nonexistent status k 2> %s", cli,
+               tmpdir, err), 78);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "a) %s", buf);
+  ASSERT_NOT_NULL(strstr(buf, "--password-file"));
+  ASSERT_NOT_NULL(strstr(buf, "nonexistent"));
+  ASSERT_EQ(sh("REDLOCK_PASSWORD_FILE=%s/nonexistent %s acquire k 2> %s",
+               tmpdir, cli, err), 78);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "REDLOCK_PASSWORD_FILE"));
+
+  /* b) the environment's bad values: 78, the variable named. */
+  ASSERT_EQ(sh("REDLOCK_RESTART_GUARD=foo %s status k 2> %s", cli, err), 78);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "b) %s", buf);
+  ASSERT_NOT_NULL(strstr(buf, "REDLOCK_RESTART_GUARD='foo'"));
+  ASSERT_EQ(sh("REDLOCK_MAX_TTL=2x %s status k 2> %s", cli, err), 78);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "REDLOCK_MAX_TTL='2x'"));
+  ASSERT_EQ(sh("%s --restart-guard foo status k 2> %s", cli, err), 64);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "--restart-guard"));
+
+  /* c) an absent key's pttl. */
+  ASSERT_EQ(sh("%s status absent > %s", cli, out), 0);
+  harness_read_file(out, buf, sizeof(buf));
+  fprintf(stderr, "c) %s", buf);
+  ASSERT_NULL(strstr(buf, "-2"));
+  ASSERT_EQ(sh("%s --json status absent > %s", cli, out), 0);
+  harness_read_file(out, buf, sizeof(buf));
+  ASSERT_EQ(harness_count(buf, "\"pttl_ms\":null"), N);
+
+  /* d) a key with a newline and ESC [ 2 J (clear the screen). */
+  ASSERT_EQ(sh("%s status \"$(printf 'a\\nb\\033[2Jc')\" > %s 2> %s", cli,
+               out, err), 0);
+  harness_read_file(out, buf, sizeof(buf));
+  fprintf(stderr, "d) %s", buf);
+  ASSERT_NOT_NULL(strstr(buf, "key a\\nb\\x1b[2Jc: held on 0"));
+  ASSERT_NULL(strchr(buf, '\033'));
+  ASSERT_EQ(sh("%s -q acquire --ttl 1m \"$(printf 'x\\ny')\" > /dev/null",
+               cli), 0);
+  ASSERT_EQ(sh("%s -n run \"$(printf 'x\\ny')\" -- true 2> %s", cli, err),
+            75);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "redlock: run x\\ny: held by another"));
+
+  /* e) a key that is not UTF-8, in JSON. */
+  ASSERT_EQ(sh("%s --json status \"$(printf 'k\\377\\300z\\303\\251')\" > %s",
+               cli, out), 0);
+  harness_read_file(out, buf, sizeof(buf));
+  fprintf(stderr, "e) %.200s\n", buf);
+  ASSERT_NOT_NULL(strstr(buf, "\"key\":\"k\\udcff\\udcc0z\xc3\xa9\""));
+  ASSERT_NULL(strstr(buf, "fffd"));
+
+  /* f) stdout closed or full. */
+  ASSERT_EQ(sh("%s status k >&- 2> %s", cli, err), 1);
+  harness_read_file(err, buf, sizeof(buf));
+  fprintf(stderr, "f) %s", buf);
+  ASSERT_NOT_NULL(strstr(buf, "standard output"));
+  ASSERT_EQ(sh("%s status k > /dev/full 2> %s", cli, err), 1);
+  ASSERT_EQ(sh("%s stats > /dev/full 2> %s", cli, err), 1);
+  harness_read_file(err, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, "standard output"));
+  ASSERT_EQ(sh("%s stats >&- 2> %s", cli, err), 1);
+
+  /* g) exit 126 (in the table now): a command that is not executable. */
+  ASSERT_EQ(sh("touch %s/noexec && %s run g-key -- %s/noexec 2> /dev/null",
+               tmpdir, cli, tmpdir), 126);
+  ASSERT_EQ(sh("%s --help | grep -q '^  126 '", cli), 0);
+
+  harness_stop_all();
+  snprintf(buf, sizeof(buf), "rm -rf %s", tmpdir);
+  ASSERT_EQ(sh("%s", buf), 0);
+  return 0;
+}
