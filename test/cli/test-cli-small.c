@@ -14,7 +14,13 @@
  *     UTF-8 becomes \udcXX (PEP 383's surrogateescape), not U+FFFD.
  *  f) status and stats with stdout closed or full exit 1, saying so; they
  *     exited 0.
- *  g) A command that is not executable: 126, which --help lists. */
+ *  g) A command that is not executable: 126, which --help lists.
+ *  h) --json stats prints JSON (it printed the Prometheus text, which
+ *     stays the default and --prometheus).
+ *  i) --json run writes its object to --json-file F or --json-fd N (which
+ *     imply --json), apart from the command's stdout (it came after it).
+ *  j) --json elect prints one JSON object per event (elected, lost, exit;
+ *     it printed none), or to --json-file / --json-fd. */
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -120,6 +126,62 @@ int main(int argc, char **argv) {
   ASSERT_EQ(sh("touch %s/noexec && %s run g-key -- %s/noexec 2> /dev/null",
                tmpdir, cli, tmpdir), 126);
   ASSERT_EQ(sh("%s --help | grep -q '^  126 '", cli), 0);
+
+  /* h) --json stats is JSON; the Prometheus text stays the default. */
+  ASSERT_EQ(sh("%s --json stats > %s", cli, out), 0);
+  harness_read_file(out, buf, sizeof(buf));
+  fprintf(stderr, "h) %.300s\n", buf);
+  ASSERT_EQ(buf[0], '{');
+  ASSERT_NOT_NULL(strstr(buf, "{\"command\":\"stats\",\"ok\":true,"));
+  ASSERT_EQ(harness_count(buf, "{\"server\":"), N);
+  ASSERT_NULL(strstr(buf, "# HELP"));
+  ASSERT_EQ(sh("%s stats > %s", cli, out), 0);
+  harness_read_file(out, buf, sizeof(buf));
+  ASSERT_EQ(strncmp(buf, "# HELP redlock_lock_attempts_total", 34), 0);
+  ASSERT_EQ(sh("%s --json stats --prometheus > %s", cli, out), 0);
+  harness_read_file(out, buf, sizeof(buf));
+  ASSERT_EQ(strncmp(buf, "# HELP ", 7), 0);
+
+  /* i) --json run: the object to --json-file or --json-fd, apart from the
+   * command's own stdout. */
+  {
+    char jf[300];
+    snprintf(jf, sizeof(jf), "%s/json", tmpdir);
+    ASSERT_EQ(sh("%s --json run --json-file %s i-key -- echo child-out > %s",
+                 cli, jf, out), 0);
+    harness_read_file(out, buf, sizeof(buf));
+    ASSERT_STR_EQ(buf, "child-out\n");
+    harness_read_file(jf, buf, sizeof(buf));
+    ASSERT_STR_EQ(buf, "{\"command\":\"run\",\"key\":\"i-key\",\"ok\":true,"
+                  "\"exit\":0,\"lost\":false}\n");
+    ASSERT_EQ(sh("%s run --json-fd 3 i-key -- sh -c 'echo child-out; if "
+                 "{ true >&3; } 2> /dev/null; then echo fd-3-inherited; fi' "
+                 "> %s 3> %s", cli, out, jf), 0);
+    harness_read_file(out, buf, sizeof(buf));
+    ASSERT_STR_EQ(buf, "child-out\n");   /* the child has no fd 3 */
+    harness_read_file(jf, buf, sizeof(buf));
+    ASSERT_STR_EQ(buf, "{\"command\":\"run\",\"key\":\"i-key\",\"ok\":true,"
+                  "\"exit\":0,\"lost\":false}\n");
+    ASSERT_EQ(sh("%s run --json-fd 9 i-key -- true 2> %s", cli, err), 64);
+
+    /* j) --json elect: one JSON object per line, per event. */
+    ASSERT_EQ(sh("%s --json elect --id me j-key -- echo child-out > %s",
+                 cli, out), 0);
+    harness_read_file(out, buf, sizeof(buf));
+    fprintf(stderr, "j) %s", buf);
+    ASSERT_NOT_NULL(strstr(buf, "child-out\n"));
+    ASSERT_NOT_NULL(strstr(buf, "{\"command\":\"elect\",\"key\":\"j-key\","
+                           "\"event\":\"elected\",\"id\":\"me\"}\n"));
+    ASSERT_NOT_NULL(strstr(buf, "{\"command\":\"elect\",\"key\":\"j-key\","
+                           "\"event\":\"exit\",\"ok\":true,\"exit\":0,"
+                           "\"lost\":false}\n"));
+    ASSERT_EQ(sh("%s elect --id me --json-file %s j-key -- echo child-out > "
+                 "%s", cli, jf, out), 0);
+    harness_read_file(out, buf, sizeof(buf));
+    ASSERT_STR_EQ(buf, "child-out\n");
+    harness_read_file(jf, buf, sizeof(buf));
+    ASSERT_EQ(harness_count(buf, "\"event\":"), 2);
+  }
 
   harness_stop_all();
   snprintf(buf, sizeof(buf), "rm -rf %s", tmpdir);

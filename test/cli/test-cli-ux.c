@@ -270,7 +270,7 @@ static void case_credentials(harness_server *srv) {
   setenv("REDLOCK_PASSWORD_FILE", pwfile, 1);
   ASSERT_EQ(sh("%s run ux-pw -- true", cli), 0);
   ASSERT_EQ(sh("%s --password-file /nonexistent run ux-pw -- true "
-               "2>/dev/null", cli), 1);
+               "2>/dev/null", cli), 78);   /* EX_CONFIG (issue 33) */
   unsetenv("REDLOCK_PASSWORD_FILE");
   fprintf(stderr, "3) --password-file, REDLOCK_PASSWORD_FILE: ok\n");
   ASSERT_EQ(keys_left(srv), 0);

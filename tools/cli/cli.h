@@ -71,7 +71,8 @@ enum {
   O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
   O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
   O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL, O_FORCE,
-  O_WATCH, O_LIMIT, O_PERMIT, O_TIMEOUT_OLD, O_SHELL_CMD, O_VERBOSE
+  O_WATCH, O_LIMIT, O_PERMIT, O_TIMEOUT_OLD, O_SHELL_CMD, O_VERBOSE,
+  O_JSON_FILE, O_JSON_FD, O_PROMETHEUS
 };
 
 /* A subcommand: one row of cli_commands (main.c). */
@@ -171,6 +172,9 @@ typedef struct cli_opts {
                            below 1 s (an old command timeout, likely) */
   const char *shell_cmd;   /* run/elect -c CMD: sh -c CMD */
   int verbose;          /* --verbose: how long the acquisition took */
+  const char *json_file;   /* run/elect --json-file F (implies --json) */
+  int json_fd;          /* run/elect --json-fd N; -1: not given */
+  int prometheus;       /* stats --prometheus: the text even with --json */
 } cli_opts;
 extern cli_opts opt;
 
@@ -207,6 +211,9 @@ unsigned parse_limit(const char *flag, const char *v);
 extern int final_release;
 extern int stats_timer_open;
 void json_str(const char *str);
+void json_fstr(FILE *f, const char *str);
+extern FILE *json_out;   /* run's and elect's JSON: stdout or --json-file */
+void open_json_out(void);
 void say_verbose(int status, const redlock_result *r);
 const char *text_of(const char *s);
 void report_result(const char *what, int status,

@@ -231,6 +231,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   run_at = parse_args(argc, argv, pos, &n_pos);
+  open_json_out();
   if (opt.timeout_old == 1 && !opt.quiet)
     fprintf(stderr, "redlock: warning: --timeout as the per-master command "
             "timeout is deprecated (run and acquire take it as the wait, "

@@ -119,7 +119,7 @@ static const char usage_exits[] =
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
          NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0,
-         -1, 0, NULL, 0};
+         -1, 0, NULL, 0, NULL, -1, 0};
 
 const char *labels[MAX_LABELS];
 int n_labels;
@@ -157,6 +157,9 @@ static const optdef options[] = {
     {"close", 'o', 0, C_RUN, O_CLOSE},
     {"command", 'c', 1, C_RUN | C_ELECT, O_SHELL_CMD},
     {"verbose", 0, 0, C_RUN | C_ACQUIRE, O_VERBOSE},
+    {"json-file", 0, 1, C_RUN | C_ELECT, O_JSON_FILE},
+    {"json-fd", 0, 1, C_RUN | C_ELECT, O_JSON_FD},
+    {"prometheus", 0, 0, C_STATS, O_PROMETHEUS},
     {"help", 'h', 0, C_ALL, O_HELP},
     {"version", 'V', 0, C_ALL, O_VERSION},
     {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT, O_TTL},
@@ -518,6 +521,22 @@ static void set_option(const optdef *o, const char *v) {
       break;
     case O_VERBOSE:
       opt.verbose = 1;
+      break;
+    case O_JSON_FILE:
+      opt.json_file = v;
+      opt.json = 1;
+      break;
+    case O_JSON_FD: {
+      char *end;
+      long fd = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || fd < 0 || fd > 1024)
+        usage_error("bad --json-fd '%s' (a descriptor number)", v);
+      opt.json_fd = (int)fd;
+      opt.json = 1;
+      break;
+    }
+    case O_PROMETHEUS:
+      opt.prometheus = 1;
       break;
     case O_CONNECT_TIMEOUT:
       opt.connect_timeout_ms = (int)duration_arg("--connect-timeout", v);

@@ -39,6 +39,8 @@ const char help_run[] =
     "               K: another one gets exit 78 (change it: redlock limit)\n"
     "  -o           accepted for flock(1): CMD never holds the lock\n"
     "  --stats-file F, --stats-label NAME=VALUE  as for elect\n"
+    "  --json-file F, --json-fd N  the --json object to F or descriptor N\n"
+    "               (3> FILE), apart from CMD's stdout; either implies --json\n"
     "\n"
     "CMD runs in a process group of its own (in front on the terminal when\n"
     "run was): every signal for it goes to the whole group, so what CMD\n"
@@ -78,7 +80,10 @@ const char help_elect[] =
     "  --once       exit when leadership is lost instead of campaigning\n"
     "  --stats-file F  write the statistics (Prometheus text) to F every\n"
     "               5 s and last, for node_exporter's textfile collector\n"
-    "  --stats-label NAME=VALUE  one more label on every sample\n";
+    "  --stats-label NAME=VALUE  one more label on every sample\n"
+    "  --json       one JSON object per line and event (elected, lost, exit);\n"
+    "               --json-file F or --json-fd N: there, apart from CMD's\n"
+    "               stdout\n";
 
 static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
                                 SIGUSR2};
@@ -320,12 +325,15 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   } else if (cmd_bit == C_ELECT && deposed_kill) {
     code = EXIT_LOST;   /* lost, then asked to stop */
   }
-  if (opt.json && cmd_bit == C_RUN) {
-    printf("{\"command\":\"run\",\"key\":");
-    json_str(key);
-    printf(",\"ok\":%s,\"exit\":%d,\"lost\":%s}\n",
-           code == 0 ? "true" : "false", code, lost ? "true" : "false");
-    fflush(stdout);
+  if (opt.json) {
+    /* run: one object; elect: its last event (JSON lines). */
+    fprintf(json_out, "{\"command\":\"%s\",\"key\":",
+            cmd_bit == C_RUN ? "run" : "elect");
+    json_fstr(json_out, key);
+    fprintf(json_out, "%s,\"ok\":%s,\"exit\":%d,\"lost\":%s}\n",
+            cmd_bit == C_RUN ? "" : ",\"event\":\"exit\"",
+            code == 0 ? "true" : "false", code, lost ? "true" : "false");
+    fflush(json_out);
   }
   finish(code);   /* releases the lock (auto-extension stops first) */
 }
@@ -340,6 +348,14 @@ void on_election_change(redlock_election_t *e,
     return;
   if (ev == REDLOCK_ELECTED) {
     fprintf(stderr, "redlock: elected leader of %s as %s\n", key_text, opt.id);
+    if (opt.json) {
+      fprintf(json_out, "{\"command\":\"elect\",\"key\":");
+      json_fstr(json_out, key);
+      fprintf(json_out, ",\"event\":\"elected\",\"id\":");
+      json_fstr(json_out, opt.id);
+      fprintf(json_out, "}\n");
+      fflush(json_out);
+    }
     if (stats_timer_open)
       write_stats_reported();   /* leader: 1, at once */
     if (child_running)
@@ -354,6 +370,13 @@ void on_election_change(redlock_election_t *e,
           reason == REDLOCK_ENOTHELD ? "a majority says it is not ours"
                                      : "could not extend: stepped down",
           child_running ? ": sending SIGTERM" : "");
+  if (opt.json) {
+    fprintf(json_out, "{\"command\":\"elect\",\"key\":");
+    json_fstr(json_out, key);
+    fprintf(json_out, ",\"event\":\"lost\",\"reason\":\"%s\"}\n",
+            reason == REDLOCK_ENOTHELD ? "not_ours" : "not_extended");
+    fflush(json_out);
+  }
   start_when_exited = 0;
   expired_wait = 0;
   if (child_running) {

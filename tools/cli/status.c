@@ -40,7 +40,9 @@ const char help_stats[] =
     "\n"
     "Connect to every master, read one probe key, and print the client's\n"
     "statistics in the Prometheus text format: per master up, commands,\n"
-    "errors by kind, handshakes and a latency histogram.\n";
+    "errors by kind, handshakes and a latency histogram. --json: one JSON\n"
+    "object (per master: its counters, latency p50 and p99); --prometheus:\n"
+    "the text even so.\n";
 
 /* status and guard show the guard's verdicts, which need the record of
  * the deployment's longest ttl: a client reads it when it first sees an
