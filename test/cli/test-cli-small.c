@@ -20,7 +20,10 @@
  *  i) --json run writes its object to --json-file F or --json-fd N (which
  *     imply --json), apart from the command's stdout (it came after it).
  *  j) --json elect prints one JSON object per event (elected, lost, exit;
- *     it printed none), or to --json-file / --json-fd. */
+ *     it printed none), or to --json-file / --json-fd.
+ *  k) `redlock completion bash|zsh`: commands and each command's options
+ *     complete (bash run here; zsh is not installed on every machine: its
+ *     script is the same function under bashcompinit). */
 #include <stdarg.h>
 #include <unistd.h>
 
@@ -181,6 +184,38 @@ int main(int argc, char **argv) {
     ASSERT_STR_EQ(buf, "child-out\n");
     harness_read_file(jf, buf, sizeof(buf));
     ASSERT_EQ(harness_count(buf, "\"event\":"), 2);
+  }
+
+  /* k) shell completion, made from the option table: commands after the
+   * global options (a value skipped), each command's options. (zsh's
+   * script runs the same function through bashcompinit.) */
+  {
+    static const char *const cases[][2] = {
+        {"redlock --servers x --prefix p ac", "acquire"},
+        {"redlock run --verb", "--verbose"},
+        {"redlock --json stats --prom", "--prometheus"},
+        {"redlock acquire --json-f", ""},   /* run and elect only */
+        {"redlock st", "status stats"},
+    };
+    size_t c;
+    char script[300];
+    snprintf(script, sizeof(script), "%s/completion.bash", tmpdir);
+    ASSERT_EQ(sh("%s completion bash > %s", cli, script), 0);
+    for (c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+      ASSERT_EQ(sh("bash -c '. %s; COMP_WORDS=(%s); "
+                   "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _redlock; "
+                   "echo \"${COMPREPLY[*]}\"' > %s", script, cases[c][0], out),
+                0);
+      harness_read_file(out, buf, sizeof(buf));
+      fprintf(stderr, "k) %s -> %s", cases[c][0], buf);
+      buf[strcspn(buf, "\n")] = '\0';
+      ASSERT_STR_EQ(buf, cases[c][1]);
+    }
+    ASSERT_EQ(sh("%s completion zsh > %s", cli, out), 0);
+    harness_read_file(out, buf, sizeof(buf));
+    ASSERT_EQ(strncmp(buf, "#compdef redlock\n", 17), 0);
+    ASSERT_NOT_NULL(strstr(buf, "bashcompinit"));
+    ASSERT_EQ(sh("%s completion fish 2> /dev/null", cli), 64);
   }
 
   harness_stop_all();

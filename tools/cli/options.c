@@ -26,6 +26,7 @@ static const char usage_text[] =
     "                            permits; see redlock run --help)\n"
     "  guard                     each master's restart-guard state: does\n"
     "                            its vote count, why not, the ttl record\n"
+    "  completion bash|zsh       a shell completion script (source it)\n"
     "\n";
 
 /* (Split in three: C99 promises string literals of 4095 bytes.) */
@@ -463,6 +464,79 @@ static int scan_command(int argc, char **argv, int *at) {
   return -1;
 }
 
+/* `redlock completion bash|zsh`: a completion script made from the tables
+ * (options[], cli_commands), so that it cannot drift from them. Commands
+ * after the global options; each command's options (and the global ones);
+ * an option's value and the rest: file names. zsh runs the bash function
+ * through bashcompinit. */
+static void completion(int argc, char **argv, int at) {
+  const char *shell = at + 1 < argc ? argv[at + 1] : "";
+  size_t i, c;
+  int first;
+  if (at + 2 < argc || (strcmp(shell, "bash") != 0 &&
+                        strcmp(shell, "zsh") != 0))
+    usage_error("usage: redlock completion bash|zsh");
+  if (strcmp(shell, "zsh") == 0)
+    printf("#compdef redlock\n# redlock completion zsh: source it, or put it "
+           "in a directory of $fpath as _redlock\n"
+           "autoload -U +X bashcompinit && bashcompinit\n");
+  else
+    printf("# redlock completion bash: source it (e.g. from "
+           "~/.bashrc, or as /etc/bash_completion.d/redlock)\n");
+  printf("_redlock() {\n"
+         "  local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd= i w opts\n"
+         "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+         "    w=\"${COMP_WORDS[i]}\"\n"
+         "    case \"$w\" in\n"
+         "      --) break ;;\n");
+  /* Options that take a value: the word after them is not the command. */
+  first = 1;
+  for (i = 0; i < N_OPTIONS; i++) {
+    if (!options[i].has_arg)
+      continue;
+    printf("%s--%s", first ? "      " : "|", options[i].name);
+    if (options[i].shortname != 0)
+      printf("|-%c", options[i].shortname);
+    first = 0;
+  }
+  printf(") ((i++)) ;;\n"
+         "      -*) ;;\n"
+         "      *) [ -z \"$cmd\" ] && cmd=\"$w\" ;;\n"
+         "    esac\n"
+         "  done\n"
+         "  case \"$cmd\" in\n");
+  for (c = 0; c <= n_cli_commands; c++) {
+    unsigned bit = c < n_cli_commands ? cli_commands[c].bit : C_ALL;
+    printf("    %s) opts=\"", c < n_cli_commands ? cli_commands[c].name
+                                                  : "\"\"|completion|help");
+    first = 1;
+    for (i = 0; i < N_OPTIONS; i++) {
+      /* a command's own and the global ones; before a command: global */
+      if ((options[i].cmds & bit) == 0 ||
+          (c == n_cli_commands && options[i].cmds != C_ALL))
+        continue;
+      printf("%s--%s", first ? "" : " ", options[i].name);
+      first = 0;
+    }
+    printf("\" ;;\n");
+  }
+  printf("    *) opts= ;;\n"
+         "  esac\n"
+         "  if [ -z \"$cmd\" ] && [[ \"$cur\" != -* ]]; then\n"
+         "    COMPREPLY=($(compgen -W \"");
+  for (c = 0; c < n_cli_commands; c++)
+    printf("%s ", cli_commands[c].name);
+  printf("completion help\" -- \"$cur\"))\n"
+         "  elif [[ \"$cur\" == -* ]]; then\n"
+         "    COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
+         "  else\n"
+         "    COMPREPLY=($(compgen -f -- \"$cur\"))\n"
+         "  fi\n"
+         "}\n"
+         "complete -F _redlock redlock\n");
+  exit(EXIT_OK);
+}
+
 static void print_help(int cmd_index) {
   fputs(cmd_index >= 0 ? cli_commands[cmd_index].help : usage_text, stdout);
   if (cmd_index < 0) {
@@ -732,6 +806,8 @@ int parse_args(int argc, char **argv, const char **positional,
       print_help(h);
     }
   }
+  if (cmd_at > 0 && cmd_index < 0 && strcmp(argv[cmd_at], "completion") == 0)
+    completion(argc, argv, cmd_at);
   if (cmd_at < 0)
     usage_error("no command (run, acquire, extend, release, status, elect, "
                 "leader, stats, guard, unlock, limit)");
