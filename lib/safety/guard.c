@@ -1302,7 +1302,7 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
 
 /* A young instance's refusal, in words an operator can act on: which
  * cause the record showed at this client's first sight (explain.c groups
- * masters by the words before the first comma), its age and own uptime,
+ * masters by these words: keep them in step), its age and own uptime,
  * and where the window comes from. A new replication id under the same
  * run_id is guarded though a first replica attaching loses no key: Redis
  * gives a master a new id then (a new backlog), and the same change, with
@@ -1537,9 +1537,7 @@ static redlock__guard_verdict down_verdict(redlock__guard *g, unsigned j,
   *cause = REDLOCK_GUARD_RESTART;
   *wait_ms = window - age;
   *window_ms = window;
-  snprintf(sub, sublen, "restart guard: instance first seen %.1f s ago, "
-           "counts in %.1f s (window %.1f s)", (double)age / 1000.0,
-           (double)(window - age) / 1000.0, (double)window / 1000.0);
+  restart_why(g, j, age, window, sub, sublen);
   return REDLOCK__GUARD_REFUSE;
 }
 
