@@ -215,7 +215,7 @@ void json_fstr(FILE *f, const char *str);
 extern FILE *json_out;   /* run's and elect's JSON: stdout or --json-file */
 void open_json_out(void);
 void say_verbose(int status, const redlock_result *r);
-const char *text_of(const char *s);
+char *text_of(const char *s);
 void report_result(const char *what, int status,
                    const redlock_result *r);
 void on_client_closed(redlock_client_t *c, void *arg);

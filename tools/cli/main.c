@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
   if (n_pos < 1 || pos[0][0] == '\0')
     usage_error("%s: missing KEY", cmd_name);
   key = pos[0];
-  key_text = strdup(text_of(key));
+  key_text = text_of(key);
   if (key_text == NULL)
     return EXIT_FAIL;
   if (command->args == ARGS_KEY_CMD && opt.shell_cmd != NULL) {

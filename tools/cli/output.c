@@ -166,12 +166,16 @@ void say_verbose(int status, const redlock_result *r) {
 
 /* A key for people: control characters (a newline, ESC that starts a
  * terminal's escape sequence), C1 controls and bytes that are not UTF-8
- * as \n, \t, \r or \xNN; the rest as it is. Never NULL. */
-const char *text_of(const char *s) {
-  static char buf[4 * 1024 + 1];
+ * as \n, \t, \r or \xNN; the rest as it is. Allocated (4 bytes at most
+ * per byte: a 64 KB key whole); NULL when out of memory. */
+char *text_of(const char *s) {
+  size_t size = strlen(s) * 4 + 1;
+  char *buf = malloc(size);
   const unsigned char *p = (const unsigned char *)s;
   size_t o = 0;
-  while (*p != '\0' && o + 5 < sizeof(buf)) {
+  if (buf == NULL)
+    return NULL;
+  while (*p != '\0') {
     unsigned c = *p;
     size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
                : (c & 0xf8) == 0xf0 ? 4 : 0;
@@ -181,17 +185,17 @@ const char *text_of(const char *s) {
     if (n == 1 && c >= 0x20 && c != 0x7f) {
       buf[o++] = (char)c;
     } else if (n == 1) {
-      o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s",
+      o += (size_t)snprintf(buf + o, size - o, "%s",
                             c == '\n' ? "\\n" : c == '\t' ? "\\t"
                             : c == '\r' ? "\\r" : "");
       if (c != '\n' && c != '\t' && c != '\r')
-        o += (size_t)snprintf(buf + o, sizeof(buf) - o, "\\x%02x", c);
+        o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
     } else if (n == 0 || k < n || (n == 2 && c == 0xc2 && p[1] < 0xa0)) {
       /* not UTF-8, or a C1 control (U+0080..U+009F: CSI is one) */
-      o += (size_t)snprintf(buf + o, sizeof(buf) - o, "\\x%02x", c);
+      o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
       n = 1;
     } else {
-      if (o + n >= sizeof(buf))
+      if (o + n >= size)
         break;
       memcpy(buf + o, p, n);
       o += n;
