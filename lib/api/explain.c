@@ -3,9 +3,12 @@
  * Owns: the wording of results for people (the CLI, logs, docs/API.md's
  * example). It reads only the public result: the status, the quorum and
  * each master's vote, error and the guard's cause and timing. Masters
- * are grouped by reason (clock, restarted, unreachable, answered with an
- * error, held by another owner, no answer before the decision); each group
- * names up to three masters with their own text. */
+ * are grouped by reason (clock, restart guard, unreachable, answered with
+ * an error, held by another owner, no answer before the decision); each
+ * group names up to three masters with their own text. The restart
+ * guard's are counted by the cause guard.c words (never seen, restarted,
+ * a new replication id), then where the window comes from and what an
+ * operator can do. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -132,17 +135,53 @@ static int m_none(const redlock_node_result *n) {
   return n->vote == REDLOCK_VOTE_NONE;
 }
 
-/* The restart guard: how many, how young at most, and when their votes
- * count again (all of them; and enough of them for a quorum). */
+/* The restart guard's causes, as guard.c words them (the text after
+ * "restart guard: " and an optional mark, up to the first comma), and
+ * how this summary names them. */
+static const struct {
+  const char *tag;    /* in the master's errstr */
+  const char *says;   /* "K of N masters SAYS" */
+} guard_causes[] = {
+    {"never seen by any client", "never seen by any client under this "
+                                 "prefix (a new prefix or the first use; or "
+                                 "a restart lost the record with the keys)"},
+    {"restarted (", "restarted (another run_id than the record's)"},
+    {"changed replication id", "changed replication id (a replica attached "
+                               "for the first time, or a full sync from "
+                               "another master: the guard cannot tell them "
+                               "apart)"},
+    {"first seen by a client", "first seen by a client less than a window "
+                               "ago (new to the guard then)"},
+    {NULL, "of unknown age"},
+};
+
+static int cause_of(const redlock_node_result *n) {
+  unsigned c;
+  const char *e = n->errstr != NULL ? n->errstr : "";
+  for (c = 0; guard_causes[c].tag != NULL; c++)
+    if (strstr(e, guard_causes[c].tag) != NULL)
+      return (int)c;
+  return (int)c;
+}
+
+/* The restart guard: how many for each cause, when their votes count
+ * again (all of them; and enough of them for a quorum), where the window
+ * comes from and what an operator can do. */
 static void guard_group(out *o, const redlock_result *r, int *first) {
   int64_t waits[64];
   int64_t window = 0, wait_max = 0;
-  unsigned i, k = 0, j, need, primaries = 0;
+  unsigned i, k = 0, j, need, primaries = 0, c;
+  unsigned per[sizeof(guard_causes) / sizeof(guard_causes[0])];
+  int fixed = 0, said = 0;
+  memset(per, 0, sizeof(per));
   for (i = 0; i < r->n_nodes; i++) {
     const redlock_node_result *n = &r->nodes[i];
     if (!m_guard_timed(n))
       continue;
     primaries += behind(n);
+    per[cause_of(n)]++;
+    if (n->errstr != NULL && strstr(n->errstr, ": --restart-guard)") != NULL)
+      fixed = 1;
     if (k < sizeof(waits) / sizeof(waits[0]))
       waits[k] = n->guard_wait_ms;
     k++;
@@ -153,12 +192,18 @@ static void guard_group(out *o, const redlock_result *r, int *first) {
   }
   if (k == 0)
     return;
+  put(o, "%s", *first ? "" : "; ");
+  for (c = 0; c < sizeof(per) / sizeof(per[0]); c++) {
+    if (per[c] == 0)
+      continue;
+    put(o, "%s%u of %u master%s %s", said ? ", " : "", per[c], r->n_nodes,
+        r->n_nodes == 1 ? "" : "s", guard_causes[c].says);
+    said = 1;
+  }
   /* A cluster's or a sentinel group's new primary: a failover. */
-  put(o, "%s%u of %u master%s restarted%s less than %.1f s ago (restart "
-      "guard): %s votes count again within %.1f s", *first ? "" : "; ", k,
-      r->n_nodes, r->n_nodes == 1 ? "" : "s",
-      primaries > 0 ? " or failed over" : "", (double)window / 1000.0,
-      k == 1 ? "its" : "their", (double)wait_max / 1000.0);
+  put(o, "%s (restart guard): %s votes count again within %.1f s",
+      primaries > 0 ? ", or failed over" : "", k == 1 ? "its" : "their",
+      (double)wait_max / 1000.0);
   *first = 0;
   /* The quorum needs this many of them (yes votes already count). */
   need = r->quorum > r->yes ? r->quorum - r->yes : 0;
@@ -172,6 +217,18 @@ static void guard_group(out *o, const redlock_result *r, int *first) {
     put(o, ", enough for a quorum within %.1f s",
         (double)waits[need - 1] / 1000.0);
   }
+  /* Where the window comes from, and the way out. */
+  if (fixed)
+    put(o, "; the window, %.1f s, is --restart-guard's; wait %.1f s",
+        (double)window / 1000.0, (double)wait_max / 1000.0);
+  else
+    put(o, "; the window is the ttl record, raised to %.1f s by some "
+        "client (the longest ttl any client asked for); wait %.1f s, or "
+        "lower the record (`redlock guard --set-record D`, once no longer "
+        "lock is held)", (double)window / 1000.0,
+        (double)wait_max / 1000.0);
+  put(o, ", or declare the masters durable (--durable, durable=1) if they "
+      "run appendonly yes with appendfsync always");
 }
 
 /* The clock check, one master at a time and by number as users count

@@ -6,7 +6,8 @@
  * record of the deployment's longest ttl and its reads; the masters' clock
  * records; the marks of broken durability declarations (6.), stamped on
  * (each write checked and retried), read from and dropped from the other
- * masters; configuration warnings.
+ * masters; configuration warnings; what the record said of an instance
+ * at first sight (seen_as: a refusal's words only).
  * Does not own: the votes themselves (round.c asks for a verdict on each
  * YES of an acquisition, once the clock reading that followed it came).
  *
@@ -36,6 +37,17 @@ static void mark_broken(redlock__guard *g, unsigned i, const char *ident);
 static void stamp_on(redlock__guard *g, unsigned i, unsigned j);
 static void forget_on(redlock__guard *g, unsigned i, unsigned j,
                       const char *ident);
+
+/* What the clock record said of an instance when this client first saw
+ * it: the cause a refusal names (the verdict never depends on it). */
+enum {
+  GUARD_SEEN_UNKNOWN,   /* no run_id (ACL): of unknown age */
+  GUARD_SEEN_RECORD,    /* the record knows it: some client saw it first */
+  GUARD_SEEN_NEVER,     /* no record: a new prefix, the first use, or a
+                           restart that lost the record with the keys */
+  GUARD_SEEN_RESTART,   /* the record names another run_id */
+  GUARD_SEEN_REPLID     /* the same run_id, another replication id */
+};
 
 static int is_cleared(const redlock__guard_node *gn) {
   return gn->cleared[0] != '\0' && strcmp(gn->cleared, gn->run_id) == 0;
@@ -612,6 +624,16 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
            "declaration: guarded for the longest ttl", node->uri.display);
     }
     memcpy(gn->run_id, node->ident, sizeof(gn->run_id));
+    if (node->ident[0] == '\0')
+      gn->seen_as = GUARD_SEEN_UNKNOWN;
+    else if (rec != 0)
+      gn->seen_as = GUARD_SEEN_RECORD;
+    else if (node->rec_run[0] == '\0')
+      gn->seen_as = GUARD_SEEN_NEVER;
+    else if (strcmp(node->rec_run, node->run_id) != 0)
+      gn->seen_as = GUARD_SEEN_RESTART;
+    else
+      gn->seen_as = GUARD_SEEN_REPLID;
   }
   if (node->declared && node->ident[0] != '\0' && node->promoted) {
     /* A failover's new primary: its data is what asynchronous
@@ -1278,6 +1300,53 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
   return REDLOCK__GUARD_COUNT;
 }
 
+/* A young instance's refusal, in words an operator can act on: which
+ * cause the record showed at this client's first sight (explain.c groups
+ * masters by these words: keep them in step), its age and own uptime,
+ * and where the window comes from. A new replication id under the same
+ * run_id is guarded though a first replica attaching loses no key: Redis
+ * gives a master a new id then (a new backlog), and the same change, with
+ * nothing else to tell them apart, follows a full sync from another
+ * master (a replica meanwhile, promoted back, its backlog freed): keys
+ * replaced. */
+static void restart_why(const redlock__guard *g, unsigned idx, int64_t age,
+                        int64_t window, char *why, size_t whylen) {
+  const redlock__guard_node *gn = &g->gn[idx];
+  const redlock__node *node = &g->nodes[idx];
+  const char *what, *from;
+  char up[48] = "";
+  switch (gn->seen_as) {
+    case GUARD_SEEN_NEVER:
+      what = "never seen by any client (no record)";
+      break;
+    case GUARD_SEEN_RESTART:
+      what = "restarted (another run_id on record)";
+      break;
+    case GUARD_SEEN_REPLID:
+      what = "changed replication id (same run_id)";
+      break;
+    case GUARD_SEEN_RECORD:
+      what = "first seen by a client";
+      break;
+    default:
+      what = "of unknown age (no run_id)";
+      break;
+  }
+  if (node->uptime_s >= 0)
+    snprintf(up, sizeof(up), ", up %lld s",
+             (long long)node->uptime_s);
+  if (g->mode_ms > 0)
+    from = "--restart-guard";
+  else
+    from = "the ttl record";
+  snprintf(why, whylen,
+           "restart guard: %s%s, %.1f s ago%s; counts in %.1f s (window "
+           "%.1f s: %s)",
+           gn->decl == GUARD_DECL_MARKED ? "durability broke (a mark), " : "",
+           what, (double)age / 1000.0, up, (double)(window - age) / 1000.0,
+           (double)window / 1000.0, from);
+}
+
 /* The restart's part (4.-6.), given the read state. */
 static redlock__guard_verdict restart_verdict(redlock__guard *g,
                                               unsigned idx, redlock__ns now,
@@ -1378,14 +1447,7 @@ static redlock__guard_verdict restart_verdict(redlock__guard *g,
   *cause = REDLOCK_GUARD_RESTART;
   *wait_ms = window - age;
   *window_ms = window;
-  snprintf(why, whylen,
-           "restart guard: %sinstance %s %.1f s ago, counts in %.1f s "
-           "(window %.1f s)",
-           gn->decl == GUARD_DECL_MARKED ? "durability broke (a mark), "
-                                         : "",
-           gn->run_id[0] != '\0' ? "first seen" : "of unknown age, seen",
-           (double)age / 1000.0, (double)(window - age) / 1000.0,
-           (double)window / 1000.0);
+  restart_why(g, idx, age, window, why, whylen);
   return REDLOCK__GUARD_REFUSE;
 }
 
@@ -1475,9 +1537,7 @@ static redlock__guard_verdict down_verdict(redlock__guard *g, unsigned j,
   *cause = REDLOCK_GUARD_RESTART;
   *wait_ms = window - age;
   *window_ms = window;
-  snprintf(sub, sublen, "restart guard: instance first seen %.1f s ago, "
-           "counts in %.1f s (window %.1f s)", (double)age / 1000.0,
-           (double)(window - age) / 1000.0, (double)window / 1000.0);
+  restart_why(g, j, age, window, sub, sublen);
   return REDLOCK__GUARD_REFUSE;
 }
 

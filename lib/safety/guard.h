@@ -90,6 +90,9 @@ typedef struct redlock__guard_node {
   int told_isolation;         /* warned: a sentinel group's primary accepts
                                  writes when cut off (node.c), until it
                                  does not */
+  int seen_as;                /* GUARD_SEEN_*: what the record said of the
+                                 instance at this client's first sight
+                                 (only the refusal's wording uses it) */
   redlock__ns start;          /* latest possible start of that instance */
   int start_rec;              /* start is the instance's record (some
                                  client wrote it there: it took writes) */

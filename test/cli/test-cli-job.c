@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
            "trap 'touch %s' TERM; sleep 7.77 & echo $! > %s; "
            "while :; do wait; done", termed, spid);
   {
-    char *av[] = {"redlock", "run", "--ttl", "2s", "--timeout", "100ms",
+    char *av[] = {"redlock", "run", "--ttl", "2s", "--command-timeout", "100ms",
                   "job-c", "--", "sh", "-c", script, NULL};
     run = harness_spawn(cli, av, out, err);
   }
@@ -250,7 +250,7 @@ int main(int argc, char **argv) {
   snprintf(script, sizeof(script),
            "(trap '' TERM; sleep 7.77; :) & echo $! > %s; wait", spid);
   {
-    char *av[] = {"redlock", "run", "--ttl", "2s", "--timeout", "100ms",
+    char *av[] = {"redlock", "run", "--ttl", "2s", "--command-timeout", "100ms",
                   "job-f", "--", "sh", "-c", script, NULL};
     run = harness_spawn(cli, av, out, err);
   }

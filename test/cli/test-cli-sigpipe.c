@@ -511,7 +511,7 @@ static int cli_part(harness_server *srv) {
   setenv("REDLOCK_SERVERS", servers, 1);
   setenv("REDLOCK_RESTART_GUARD", "off", 1);   /* brand-new servers */
   argv[k++] = (char *)cli;
-  argv[k++] = "--timeout";          /* the fake master's command waits */
+  argv[k++] = "--command-timeout";  /* the fake master's command waits */
   argv[k++] = "10s";
   argv[k++] = "--connect-timeout";
   argv[k++] = "10s";

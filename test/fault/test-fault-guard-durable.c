@@ -10,7 +10,7 @@
  *     succeeds at its first attempt (today: ENOQUORUM for 30 s);
  *  b) fresh masters without persistence: refused by the guard, every vote
  *     ERESTARTED with its wait and window, and redlock_result_explain says
- *     so in words ("2 of 3 masters restarted less than 30.0 s ago");
+ *     so in words ("2 of 3 masters never seen by any client ...");
  *  c) the rule is sound: a lock held on durable masters survives a
  *     SIGKILL and restart of one of them, and another client is refused;
  *  d) appendonly with appendfsync everysec is not durable: guarded;
@@ -187,8 +187,9 @@ int main(void) {
     redlock_result_explain(&res, why, sizeof(why));
   }
   fprintf(stderr, "b) fresh masters without persistence: %s\n", why);
-  if (strstr(why, "of 3 masters restarted less than 30.0 s ago (restart "
-                  "guard): their votes count again within") == NULL)
+  if (strstr(why, "of 3 masters never seen by any client under this "
+                  "prefix") == NULL ||
+      strstr(why, "(restart guard): their votes count again within") == NULL)
     TEST_FAIL("b) the explanation does not name the restart guard: %s",
               why);
   ASSERT_EQ(redlock_lock_free(l), 0);

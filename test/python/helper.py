@@ -117,7 +117,7 @@ def cli_fleet(cli, servers, key, log, seconds):
     while time.monotonic() < end:
         r = subprocess.run(
             setpriv + [cli, "run", "-q", "--ttl", "2s", "--wait", "500ms",
-                       "--timeout", "100ms", "--fence", key, "--",
+                       "--command-timeout", "100ms", "--fence", key, "--",
                        sys.executable, os.path.abspath(__file__), "record",
                        log, "cli"], env=env, timeout=60,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

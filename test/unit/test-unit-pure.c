@@ -245,9 +245,12 @@ static void test_explain(void) {
   r.quorum = 3;
   /* Fresh masters: three guarded (waits 8300, 5100, 9000 of 10000), one
    * unreachable, one yes. */
-  node(&n[0], "a:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "g", 8300, 10000);
-  node(&n[1], "b:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "g", 5100, 10000);
-  node(&n[2], "c:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "g", 9000, 10000);
+  node(&n[0], "a:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "restart guard: "
+       "never seen by any client (no record), 1.7 s ago", 8300, 10000);
+  node(&n[1], "b:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "restart guard: "
+       "restarted (another run_id on record), 4.9 s ago", 5100, 10000);
+  node(&n[2], "c:1", REDLOCK_VOTE_ERR, REDLOCK_ERESTARTED, "restart guard: "
+       "never seen by any client (no record), 1.0 s ago", 9000, 10000);
   node(&n[3], "d:1", REDLOCK_VOTE_ERR, REDLOCK_EIO, "connection refused", -1,
        -1);
   node(&n[4], "e:1", REDLOCK_VOTE_YES, 0, "", -1, -1);
@@ -256,10 +259,18 @@ static void test_explain(void) {
   r.err = 4;
   len = redlock_result_explain(&r, buf, sizeof(buf));
   ASSERT_EQ(len, (int)strlen(buf));
-  ASSERT_STR_EQ(buf, "no quorum: 1 of 5 masters said yes, 3 needed: 3 of 5 "
-                "masters restarted less than 10.0 s ago (restart guard): "
-                "their votes count again within 9.0 s, enough for a quorum "
-                "within 8.3 s; 1 of 5 masters unreachable (d:1: connection "
+  ASSERT_STR_EQ(buf, "no quorum: 1 of 5 masters said yes, 3 needed: 2 of 5 "
+                "masters never seen by any client under this prefix (a new "
+                "prefix or the first use; or a restart lost the record with "
+                "the keys), 1 of 5 masters restarted (another run_id than "
+                "the record's) (restart guard): their votes count again "
+                "within 9.0 s, enough for a quorum within 8.3 s; the window "
+                "is the ttl record, raised to 10.0 s by some client (the "
+                "longest ttl any client asked for); wait 9.0 s, or lower the "
+                "record (`redlock guard --set-record D`, once no longer lock "
+                "is held), or declare the masters durable (--durable, "
+                "durable=1) if they run appendonly yes with appendfsync "
+                "always; 1 of 5 masters unreachable (d:1: connection "
                 "refused)");
   /* snprintf's contract: the full length, a cut and terminated text. */
   ASSERT_EQ(redlock_result_explain(&r, small, sizeof(small)), len);

@@ -11,7 +11,9 @@ const char help_acquire[] =
     "\n"
     "  --ttl D      lock ttl (default 30s)\n"
     "  --wait D     keep trying this long (default 0: one attempt); -w SECS,\n"
-    "               -n (one attempt), -E CODE (exit code when not acquired)\n"
+    "               --timeout D (flock's), -n (one attempt), -E CODE (exit\n"
+    "               code when not acquired). Never compared with the ttl\n"
+    "  --verbose    say how long the acquisition took (flock's)\n"
     "  --fence      also print the fencing number (second line)\n"
     "  --wake       wait for the holder's release message instead of polling\n"
     "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
@@ -39,6 +41,7 @@ void on_acquire_cmd(redlock_lock_t *l, int status,
                     const redlock_result *r, void *arg) {
   (void)arg;
   report_result("acquire", status, r);
+  say_verbose(status, r);
   if (status == 0) {
     if (!opt.json) {
       /* One value a line: tok=$(redlock acquire K) stays the token. */
@@ -50,7 +53,7 @@ void on_acquire_cmd(redlock_lock_t *l, int status,
       /* Nobody has the token (/dev/full, a closed pipe): a lock that no
        * one can release must not stay for its ttl. finish() releases. */
       fprintf(stderr, "redlock: acquire %s: cannot write the token (%s): "
-              "released\n", key, strerror(errno));
+              "released\n", key_text, strerror(errno));
       finish(EXIT_FAIL);
       return;
     }

@@ -58,7 +58,7 @@ void on_leader_watched(redlock_client_t *c, int status,
       return;
     }
   } else if (status != 0 && !opt.quiet) {
-    fprintf(stderr, "redlock: leader %s: %s\n", key,
+    fprintf(stderr, "redlock: leader %s: %s\n", key_text,
             redlock_strerror(status));
   }
   uv_timer_start(&watch_timer, on_watch_timer, 200, 0);
@@ -92,7 +92,7 @@ void on_unlock_done(redlock_lock_t *l, int status,
   if (opt.json) {
     report_result("unlock", status, r);
   } else if (status == 0) {
-    printf("released %s by force on %u of %u masters\n", key, yes,
+    printf("released %s by force on %u of %u masters\n", key_text, yes,
            r->n_nodes);
   } else {
     report_result("unlock", status, r);
@@ -122,14 +122,14 @@ void on_unlock_inspected(redlock_lock_t *l, int status,
             "lock until its next extension (or its validity ends); a "
             "healing holder (an elect leader, run --heal) sets the key "
             "again at its next extension unless another owner takes it "
-            "first: stop its process to depose it\n", key,
+            "first: stop its process to depose it\n", key_text,
             who, held, r->n_nodes);
   else
     fprintf(stderr, "redlock: %s is not held on any master that answered; "
-            "deleting anyway\n", key);
+            "deleting anyway\n", key_text);
   rc = redlock_lock_force_release(l, on_unlock_done, NULL);
   if (rc != 0) {
-    fprintf(stderr, "redlock: unlock %s: %s\n", key, lib_error());
+    fprintf(stderr, "redlock: unlock %s: %s\n", key_text, lib_error());
     finish(EXIT_FAIL);
   }
 }
@@ -147,9 +147,10 @@ void on_leader_cmd(redlock_client_t *c, int status,
     json_str(identity);
     printf(",\"ttl_ms\":%lld}\n", (long long)ttl_ms);
   } else if (status != 0) {
-    fprintf(stderr, "redlock: leader %s: %s\n", key, redlock_strerror(status));
+    fprintf(stderr, "redlock: leader %s: %s\n", key_text,
+            redlock_strerror(status));
   } else if (identity[0] == '\0') {
-    fprintf(stderr, "redlock: %s has no leader\n", key);
+    fprintf(stderr, "redlock: %s has no leader\n", key_text);
   } else {
     printf("%s\n%lld\n", identity, (long long)ttl_ms);
   }

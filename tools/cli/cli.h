@@ -71,7 +71,8 @@ enum {
   O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
   O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
   O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL, O_FORCE,
-  O_WATCH, O_LIMIT, O_PERMIT
+  O_WATCH, O_LIMIT, O_PERMIT, O_TIMEOUT_OLD, O_SHELL_CMD, O_VERBOSE,
+  O_JSON_FILE, O_JSON_FD, O_PROMETHEUS
 };
 
 /* A subcommand: one row of cli_commands (main.c). */
@@ -164,12 +165,23 @@ typedef struct cli_opts {
   int watch;            /* leader --watch */
   unsigned limit;       /* --limit K (a counting semaphore); 0: a mutex */
   int permit;           /* unlock --permit I; -1: not given */
+  /* --timeout: the wait for run and acquire (flock's -w/--timeout);
+   * elsewhere the deprecated spelling of --command-timeout (warned once
+   * the options are parsed: -q may come after it). */
+  int timeout_old;      /* 1: given as the deprecated alias; 2: as a wait
+                           below 1 s (an old command timeout, likely) */
+  const char *shell_cmd;   /* run/elect -c CMD: sh -c CMD */
+  int verbose;          /* --verbose: how long the acquisition took */
+  const char *json_file;   /* run/elect --json-file F (implies --json) */
+  int json_fd;          /* run/elect --json-fd N; -1: not given */
+  int prometheus;       /* stats --prometheus: the text even with --json */
 } cli_opts;
 extern cli_opts opt;
 
 /* ---- main.c ---- */
 extern const char *cmd_name;
 extern const char *key;
+extern char *key_text;
 extern int exit_code;
 extern int finishing;
 extern redlock_client_t *client;
@@ -181,7 +193,8 @@ extern uv_loop_t loop;
 /* ---- options.c ---- */
 void usage_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn));
-char *read_secret(const char *path, char *buf, size_t len);
+char *read_secret(const char *path, const char *what, char *buf,
+                  size_t len);
 void config_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn));
 int env_bool(const char *name, int dflt);
@@ -198,6 +211,11 @@ unsigned parse_limit(const char *flag, const char *v);
 extern int final_release;
 extern int stats_timer_open;
 void json_str(const char *str);
+void json_fstr(FILE *f, const char *str);
+extern FILE *json_out;   /* run's and elect's JSON: stdout or --json-file */
+void open_json_out(void);
+void say_verbose(int status, const redlock_result *r);
+char *text_of(const char *s);
 void report_result(const char *what, int status,
                    const redlock_result *r);
 void on_client_closed(redlock_client_t *c, void *arg);

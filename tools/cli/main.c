@@ -33,6 +33,7 @@ redlock_client_t *client;
 redlock_lock_t *lock;
 redlock_election_t *election;   /* elect */
 const char *key;
+char *key_text;   /* key, escaped for people (text_of) */
 const char *cmd_name;
 unsigned cmd_bit;
 int exit_code = EXIT_FAIL;
@@ -116,7 +117,13 @@ static int make_client(void) {
     if (g != NULL && strcmp(g, "off") == 0) {
       cfg.restart_guard_ms = -1;
     } else if (g != NULL && *g != '\0') {
-      int64_t d = duration_arg("--restart-guard", g);
+      int64_t d;
+      /* The environment's bad values are all 78, named (as
+       * REDLOCK_MAX_TTL's); the command line's are usage errors. */
+      if (opt.restart_guard == NULL && parse_duration(g, &d) != 0)
+        config_error("REDLOCK_RESTART_GUARD='%s' is neither off nor a "
+                     "duration (e.g. 30s, 1m)", g);
+      d = duration_arg("--restart-guard", g);
       cfg.restart_guard_ms = d > 0 ? (int)d : -1;
     }
   }
@@ -138,17 +145,17 @@ static int make_client(void) {
   cfg.max_ttl_ms = (int)opt.max_ttl_ms;
   cfg.on_warning = on_warning;
   pf = opt_or_env(opt.tls_key_pass_file, "REDLOCK_TLS_KEY_PASSWORD_FILE");
-  if (pf != NULL) {
-    cfg.tls_key_password = read_secret(pf, key_password,
-                                       sizeof(key_password));
-    if (cfg.tls_key_password == NULL)
-      return EXIT_FAIL;
-  }
+  if (pf != NULL)
+    cfg.tls_key_password = read_secret(
+        pf, opt.tls_key_pass_file != NULL ? "--tls-key-pass-file"
+                                          : "REDLOCK_TLS_KEY_PASSWORD_FILE",
+        key_password, sizeof(key_password));
   pf = opt_or_env(opt.password_file, "REDLOCK_PASSWORD_FILE");
   if (pf != NULL) {
-    cfg.password = read_secret(pf, password, sizeof(password));
-    if (cfg.password == NULL)
-      return EXIT_FAIL;
+    cfg.password = read_secret(
+        pf, opt.password_file != NULL ? "--password-file"
+                                      : "REDLOCK_PASSWORD_FILE",
+        password, sizeof(password));
   } else {
     cfg.password = opt_or_env(NULL, "REDLOCK_PASSWORD");
   }
@@ -224,6 +231,15 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   run_at = parse_args(argc, argv, pos, &n_pos);
+  open_json_out();
+  if (opt.timeout_old == 1 && !opt.quiet)
+    fprintf(stderr, "redlock: warning: --timeout as the per-master command "
+            "timeout is deprecated (run and acquire take it as the wait, "
+            "as flock does): use --command-timeout\n");
+  else if (opt.timeout_old == 2 && !opt.quiet)
+    fprintf(stderr, "redlock: warning: --timeout is the wait (as flock's "
+            "-w), here below 1 s; the per-master command timeout is "
+            "--command-timeout\n");
   if (command->args == ARGS_NONE) {
     if (n_pos != 0)
       usage_error("%s: unexpected argument '%s'", cmd_name, pos[0]);
@@ -233,7 +249,18 @@ int main(int argc, char **argv) {
   if (n_pos < 1 || pos[0][0] == '\0')
     usage_error("%s: missing KEY", cmd_name);
   key = pos[0];
-  if (command->args == ARGS_KEY_CMD) {
+  key_text = text_of(key);
+  if (key_text == NULL)
+    return EXIT_FAIL;
+  if (command->args == ARGS_KEY_CMD && opt.shell_cmd != NULL) {
+    /* flock -c: the shell runs it. */
+    static char *shell_argv[4];
+    shell_argv[0] = (char *)"sh";
+    shell_argv[1] = (char *)"-c";
+    shell_argv[2] = (char *)opt.shell_cmd;
+    shell_argv[3] = NULL;
+    child_argv = shell_argv;
+  } else if (command->args == ARGS_KEY_CMD) {
     child_argv = argv + run_at;
   } else if (command->args == ARGS_KEY_TOKEN) {
     if (n_pos != 2)
@@ -256,7 +283,7 @@ int main(int argc, char **argv) {
     int64_t min = 2 * timeout > 100 ? 2 * timeout : 100;
     if (opt.ttl_ms < min)
       usage_error("--ttl %lldms is too short to be safe: at least %lldms "
-                  "(2 x --timeout, and 100ms)", (long long)opt.ttl_ms,
+                  "(2 x --command-timeout, and 100ms)", (long long)opt.ttl_ms,
                   (long long)min);
   }
   if (uv_loop_init(&loop) != 0)
@@ -283,6 +310,16 @@ int main(int argc, char **argv) {
   }
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
+  if (exit_code == EXIT_OK &&
+      (cmd_bit & (C_STATUS | C_STATS | C_GUARD | C_LEADER | C_EXTEND)) &&
+      (stdout_closed || fflush(stdout) != 0 || ferror(stdout))) {
+    /* What was asked for did not reach anyone: a failure (a closed
+     * pipe, /dev/full, fd 1 closed), not 0. */
+    fprintf(stderr, "redlock: %s: cannot write to standard output (%s)\n",
+            cmd_name, stdout_closed ? "it is closed" : strerror(errno));
+    exit_code = EXIT_FAIL;
+  }
+  free(key_text);
   free(opt.servers_copy);
   if (sig_pipe[0] >= 0) {
     close(sig_pipe[0]);

@@ -26,6 +26,7 @@ static const char usage_text[] =
     "                            permits; see redlock run --help)\n"
     "  guard                     each master's restart-guard state: does\n"
     "                            its vote count, why not, the ttl record\n"
+    "  completion bash|zsh       a shell completion script (source it)\n"
     "\n";
 
 /* (Split in three: C99 promises string literals of 4095 bytes.) */
@@ -43,7 +44,9 @@ static const char usage_options[] =
     "  --json             machine-readable output (one JSON object)\n"
     "  --prefix P         key prefix\n"
     "  --quorum N         votes needed (default N/2+1; only raised)\n"
-    "  --timeout D        per-master command timeout (default 50ms)\n"
+    "  --command-timeout D  per-master command timeout (default 50ms);\n"
+    "                     --timeout D: its deprecated spelling, except for\n"
+    "                     run and acquire, where --timeout is the wait\n"
     "  --connect-timeout D  connect timeout (default 250ms); also how long\n"
     "                     masters that refuse connections or never answer\n"
     "                     may keep a quorum out before run/acquire/elect\n"
@@ -59,7 +62,8 @@ static const char usage_options[] =
     "                     redis://host:port?durable=1 ($REDLOCK_DURABLE=1)\n"
     "  --max-ttl D        the deployment's cap on ttls (default 1h; also\n"
     "                     $REDLOCK_MAX_TTL): longer ones are refused\n"
-    "  -q, --quiet        no warnings and no progress messages on stderr\n"
+    "  -q, --quiet        no warnings and no progress messages on stderr; a\n"
+    "                     busy lock (75) refused silently\n"
     "  --tls-ca FILE      CA bundle for rediss:// masters (default: the\n"
     "                     system store; also $REDLOCK_TLS_CA);\n"
     "                     --tls-ca-dir DIR ($REDLOCK_TLS_CA_DIR)\n"
@@ -84,7 +88,8 @@ static const char usage_options[] =
 static const char usage_exits[] =
     "Exit codes:\n"
     "  0    ok\n"
-    "  1    extend/release/status failed (not held, no quorum, unreachable)\n"
+    "  1    extend/release/status failed (not held, no quorum, unreachable);\n"
+    "       status/stats/guard/leader/extend: stdout closed or full\n"
     "  64   usage error\n"
     "  69   too few masters accept connections (refused)\n"
     "  73   --stats-file cannot be written\n"
@@ -93,10 +98,12 @@ static const char usage_exits[] =
     "  75   not acquired (held by another owner, or no quorum within --wait)\n"
     "  76   run: the lock was lost; the command was terminated\n"
     "  77   no quorum of masters accepts the credentials\n"
-    "  78   a bad value in the environment (REDLOCK_*), or no quorum accepts\n"
+    "  78   a bad value in the environment (REDLOCK_*, named), an unreadable\n"
+    "       password file, or no quorum accepts\n"
     "       the configuration (TLS verification, SELECT); --limit K differs\n"
     "       from the semaphore's limit on the masters\n"
-    "  127  run: the command could not be started\n"
+    "  126  run: the command was found but could not be executed\n"
+    "  127  run: the command could not be started (not found)\n"
     "  143  run, elect: stopped by SIGTERM (the command was killed after\n"
     "       --grace)\n"
     "  run otherwise exits with the command's status (128+N if it was\n"
@@ -113,7 +120,7 @@ static const char usage_exits[] =
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
          NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0,
-         -1};
+         -1, 0, NULL, 0, NULL, -1, 0};
 
 const char *labels[MAX_LABELS];
 int n_labels;
@@ -124,7 +131,10 @@ static const optdef options[] = {
     {"json", 0, 0, C_ALL, O_JSON},
     {"prefix", 0, 1, C_ALL, O_PREFIX},
     {"quorum", 0, 1, C_ALL, O_QUORUM},
-    {"timeout", 0, 1, C_ALL, O_TIMEOUT},
+    {"command-timeout", 0, 1, C_ALL, O_TIMEOUT},
+    /* run, acquire: the wait (flock's); elsewhere deprecated: the
+     * command timeout's old spelling (one release). */
+    {"timeout", 0, 1, C_ALL, O_TIMEOUT_OLD},
     {"connect-timeout", 0, 1, C_ALL, O_CONNECT_TIMEOUT},
     {"restart-guard", 0, 1, C_ALL, O_RESTART_GUARD},
     {"tls-ca", 0, 1, C_ALL, O_TLS_CA},
@@ -146,6 +156,11 @@ static const optdef options[] = {
     {"exclusive", 'x', 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE,
      O_EXCLUSIVE},
     {"close", 'o', 0, C_RUN, O_CLOSE},
+    {"command", 'c', 1, C_RUN | C_ELECT, O_SHELL_CMD},
+    {"verbose", 0, 0, C_RUN | C_ACQUIRE, O_VERBOSE},
+    {"json-file", 0, 1, C_RUN | C_ELECT, O_JSON_FILE},
+    {"json-fd", 0, 1, C_RUN | C_ELECT, O_JSON_FD},
+    {"prometheus", 0, 0, C_STATS, O_PROMETHEUS},
     {"help", 'h', 0, C_ALL, O_HELP},
     {"version", 'V', 0, C_ALL, O_VERSION},
     {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT, O_TTL},
@@ -184,15 +199,15 @@ void usage_error(const char *fmt, ...) {
   exit(EXIT_USAGE);
 }
 
-/* A secret from a file: its first line, without the newline. NULL if the
- * file cannot be read (a message says why). */
-char *read_secret(const char *path, char *buf, size_t len) {
+/* A secret from a file: its first line, without the newline. An
+ * unreadable file is a configuration error (78), named with the option or
+ * variable `what` that gave it. */
+char *read_secret(const char *path, const char *what, char *buf,
+                  size_t len) {
   FILE *f = fopen(path, "r");
   size_t n;
-  if (f == NULL) {
-    fprintf(stderr, "redlock: cannot read %s: %s\n", path, strerror(errno));
-    return NULL;
-  }
+  if (f == NULL)
+    config_error("cannot read %s '%s': %s", what, path, strerror(errno));
   n = fread(buf, 1, len - 1, f);
   fclose(f);
   buf[n] = '\0';
@@ -449,6 +464,79 @@ static int scan_command(int argc, char **argv, int *at) {
   return -1;
 }
 
+/* `redlock completion bash|zsh`: a completion script made from the tables
+ * (options[], cli_commands), so that it cannot drift from them. Commands
+ * after the global options; each command's options (and the global ones);
+ * an option's value and the rest: file names. zsh runs the bash function
+ * through bashcompinit. */
+static void completion(int argc, char **argv, int at) {
+  const char *shell = at + 1 < argc ? argv[at + 1] : "";
+  size_t i, c;
+  int first;
+  if (at + 2 < argc || (strcmp(shell, "bash") != 0 &&
+                        strcmp(shell, "zsh") != 0))
+    usage_error("usage: redlock completion bash|zsh");
+  if (strcmp(shell, "zsh") == 0)
+    printf("#compdef redlock\n# redlock completion zsh: source it, or put it "
+           "in a directory of $fpath as _redlock\n"
+           "autoload -U +X bashcompinit && bashcompinit\n");
+  else
+    printf("# redlock completion bash: source it (e.g. from "
+           "~/.bashrc, or as /etc/bash_completion.d/redlock)\n");
+  printf("_redlock() {\n"
+         "  local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd= i w opts\n"
+         "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+         "    w=\"${COMP_WORDS[i]}\"\n"
+         "    case \"$w\" in\n"
+         "      --) break ;;\n");
+  /* Options that take a value: the word after them is not the command. */
+  first = 1;
+  for (i = 0; i < N_OPTIONS; i++) {
+    if (!options[i].has_arg)
+      continue;
+    printf("%s--%s", first ? "      " : "|", options[i].name);
+    if (options[i].shortname != 0)
+      printf("|-%c", options[i].shortname);
+    first = 0;
+  }
+  printf(") ((i++)) ;;\n"
+         "      -*) ;;\n"
+         "      *) [ -z \"$cmd\" ] && cmd=\"$w\" ;;\n"
+         "    esac\n"
+         "  done\n"
+         "  case \"$cmd\" in\n");
+  for (c = 0; c <= n_cli_commands; c++) {
+    unsigned bit = c < n_cli_commands ? cli_commands[c].bit : C_ALL;
+    printf("    %s) opts=\"", c < n_cli_commands ? cli_commands[c].name
+                                                  : "\"\"|completion|help");
+    first = 1;
+    for (i = 0; i < N_OPTIONS; i++) {
+      /* a command's own and the global ones; before a command: global */
+      if ((options[i].cmds & bit) == 0 ||
+          (c == n_cli_commands && options[i].cmds != C_ALL))
+        continue;
+      printf("%s--%s", first ? "" : " ", options[i].name);
+      first = 0;
+    }
+    printf("\" ;;\n");
+  }
+  printf("    *) opts= ;;\n"
+         "  esac\n"
+         "  if [ -z \"$cmd\" ] && [[ \"$cur\" != -* ]]; then\n"
+         "    COMPREPLY=($(compgen -W \"");
+  for (c = 0; c < n_cli_commands; c++)
+    printf("%s ", cli_commands[c].name);
+  printf("completion help\" -- \"$cur\"))\n"
+         "  elif [[ \"$cur\" == -* ]]; then\n"
+         "    COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
+         "  else\n"
+         "    COMPREPLY=($(compgen -f -- \"$cur\"))\n"
+         "  fi\n"
+         "}\n"
+         "complete -F _redlock redlock\n");
+  exit(EXIT_OK);
+}
+
 static void print_help(int cmd_index) {
   fputs(cmd_index >= 0 ? cli_commands[cmd_index].help : usage_text, stdout);
   if (cmd_index < 0) {
@@ -484,9 +572,45 @@ static void set_option(const optdef *o, const char *v) {
       break;
     }
     case O_TIMEOUT:
-      opt.timeout_ms = (int)duration_arg("--timeout", v);
+      opt.timeout_ms = (int)duration_arg("--command-timeout", v);
       if (opt.timeout_ms == 0)
-        usage_error("--timeout must be > 0");
+        usage_error("--command-timeout must be > 0");
+      break;
+    case O_TIMEOUT_OLD:
+      if (cmd_bit & (C_RUN | C_ACQUIRE)) {
+        /* flock's -w/--timeout: the wait. */
+        opt.wait_ms = duration_arg("--timeout", v);
+        opt.wait_given = 1;
+        if (opt.wait_ms < 1000)
+          opt.timeout_old = 2;
+      } else {
+        opt.timeout_ms = (int)duration_arg("--timeout", v);
+        if (opt.timeout_ms == 0)
+          usage_error("--timeout must be > 0");
+        opt.timeout_old = 1;
+      }
+      break;
+    case O_SHELL_CMD:
+      opt.shell_cmd = v;
+      break;
+    case O_VERBOSE:
+      opt.verbose = 1;
+      break;
+    case O_JSON_FILE:
+      opt.json_file = v;
+      opt.json = 1;
+      break;
+    case O_JSON_FD: {
+      char *end;
+      long fd = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || fd < 0 || fd > 1024)
+        usage_error("bad --json-fd '%s' (a descriptor number)", v);
+      opt.json_fd = (int)fd;
+      opt.json = 1;
+      break;
+    }
+    case O_PROMETHEUS:
+      opt.prometheus = 1;
       break;
     case O_CONNECT_TIMEOUT:
       opt.connect_timeout_ms = (int)duration_arg("--connect-timeout", v);
@@ -682,6 +806,8 @@ int parse_args(int argc, char **argv, const char **positional,
       print_help(h);
     }
   }
+  if (cmd_at > 0 && cmd_index < 0 && strcmp(argv[cmd_at], "completion") == 0)
+    completion(argc, argv, cmd_at);
   if (cmd_at < 0)
     usage_error("no command (run, acquire, extend, release, status, elect, "
                 "leader, stats, guard, unlock, limit)");
@@ -762,8 +888,14 @@ int parse_args(int argc, char **argv, const char **positional,
       usage_error("%s: unexpected argument '%s'", cmd_name, a);
   }
   if (command->args == ARGS_KEY_CMD) {
-    if (i >= argc)
-      usage_error("%s: expected KEY [--] CMD [ARGS...]", cmd_name);
+    if (opt.shell_cmd != NULL && i < argc)
+      usage_error("%s: -c CMD and a command after KEY: one or the other",
+                  cmd_name);
+    if (opt.shell_cmd != NULL && *n_pos == 0)
+      usage_error("%s: missing KEY", cmd_name);
+    if (opt.shell_cmd == NULL && i >= argc)
+      usage_error("%s: expected KEY [--] CMD [ARGS...] or KEY -c CMD",
+                  cmd_name);
     return i;
   }
   if (i < argc)

@@ -1,13 +1,15 @@
-/* output.c: JSON, per-master results, the Prometheus text and
- * --stats-file, and the end of a run (finish). */
+/* output.c: JSON (to stdout, or run's and elect's to --json-file or
+ * --json-fd), per-master results, keys escaped for people, the Prometheus
+ * text and --stats-file, and the end of a run (finish). */
 #include "cli.h"
 
-/* Bytes as a JSON string: escapes, and U+FFFD for each byte that does not
- * start a valid UTF-8 sequence (JSON must be Unicode; a key or a server's
- * error may be anything). */
-void json_str(const char *str) {
+/* Bytes as a JSON string: escapes, and \udcXX for each byte XX that does
+ * not start a valid UTF-8 sequence (JSON must be Unicode; a key or a
+ * server's error may be anything): Python's json.loads(...).encode(
+ * "utf-8", "surrogateescape") gives the bytes back (redlock(1), JSON). */
+void json_fstr(FILE *f, const char *str) {
   const unsigned char *p = (const unsigned char *)str;
-  putchar('"');
+  fputc('"', f);
   while (*p != '\0') {
     unsigned c = *p;
     size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
@@ -16,11 +18,11 @@ void json_str(const char *str) {
     unsigned cp;
     if (n == 1) {
       if (c == '"' || c == '\\')
-        printf("\\%c", c);
+        fprintf(f, "\\%c", c);
       else if (c < 0x20)
-        printf("\\u%04x", c);
+        fprintf(f, "\\u%04x", c);
       else
-        putchar((int)c);
+        fputc((int)c, f);
       p++;
       continue;
     }
@@ -30,14 +32,48 @@ void json_str(const char *str) {
     if (n == 0 || k < n || (n == 2 && cp < 0x80) ||
         (n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
         (n == 4 && (cp < 0x10000 || cp > 0x10ffff))) {
-      fputs("\\ufffd", stdout);
+      /* Not UTF-8: the byte as a lone surrogate, U+DC80 + byte (PEP
+       * 383's surrogateescape: lossless; U+FFFD lost the byte). */
+      fprintf(f, "\\udc%02x", c);
       p++;
       continue;
     }
-    fwrite(p, 1, n, stdout);
+    fwrite(p, 1, n, f);
     p += n;
   }
-  putchar('"');
+  fputc('"', f);
+}
+
+void json_str(const char *str) {
+  json_fstr(stdout, str);
+}
+
+/* Where run's and elect's JSON goes: stdout, or --json-file F (opened
+ * here, close-on-exec), or --json-fd N (close-on-exec from now on: the
+ * command does not inherit it). Exits 73 when F cannot be opened, 64 when
+ * N is not open. */
+FILE *json_out;
+
+void open_json_out(void) {
+  int fd;
+  json_out = stdout;
+  if (opt.json_file != NULL) {
+    fd = open(opt.json_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || (json_out = fdopen(fd, "w")) == NULL) {
+      fprintf(stderr, "redlock: --json-file %s: %s\n", opt.json_file,
+              strerror(errno));
+      exit(EXIT_CANTCREAT);
+    }
+  } else if (opt.json_fd >= 0) {
+    fd = opt.json_fd;
+    if (fcntl(fd, F_GETFD) == -1 || fd <= 2)
+      usage_error("--json-fd %d: %s", fd,
+                  fd <= 2 ? "not a separate descriptor (0, 1, 2)"
+                          : "not open (e.g. 3> FILE)");
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) == -1 ||
+        (json_out = fdopen(fd, "w")) == NULL)
+      usage_error("--json-fd %d: %s", fd, strerror(errno));
+  }
 }
 
 static const char *vote_name(redlock_vote_t v) {
@@ -56,23 +92,24 @@ static const char *vote_name(redlock_vote_t v) {
 
 static void json_nodes(const redlock_result *r) {
   unsigned i;
-  printf("\"nodes\":[");
+  fprintf(json_out, "\"nodes\":[");
   for (i = 0; i < r->n_nodes; i++) {
     const redlock_node_result *n = &r->nodes[i];
-    printf("%s{\"server\":", i ? "," : "");
-    json_str(n->server);
-    printf(",\"vote\":\"%s\",\"latency_us\":%llu", vote_name(n->vote),
-           (unsigned long long)n->latency_us);
+    fprintf(json_out, "%s{\"server\":", i ? "," : "");
+    json_fstr(json_out, n->server);
+    fprintf(json_out, ",\"vote\":\"%s\",\"latency_us\":%llu",
+            vote_name(n->vote), (unsigned long long)n->latency_us);
     if (n->error != 0) {
-      printf(",\"error\":\"%s\",\"detail\":", redlock_err_name(n->error));
-      json_str(n->errstr);
+      fprintf(json_out, ",\"error\":\"%s\",\"detail\":",
+              redlock_err_name(n->error));
+      json_fstr(json_out, n->errstr);
     }
     if (n->error == REDLOCK_ERESTARTED && n->guard_wait_ms >= 0)
-      printf(",\"guard_wait_ms\":%lld,\"guard_window_ms\":%lld",
-             (long long)n->guard_wait_ms, (long long)n->guard_window_ms);
-    putchar('}');
+      fprintf(json_out, ",\"guard_wait_ms\":%lld,\"guard_window_ms\":%lld",
+              (long long)n->guard_wait_ms, (long long)n->guard_window_ms);
+    fputc('}', json_out);
   }
-  putchar(']');
+  fputc(']', json_out);
 }
 
 void report_result(const char *what, int status,
@@ -80,36 +117,93 @@ void report_result(const char *what, int status,
   char why[2048];
   redlock_result_explain(r, why, sizeof(why));
   if (opt.json) {
-    printf("{\"command\":\"%s\",\"key\":", what);
-    json_str(key);
-    printf(",\"ok\":%s,\"status\":\"%s\"", status == 0 ? "true" : "false",
-           redlock_err_name(status));
+    fprintf(json_out, "{\"command\":\"%s\",\"key\":", what);
+    json_fstr(json_out, key);
+    fprintf(json_out, ",\"ok\":%s,\"status\":\"%s\"",
+            status == 0 ? "true" : "false", redlock_err_name(status));
     if (status != 0) {
-      printf(",\"reason\":");
-      json_str(why);
+      fprintf(json_out, ",\"reason\":");
+      json_fstr(json_out, why);
     }
     if (status == 0 && lock != NULL && redlock_lock_is_held(lock)) {
-      printf(",\"token\":");
-      json_str(redlock_lock_token(lock));
-      printf(",\"validity_ms\":%lld",
-             (long long)redlock_lock_validity_ms(lock));
+      fprintf(json_out, ",\"token\":");
+      json_fstr(json_out, redlock_lock_token(lock));
+      fprintf(json_out, ",\"validity_ms\":%lld",
+              (long long)redlock_lock_validity_ms(lock));
       if (redlock_lock_fence(lock) != 0)
-        printf(",\"fence\":%llu",
-               (unsigned long long)redlock_lock_fence(lock));
+        fprintf(json_out, ",\"fence\":%llu",
+                (unsigned long long)redlock_lock_fence(lock));
     }
-    printf(",\"yes\":%u,\"no\":%u,\"err\":%u,", r->yes, r->no, r->err);
+    fprintf(json_out, ",\"yes\":%u,\"no\":%u,\"err\":%u,", r->yes, r->no,
+            r->err);
     json_nodes(r);
-    printf("}\n");
+    fprintf(json_out, "}\n");
+    fflush(json_out);
     return;
   }
+  if (status != 0 && opt.quiet && !opt.verbose &&
+      (status == REDLOCK_ETAKEN || (status == REDLOCK_ETIMEDOUT && r->no > 0)))
+    return;   /* -q: a busy lock is no news (flock -n is silent) */
   if (status != 0) {
     unsigned i;
-    fprintf(stderr, "redlock: %s %s: %s\n", what, key, why);
+    fprintf(stderr, "redlock: %s %s: %s\n", what, key_text, why);
     for (i = 0; i < r->n_nodes; i++)
       if (r->nodes[i].error != 0)
         fprintf(stderr, "  %s: %s %s\n", r->nodes[i].server,
                 redlock_err_name(r->nodes[i].error), r->nodes[i].errstr);
   }
+}
+
+/* --verbose (flock's): how long the acquisition took; a refusal says why
+ * anyway (report_result, even with -q). */
+void say_verbose(int status, const redlock_result *r) {
+  if (!opt.verbose || status != 0)
+    return;
+  fprintf(stderr, "redlock: acquired %s after %.3f s (%u attempt%s)\n", key_text,
+          (double)(uv_now(&loop) - wait_start_ms) / 1000.0, r->attempts,
+          r->attempts == 1 ? "" : "s");
+}
+
+/* A key for people: control characters (a newline, ESC that starts a
+ * terminal's escape sequence), C1 controls and bytes that are not UTF-8
+ * as \n, \t, \r or \xNN; the rest as it is. Allocated (4 bytes at most
+ * per byte: a 64 KB key whole); NULL when out of memory. */
+char *text_of(const char *s) {
+  size_t size = strlen(s) * 4 + 1;
+  char *buf = malloc(size);
+  const unsigned char *p = (const unsigned char *)s;
+  size_t o = 0;
+  if (buf == NULL)
+    return NULL;
+  while (*p != '\0') {
+    unsigned c = *p;
+    size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+               : (c & 0xf8) == 0xf0 ? 4 : 0;
+    size_t k;
+    for (k = 1; k < n && (p[k] & 0xc0) == 0x80; k++)
+      ;
+    if (n == 1 && c >= 0x20 && c != 0x7f) {
+      buf[o++] = (char)c;
+    } else if (n == 1) {
+      o += (size_t)snprintf(buf + o, size - o, "%s",
+                            c == '\n' ? "\\n" : c == '\t' ? "\\t"
+                            : c == '\r' ? "\\r" : "");
+      if (c != '\n' && c != '\t' && c != '\r')
+        o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
+    } else if (n == 0 || k < n || (n == 2 && c == 0xc2 && p[1] < 0xa0)) {
+      /* not UTF-8, or a C1 control (U+0080..U+009F: CSI is one) */
+      o += (size_t)snprintf(buf + o, size - o, "\\x%02x", c);
+      n = 1;
+    } else {
+      if (o + n >= size)
+        break;
+      memcpy(buf + o, p, n);
+      o += n;
+    }
+    p += n == 0 ? 1 : n;
+  }
+  buf[o] = '\0';
+  return buf;
 }
 
 void on_client_closed(redlock_client_t *c, void *arg) {
@@ -400,12 +494,57 @@ void on_warning(redlock_client_t *c, const char *msg, void *arg) {
   fprintf(stderr, "redlock: warning: %s\n", msg);
 }
 
+/* --json stats: the counters as one JSON object (per master: its
+ * counters, and its latency's median and 99th percentile, the upper
+ * bounds of their histogram buckets). */
+static void print_stats_json(const redlock_stats *st) {
+  unsigned i;
+  printf("{\"command\":\"stats\",\"ok\":true,\"quorum\":%u,"
+         "\"attempts\":%llu,\"grants\":%llu,\"taken\":%llu,"
+         "\"noquorum\":%llu,\"expired\":%llu,\"acquire_timeouts\":%llu,"
+         "\"canceled\":%llu,\"extensions\":%llu,"
+         "\"extension_failures\":%llu,\"lost\":%llu,\"releases\":%llu,"
+         "\"masters\":[", st->quorum, (unsigned long long)st->attempts,
+         (unsigned long long)st->grants, (unsigned long long)st->taken,
+         (unsigned long long)st->noquorum, (unsigned long long)st->expired,
+         (unsigned long long)st->acquire_timeouts,
+         (unsigned long long)st->canceled, (unsigned long long)st->extensions,
+         (unsigned long long)st->extension_failures,
+         (unsigned long long)st->lost, (unsigned long long)st->releases);
+  for (i = 0; i < st->n_masters && i < REDLOCK_MAX_SERVERS; i++) {
+    const redlock_master_stats *m = &st->masters[i];
+    printf("%s{\"server\":", i ? "," : "");
+    json_str(m->server != NULL ? m->server : "");
+    printf(",\"up\":%s,\"commands\":%llu,\"replies\":%llu,"
+           "\"server_errors\":%llu,\"timeouts\":%llu,"
+           "\"conn_failures\":%llu,\"connects\":%llu,"
+           "\"guard_refusals\":%llu,\"latency_sum_us\":%llu,"
+           "\"latency_p50_us\":%llu,\"latency_p99_us\":%llu,"
+           "\"moved\":%llu,\"asked\":%llu}", m->up ? "true" : "false",
+           (unsigned long long)m->commands, (unsigned long long)m->replies,
+           (unsigned long long)m->server_errors,
+           (unsigned long long)m->timeouts,
+           (unsigned long long)m->conn_failures,
+           (unsigned long long)m->connects,
+           (unsigned long long)m->guard_refusals,
+           (unsigned long long)m->latency_sum_us,
+           (unsigned long long)redlock_hist_quantile_us(m->latency_hist, 0.5),
+           (unsigned long long)redlock_hist_quantile_us(m->latency_hist, 0.99),
+           (unsigned long long)m->moved, (unsigned long long)m->asked);
+  }
+  printf("]}\n");
+}
+
 void print_stats(void) {
   static redlock_stats st;
   char *text;
   int len;
   if (client == NULL || redlock_client_stats(client, &st) != 0)
     return;
+  if (opt.json && !opt.prometheus && cmd_bit == C_STATS) {
+    print_stats_json(&st);
+    return;
+  }
   len = redlock_stats_prometheus(&st, NULL, 0);
   text = malloc((size_t)len + 1);
   if (text == NULL)

@@ -9,6 +9,7 @@
 
 const char help_run[] =
     "usage: redlock run [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "       redlock run [OPTIONS] KEY -c 'SHELL COMMAND'\n"
     "\n"
     "Hold KEY while CMD runs, extended automatically, and exit with CMD's\n"
     "status. CMD sees REDLOCK_KEY and REDLOCK_TOKEN (and REDLOCK_FENCE with\n"
@@ -16,7 +17,10 @@ const char help_run[] =
     "\n"
     "  --ttl D      lock ttl, extended every ttl/3 (default 30s)\n"
     "  --wait D     how long to wait for the lock (default: forever; 0: one\n"
-    "               attempt); flock's -w SECS and -n (= --wait 0)\n"
+    "               attempt); flock's -w SECS, --timeout D and -n (= --wait\n"
+    "               0). Never compared with the ttl\n"
+    "  -c CMD       run CMD with sh -c (flock's -c), instead of CMD ARGS\n"
+    "  --verbose    say how long the acquisition took (flock's)\n"
     "  -E CODE      exit code when not acquired (default 75; flock's -E)\n"
     "  --grace D    after SIGTERM to CMD, SIGKILL it this much later\n"
     "               (default 10s; never after the validity ends)\n"
@@ -35,6 +39,8 @@ const char help_run[] =
     "               K: another one gets exit 78 (change it: redlock limit)\n"
     "  -o           accepted for flock(1): CMD never holds the lock\n"
     "  --stats-file F, --stats-label NAME=VALUE  as for elect\n"
+    "  --json-file F, --json-fd N  the --json object to F or descriptor N\n"
+    "               (3> FILE), apart from CMD's stdout; either implies --json\n"
     "\n"
     "CMD runs in a process group of its own (in front on the terminal when\n"
     "run was): every signal for it goes to the whole group, so what CMD\n"
@@ -53,6 +59,7 @@ const char help_run[] =
 
 const char help_elect[] =
     "usage: redlock elect [--id NAME] [OPTIONS] KEY [--] CMD [ARGS...]\n"
+    "       redlock elect [--id NAME] [OPTIONS] KEY -c 'SHELL COMMAND'\n"
     "\n"
     "Leader election: campaign for KEY and run CMD only while this process\n"
     "leads. A standby takes over as soon as the leader's lock expires or it\n"
@@ -73,7 +80,10 @@ const char help_elect[] =
     "  --once       exit when leadership is lost instead of campaigning\n"
     "  --stats-file F  write the statistics (Prometheus text) to F every\n"
     "               5 s and last, for node_exporter's textfile collector\n"
-    "  --stats-label NAME=VALUE  one more label on every sample\n";
+    "  --stats-label NAME=VALUE  one more label on every sample\n"
+    "  --json       one JSON object per line and event (elected, lost, exit);\n"
+    "               --json-file F or --json-fd N: there, apart from CMD's\n"
+    "               stdout\n";
 
 static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1,
                                 SIGUSR2};
@@ -275,7 +285,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   }
   if (expired_kill)
     fprintf(stderr, "redlock: the validity of the lock on %s ended: the "
-            "command's group was killed\n", key);
+            "command's group was killed\n", key_text);
   if (cmd_bit == C_ELECT && expired_kill && !deposed_kill && !stopping &&
       !finishing) {
     /* The library says so at its next timer (or, an extension that was
@@ -308,19 +318,22 @@ static void on_child_exit(uv_process_t *p, int64_t status, int sig) {
   }
   if (lost) {
     fprintf(stderr, "redlock: lock on %s was lost; command terminated\n",
-            key);
+            key_text);
     code = EXIT_LOST;
   } else if (term_escalated) {
     code = 128 + SIGTERM;
   } else if (cmd_bit == C_ELECT && deposed_kill) {
     code = EXIT_LOST;   /* lost, then asked to stop */
   }
-  if (opt.json && cmd_bit == C_RUN) {
-    printf("{\"command\":\"run\",\"key\":");
-    json_str(key);
-    printf(",\"ok\":%s,\"exit\":%d,\"lost\":%s}\n",
-           code == 0 ? "true" : "false", code, lost ? "true" : "false");
-    fflush(stdout);
+  if (opt.json) {
+    /* run: one object; elect: its last event (JSON lines). */
+    fprintf(json_out, "{\"command\":\"%s\",\"key\":",
+            cmd_bit == C_RUN ? "run" : "elect");
+    json_fstr(json_out, key);
+    fprintf(json_out, "%s,\"ok\":%s,\"exit\":%d,\"lost\":%s}\n",
+            cmd_bit == C_RUN ? "" : ",\"event\":\"exit\"",
+            code == 0 ? "true" : "false", code, lost ? "true" : "false");
+    fflush(json_out);
   }
   finish(code);   /* releases the lock (auto-extension stops first) */
 }
@@ -334,7 +347,15 @@ void on_election_change(redlock_election_t *e,
   if (finishing)
     return;
   if (ev == REDLOCK_ELECTED) {
-    fprintf(stderr, "redlock: elected leader of %s as %s\n", key, opt.id);
+    fprintf(stderr, "redlock: elected leader of %s as %s\n", key_text, opt.id);
+    if (opt.json) {
+      fprintf(json_out, "{\"command\":\"elect\",\"key\":");
+      json_fstr(json_out, key);
+      fprintf(json_out, ",\"event\":\"elected\",\"id\":");
+      json_fstr(json_out, opt.id);
+      fprintf(json_out, "}\n");
+      fflush(json_out);
+    }
     if (stats_timer_open)
       write_stats_reported();   /* leader: 1, at once */
     if (child_running)
@@ -345,10 +366,17 @@ void on_election_change(redlock_election_t *e,
   }
   if (reason == 0)
     return;   /* our own resignation */
-  fprintf(stderr, "redlock: leadership of %s lost (%s)%s\n", key,
+  fprintf(stderr, "redlock: leadership of %s lost (%s)%s\n", key_text,
           reason == REDLOCK_ENOTHELD ? "a majority says it is not ours"
                                      : "could not extend: stepped down",
           child_running ? ": sending SIGTERM" : "");
+  if (opt.json) {
+    fprintf(json_out, "{\"command\":\"elect\",\"key\":");
+    json_fstr(json_out, key);
+    fprintf(json_out, ",\"event\":\"lost\",\"reason\":\"%s\"}\n",
+            reason == REDLOCK_ENOTHELD ? "not_ours" : "not_extended");
+    fflush(json_out);
+  }
   start_when_exited = 0;
   expired_wait = 0;
   if (child_running) {
@@ -399,7 +427,7 @@ void on_lost(redlock_lock_t *l, int reason, void *arg) {
   (void)l;
   (void)arg;
   lost = 1;
-  fprintf(stderr, "redlock: lock on %s lost (%s): sending SIGTERM\n", key,
+  fprintf(stderr, "redlock: lock on %s lost (%s): sending SIGTERM\n", key_text,
           reason == REDLOCK_ENOTHELD
               ? "a majority says it is not ours"
               : "not extended in time: stopping before the validity ends");
@@ -813,6 +841,7 @@ void on_run_acquired(redlock_lock_t *l, int status,
     finish(wait_signal);   /* granted in the same turn as the signal */
     return;
   }
+  say_verbose(status, r);
   if (stats_timer_open)
     write_stats_reported();   /* held: 1, at once */
   start_child();

@@ -49,11 +49,11 @@ int limit_mismatch(int status, const redlock_result *r) {
   if (theirs > 0)
     fprintf(stderr, "redlock: %s: the semaphore's limit on the masters is "
             "%u, not --limit %u: use the same --limit everywhere, or "
-            "change it with `redlock limit %s %u`\n", key, theirs,
-            opt.limit, key, opt.limit);
+            "change it with `redlock limit %s %u`\n", key_text, theirs,
+            opt.limit, key_text, opt.limit);
   else
     fprintf(stderr, "redlock: %s: the semaphore's limit on the masters "
-            "differs from --limit %u\n", key, opt.limit);
+            "differs from --limit %u\n", key_text, opt.limit);
   return 1;
 }
 
@@ -66,7 +66,7 @@ static void on_limit_set(redlock_lock_t *l, int status,
   if (opt.json)
     report_result("limit", status, r);
   else if (status == 0)
-    printf("limit of %s set to %u on %u of %u masters\n", key, opt.limit,
+    printf("limit of %s set to %u on %u of %u masters\n", key_text, opt.limit,
            r->yes, r->n_nodes);
   else
     report_result("limit", status, r);
@@ -106,12 +106,12 @@ static void print_sem_status(int status, const redlock_semaphore_info *in,
   }
   if (status != 0)
     fprintf(stderr, "redlock: status %s: %s (what the masters that "
-            "answered hold follows)\n", key, redlock_strerror(status));
+            "answered hold follows)\n", key_text, redlock_strerror(status));
   if (in->limit == 0)
     printf("semaphore %s: no limit on a quorum of masters (never acquired, "
-           "or being changed; the largest: %u)\n", key, in->limit_max);
+           "or being changed; the largest: %u)\n", key_text, in->limit_max);
   else
-    printf("semaphore %s: limit %u, %u held, %u free\n", key, in->limit,
+    printf("semaphore %s: limit %u, %u held, %u free\n", key_text, in->limit,
            in->held, in->free);
   if (in->limit != 0 && in->limit != opt.limit)
     printf("note: --limit %u differs: run --limit %u would get exit 78\n",
@@ -154,7 +154,7 @@ static void on_sem_unlock_done(redlock_lock_t *l, int status,
     report_result("unlock", status, r);
   else if (status == 0)
     printf("released permit %d of %s by force on %u of %u masters\n",
-           opt.permit, key, r->yes, r->n_nodes);
+           opt.permit, key_text, r->yes, r->n_nodes);
   else
     report_result("unlock", status, r);
   finish(status == 0 ? EXIT_OK : EXIT_FAIL);
@@ -176,13 +176,13 @@ static void on_sem_unlock_inspected(redlock_lock_t *l, int status,
     fprintf(stderr, "redlock: warning: permit %d of %s is held by %.8s... "
             "on %u of %u masters; that holder is not told and believes it "
             "holds it until its next extension (or its validity ends)\n",
-            opt.permit, key, p->holder, p->masters, r->n_nodes);
+            opt.permit, key_text, p->holder, p->masters, r->n_nodes);
   else
     fprintf(stderr, "redlock: permit %d of %s is not held on any master "
-            "that answered; deleting anyway\n", opt.permit, key);
+            "that answered; deleting anyway\n", opt.permit, key_text);
   if (redlock_semaphore_force_release(l, (unsigned)opt.permit,
                                       on_sem_unlock_done, NULL) != 0) {
-    fprintf(stderr, "redlock: unlock %s: %s\n", key, lib_error());
+    fprintf(stderr, "redlock: unlock %s: %s\n", key_text, lib_error());
     finish(EXIT_FAIL);
   }
 }

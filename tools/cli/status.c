@@ -40,7 +40,9 @@ const char help_stats[] =
     "\n"
     "Connect to every master, read one probe key, and print the client's\n"
     "statistics in the Prometheus text format: per master up, commands,\n"
-    "errors by kind, handshakes and a latency histogram.\n";
+    "errors by kind, handshakes and a latency histogram. --json: one JSON\n"
+    "object (per master: its counters, latency p50 and p99); --prometheus:\n"
+    "the text even so.\n";
 
 /* status and guard show the guard's verdicts, which need the record of
  * the deployment's longest ttl: a client reads it when it first sees an
@@ -333,7 +335,7 @@ static void status_finish(void) {
            "\"nodes\":[", status_status == 0 ? "true" : "false",
            redlock_client_quorum(client), status_held, status_rw);
   } else {
-    printf("key %s: held on %u of %u masters (quorum %u)\n", key,
+    printf("key %s: held on %u of %u masters (quorum %u)\n", key_text,
            status_held, status_n, redlock_client_quorum(client));
     printf("%-28s %-9s %10s %-5s %10s %-8s %-7s %s\n", "master",
            "reachable", "latency_us", "held", "pttl_ms", "counts",
@@ -354,11 +356,13 @@ static void status_finish(void) {
       }
       printf(",\"reachable\":%s", n->up ? "true" : "false");
       if (n->up) {
-        printf(",\"latency_us\":%llu,\"held\":%s,\"pttl_ms\":%lld,"
+        char pttl[24] = "null";   /* absent (Redis's -2) */
+        if (n->held)
+          snprintf(pttl, sizeof(pttl), "%lld", (long long)n->pttl_ms);
+        printf(",\"latency_us\":%llu,\"held\":%s,\"pttl_ms\":%s,"
                "\"mine\":%s,\"rw_lock\":%s,\"holder\":",
                (unsigned long long)n->latency_us, n->held ? "true" : "false",
-               (long long)n->pttl_ms, n->mine ? "true" : "false",
-               n->rw ? "true" : "false");
+               pttl, n->mine ? "true" : "false", n->rw ? "true" : "false");
         json_str(n->held ? n->shown : "");
       } else {
         printf(",\"error\":");
@@ -370,9 +374,12 @@ static void status_finish(void) {
       json_str(durable_cell(&mi));
       putchar('}');
     } else if (n->up) {
-      printf("%-28s %-9s %10llu %-5s %10lld %-8s %-7s %s%s%s%s\n",
+      char pttl[24] = "-";   /* absent (Redis's -2) */
+      if (n->held)
+        snprintf(pttl, sizeof(pttl), "%lld", (long long)n->pttl_ms);
+      printf("%-28s %-9s %10llu %-5s %10s %-8s %-7s %s%s%s%s\n",
              n->server, "yes", (unsigned long long)n->latency_us,
-             n->held ? "yes" : "no", (long long)(n->held ? n->pttl_ms : -2),
+             n->held ? "yes" : "no", pttl,
              counts, durable_cell(&mi), n->held ? n->shown : "-",
              n->mine ? " (mine)" : "", n->node[0] ? " on " : "", n->node);
     } else {
@@ -385,7 +392,7 @@ static void status_finish(void) {
   else if (status_rw > 0)
     printf("note: %s is also a read-write lock on %u of %u masters "
            "(readers, a writer or waiters): see it with --read/--write "
-           "commands\n", key, status_rw, status_n);
+           "commands\n", key_text, status_rw, status_n);
   print_guard_notes();
   if (opt.json && opt.stats) {
     /* One JSON object: the Prometheus text as a string in it. */

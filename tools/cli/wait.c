@@ -34,6 +34,12 @@ uint64_t wait_start_ms;     /* when the acquisition started */
 static uint64_t refused_since_ms;  /* refusals or silence keep a quorum
                                       out since */
 static char said_reason[512];      /* the last "waiting" message, digits out */
+static uint64_t said_at_ms;        /* when it was printed (0: never) */
+
+/* The "waiting" message: at most one line this often after the first
+ * (the reason's wording can change at every attempt: which masters timed
+ * out, which were waited for; it printed 11 lines in 8 s). */
+#define SAY_EVERY_MS 5000
 static unsigned char said_master[REDLOCK_MAX_SERVERS];
 
 /* How long masters that refuse connections (69) or never answer (74) may
@@ -97,7 +103,7 @@ int config_verdict(const redlock_result *r, int final) {
       fprintf(stderr, "redlock: %s: unavailable (%s)\n", m->server,
               m->errstr);
   }
-  fprintf(stderr, "redlock: %s %s: %s\n", cmd_name, key,
+  fprintf(stderr, "redlock: %s %s: %s\n", cmd_name, key_text,
           code == EXIT_NOPERM ? "no quorum can authenticate: giving up"
           : code == EXIT_CONFIG ? "no quorum accepts this configuration: "
                                   "giving up"
@@ -107,12 +113,15 @@ int config_verdict(const redlock_result *r, int final) {
   return code;
 }
 
-/* While waiting: why, on stderr, after a second and whenever the reason
- * changes (numbers aside); never with -q or --json. */
+/* While waiting: why, on stderr, after a second; then when the reason
+ * changes (numbers aside), at most every SAY_EVERY_MS, with the time
+ * waited so far; never with -q or --json. */
 static void say_waiting(const redlock_result *r) {
   char why[2048], shape[512];
   size_t i, k = 0;
-  if (opt.quiet || opt.json || uv_now(&loop) - wait_start_ms < 1000)
+  uint64_t now = uv_now(&loop);
+  if (opt.quiet || opt.json || now - wait_start_ms < 1000 ||
+      (said_at_ms != 0 && now - said_at_ms < SAY_EVERY_MS))
     return;
   redlock_result_explain(r, why, sizeof(why));
   for (i = 0; why[i] != '\0' && k < sizeof(shape) - 1; i++)
@@ -122,7 +131,9 @@ static void say_waiting(const redlock_result *r) {
   if (strcmp(shape, said_reason) == 0)
     return;
   memcpy(said_reason, shape, k + 1);
-  fprintf(stderr, "redlock: waiting for %s: %s\n", key, why);
+  said_at_ms = now;
+  fprintf(stderr, "redlock: waiting for %s: %s (%.1f s so far)\n", key_text, why,
+          (double)(now - wait_start_ms) / 1000.0);
 }
 
 void on_client_event(redlock_client_t *c, const redlock_event *ev,
