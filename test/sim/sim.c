@@ -785,6 +785,12 @@ static void on_acquired(redlock_lock_t *l, int status,
            a->gen);
   } else if (a->extend && !a->auto_extend) {
     uint64_t at = (uint64_t)res->validity_ms * SIM_MS / 2;
+    /* --workload late: now and then the extend comes after the validity
+     * ended (a GC pause): another client may hold the key by then, and
+     * the extend must not renew it. */
+    if (strcmp(r->workload, "late") == 0 && sim_between(w, 0, 2) == 0)
+      at = ((uint64_t)res->validity_ms +
+            sim_between(w, 1, 300 + (uint64_t)res->validity_ms)) * SIM_MS;
     sim_at(w, w->now + sim_env_span(&a->env, at), &a->env, do_extend, a,
            a->gen);
   } else {

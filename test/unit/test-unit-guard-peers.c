@@ -37,6 +37,14 @@ static unsigned three(const redlock__master *m, const unsigned **out) {
   return 3;
 }
 
+static int map_stale;   /* the master's map_stale answer */
+
+static int stale_map(const redlock__master *m, redlock__ns now) {
+  (void)m;
+  (void)now;
+  return map_stale;
+}
+
 static redlock__master_ops ops;
 static redlock__master master;
 static redlock__node nodes[3];
@@ -52,6 +60,8 @@ static void setup(int64_t mode_ms) {
   memset(&ops, 0, sizeof(ops));
   ops.kind = "cluster";
   ops.node_indexes = three;
+  ops.map_stale = stale_map;
+  map_stale = 0;
   master.ops = &ops;
   master.index = 0;
   master.nodes = nodes;
@@ -197,12 +207,33 @@ static void closing(void) {
 }
 
 /* test-unit-guard-peers [CASE]: every case, or the one named. */
+/* A MOVED made the map out of date: the vote waits for the next map,
+ * whatever the primaries it knows would say (one it does not know of may
+ * have passed its losses on); then they are judged as before. */
+static void stale_map_waits(void) {
+  char why[300];
+  unsigned peer;
+  redlock__guard_verdict v;
+  setup(5000);
+  g.gn[1].last.send_ns = 4 * S;
+  g.gn[2].last.send_ns = 4 * S;
+  map_stale = 1;
+  v = peers(3 * S + 5 * MS, 3 * S, &peer, why, sizeof(why));
+  if (v != REDLOCK__GUARD_PENDING)
+    TEST_FAIL("stale map: verdict %d, not waiting for the map", (int)v);
+  map_stale = 0;
+  v = peers(3 * S + 5 * MS, 3 * S, &peer, why, sizeof(why));
+  ASSERT_EQ(v, REDLOCK__GUARD_COUNT);
+  redlock__guard_free(&g);
+}
+
 int main(int argc, char **argv) {
   static const struct {
     const char *name;
     void (*fn)(void);
   } cases[] = {{"idled", idled}, {"stale-clock", stale_clock},
-               {"down", down}, {"closing", closing}};
+               {"down", down}, {"closing", closing},
+               {"stale-map", stale_map_waits}};
   unsigned k;
   for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
     if (argc < 2 || strcmp(argv[1], cases[k].name) == 0)
