@@ -3,6 +3,13 @@
  *
  *   redlock-faultproxy [--bind ADDR] [--http PORT] --control PORT
  *                      [NAME=]LPORT:UHOST:UPORT [[NAME=]LPORT:UHOST:UPORT...]
+ *   redlock-faultproxy -host=ADDR -config=FILE [-port=PORT]
+ *
+ * The second form is toxiproxy's command line, as the compose files give
+ * it to their toxiproxy service: the proxies come from toxiproxy's JSON
+ * config (name, listen, upstream, enabled; each bound on ADDR), and the
+ * HTTP API below listens on ADDR:PORT (8474). It lets the drill's local
+ * image stand in for toxiproxy's (cluster-compose/README.md says why).
  *
  * Listens on ADDR:LPORT (default 127.0.0.1: loopback unless told; the
  * containers' image binds 0.0.0.0 inside its own network namespace) and
@@ -830,7 +837,9 @@ static void usage(void) __attribute__((noreturn));
 static void usage(void) {
   fprintf(stderr, "usage: redlock-faultproxy [--bind ADDR] [--http PORT] "
                   "--control PORT [NAME=]LPORT:UHOST:UPORT "
-                  "[[NAME=]LPORT:UHOST:UPORT...]\n");
+                  "[[NAME=]LPORT:UHOST:UPORT...]\n"
+                  "       redlock-faultproxy -host=ADDR -config=FILE "
+                  "[-port=PORT]   (toxiproxy's)\n");
   exit(64);
 }
 
@@ -853,55 +862,151 @@ static void listen_on(uv_tcp_t *t, const char *addr, int port,
   }
 }
 
+/* One proxy more; NULL name: redisI. 0, or -1 when it does not fit. */
+static int add_proxy(const char *name, size_t name_len, int lport,
+                     const char *uhost, int uport) {
+  proxy *px;
+  if (n_proxies == MAX_PROXIES || lport < 1 || lport > 65535 || uport < 1 ||
+      uport > 65535 || strlen(uhost) >= sizeof(px->uhost) ||
+      (name != NULL && (name_len == 0 || name_len >= sizeof(px->name))))
+    return -1;
+  px = &proxies[n_proxies++];
+  px->index = n_proxies;
+  if (name != NULL) {
+    memcpy(px->name, name, name_len);
+    px->name[name_len] = '\0';
+  } else {
+    snprintf(px->name, sizeof(px->name), "redis%d", n_proxies);
+  }
+  snprintf(px->uhost, sizeof(px->uhost), "%s", uhost);
+  px->lport = lport;
+  px->uport = uport;
+  px->by_name = uv_ip4_addr(px->uhost, px->uport,
+                            (struct sockaddr_in *)&px->upstream) != 0;
+  return 0;
+}
+
+/* A JSON string value (v just after the colon) into out; -1 if not one. */
+static int json_string(const char *v, char *out, size_t n) {
+  const char *e;
+  if (v == NULL || *v != '"' || (e = strchr(v + 1, '"')) == NULL ||
+      (size_t)(e - v - 1) >= n)
+    return -1;
+  memcpy(out, v + 1, (size_t)(e - v - 1));
+  out[e - v - 1] = '\0';
+  return 0;
+}
+
+/* toxiproxy's -config file (cluster-compose/toxiproxy.json): a list of
+ * flat objects {"name","listen","upstream","enabled"}. Each listen port is
+ * bound on -host (toxiproxy binds each "listen" address as written; the
+ * compose files' say 0.0.0.0, as does their -host). Exits with a message
+ * on anything it cannot read. */
+static void load_toxiproxy_config(const char *path) {
+  static char text[65536];
+  FILE *f = fopen(path, "r");
+  size_t n;
+  char *o, *e;
+  if (f == NULL) {
+    fprintf(stderr, "faultproxy: cannot open %s\n", path);
+    exit(66);
+  }
+  n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  for (o = strchr(text, '{'); o != NULL; o = strchr(e + 1, '{')) {
+    char name[32], listen[96], up[96], *lc, *uc;
+    const char *en;
+    if ((e = strchr(o, '}')) == NULL)
+      break;
+    *e = '\0';
+    en = json_value(o, "enabled");
+    if (json_string(json_value(o, "name"), name, sizeof(name)) != 0 ||
+        json_string(json_value(o, "listen"), listen, sizeof(listen)) != 0 ||
+        json_string(json_value(o, "upstream"), up, sizeof(up)) != 0 ||
+        (lc = strrchr(listen, ':')) == NULL ||
+        (uc = strrchr(up, ':')) == NULL) {
+      fprintf(stderr, "faultproxy: %s: a proxy without name, listen "
+                      "HOST:PORT and upstream HOST:PORT\n", path);
+      exit(65);
+    }
+    *uc = '\0';
+    if (add_proxy(name, strlen(name), atoi(lc + 1), up, atoi(uc + 1)) != 0) {
+      fprintf(stderr, "faultproxy: %s: proxy %s: bad ports or too many\n",
+              path, name);
+      exit(65);
+    }
+    if (json_is(en, "false"))
+      proxies[n_proxies - 1].mode = M_REFUSE;
+  }
+  if (n_proxies == 0) {
+    fprintf(stderr, "faultproxy: %s: no proxies\n", path);
+    exit(65);
+  }
+}
+
 int main(int argc, char **argv) {
   struct sockaddr_in probe;
   int cport = 0, hport = 0;
   int i;
-  for (i = 1; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
-    if (strcmp(argv[i], "--bind") == 0)
-      bind_addr = argv[i + 1];
-    else if (strcmp(argv[i], "--http") == 0)
-      hport = port_arg(argv[i + 1]);
-    else if (strcmp(argv[i], "--control") == 0)
-      cport = port_arg(argv[i + 1]);
-    else
+  if (argc > 1 && argv[1][0] == '-' && argv[1][1] != '-') {
+    /* toxiproxy's command line, as the compose files give it to the
+     * toxiproxy service: -host=ADDR -config=FILE [-port=PORT] (HTTP API
+     * port, default 8474); no line control port. */
+    const char *config = NULL;
+    hport = 8474;
+    for (i = 1; i < argc; i++) {
+      if (strncmp(argv[i], "-host=", 6) == 0)
+        bind_addr = argv[i] + 6;
+      else if (strncmp(argv[i], "-config=", 8) == 0)
+        config = argv[i] + 8;
+      else if (strncmp(argv[i], "-port=", 6) == 0)
+        hport = port_arg(argv[i] + 6);
+      else
+        usage();
+    }
+    if (config == NULL || uv_ip4_addr(bind_addr, 1, &probe) != 0)
       usage();
+    load_toxiproxy_config(config);
+  } else {
+    for (i = 1; i + 1 < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
+      if (strcmp(argv[i], "--bind") == 0)
+        bind_addr = argv[i + 1];
+      else if (strcmp(argv[i], "--http") == 0)
+        hport = port_arg(argv[i + 1]);
+      else if (strcmp(argv[i], "--control") == 0)
+        cport = port_arg(argv[i + 1]);
+      else
+        usage();
+    }
+    if (cport == 0 || i >= argc || uv_ip4_addr(bind_addr, 1, &probe) != 0)
+      usage();
+    for (; i < argc; i++) {
+      const char *spec = argv[i];
+      const char *eq = strchr(spec, '=');
+      char uhost[64], rest[8];
+      int lport = 0, uport = 0;
+      if (eq != NULL)
+        spec = eq + 1;
+      if (sscanf(spec, "%d:%63[^:]:%d%7s", &lport, uhost, &uport, rest) != 3 ||
+          add_proxy(eq != NULL ? argv[i] : NULL,
+                    eq != NULL ? (size_t)(eq - argv[i]) : 0, lport, uhost,
+                    uport) != 0)
+        usage();
+    }
   }
-  if (cport == 0 || i >= argc || uv_ip4_addr(bind_addr, 1, &probe) != 0)
-    usage();
   signal(SIGPIPE, SIG_IGN);   /* a peer gone mid-write is not fatal */
   loop = uv_default_loop();
-  for (; i < argc; i++) {
-    proxy *px;
-    const char *spec = argv[i];
-    const char *eq = strchr(spec, '=');
-    char rest[8];
-    if (n_proxies == MAX_PROXIES)
-      usage();
-    px = &proxies[n_proxies++];
-    px->index = n_proxies;
-    snprintf(px->name, sizeof(px->name), "redis%d", n_proxies);
-    if (eq != NULL) {
-      if (eq == spec || (size_t)(eq - spec) >= sizeof(px->name))
-        usage();
-      memcpy(px->name, spec, (size_t)(eq - spec));
-      px->name[eq - spec] = '\0';
-      spec = eq + 1;
-    }
-    if (sscanf(spec, "%d:%63[^:]:%d%7s", &px->lport, px->uhost, &px->uport,
-               rest) != 3 ||
-        px->lport < 1 || px->lport > 65535 || px->uport < 1 ||
-        px->uport > 65535)
-      usage();
-    px->by_name = uv_ip4_addr(px->uhost, px->uport,
-                              (struct sockaddr_in *)&px->upstream) != 0;
-    start_listening(px);
-  }
-  listen_on(&control, "127.0.0.1", cport, on_ctl_accept);
+  for (i = 0; i < n_proxies; i++)
+    if (proxies[i].mode != M_REFUSE)
+      start_listening(&proxies[i]);
+  if (cport != 0)
+    listen_on(&control, "127.0.0.1", cport, on_ctl_accept);
   if (hport != 0)
     listen_on(&http, bind_addr, hport, on_http_accept);
-  fprintf(stderr, "faultproxy: %d proxies on %s, control on 127.0.0.1:%d",
-          n_proxies, bind_addr, cport);
+  fprintf(stderr, "faultproxy: %d proxies on %s", n_proxies, bind_addr);
+  if (cport != 0)
+    fprintf(stderr, ", control on 127.0.0.1:%d", cport);
   if (hport != 0)
     fprintf(stderr, ", HTTP (toxiproxy's API) on %s:%d", bind_addr, hport);
   fprintf(stderr, "\n");
