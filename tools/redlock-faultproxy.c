@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -945,6 +946,13 @@ static void load_toxiproxy_config(const char *path) {
   }
 }
 
+/* As a container's PID 1 a process has no default action for SIGTERM:
+ * `compose down` or `stop` would wait its 10 s and kill. Nothing to save. */
+static void on_term(int sig) {
+  (void)sig;
+  _exit(0);
+}
+
 int main(int argc, char **argv) {
   struct sockaddr_in probe;
   int cport = 0, hport = 0;
@@ -996,6 +1004,8 @@ int main(int argc, char **argv) {
     }
   }
   signal(SIGPIPE, SIG_IGN);   /* a peer gone mid-write is not fatal */
+  signal(SIGTERM, on_term);
+  signal(SIGINT, on_term);
   loop = uv_default_loop();
   for (i = 0; i < n_proxies; i++)
     if (proxies[i].mode != M_REFUSE)
