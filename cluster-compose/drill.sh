@@ -397,10 +397,18 @@ drill_cluster() {
   if [ "$ok" = 1 ]; then
     primary=$(slot0_primary 7207)
     node=$((primary - 7200))
-    f=$(fault_script failover "podman kill $(ctr node$node)" "sleep 3" \
+    # down 4 s: its replica is promoted after the node timeout (2 s)
+    f=$(fault_script failover "podman kill $(ctr node$node)" "sleep 4" \
         "podman start $(ctr node$node)")
-    workload cluster "kill primary node$node" "$servers" 8 "$f" || ok=0
+    workload cluster "kill primary node$node" "$servers" 10 "$f" || ok=0
     wait_ping "$primary" || { log "node$node not back"; ok=0; }
+    p=$(slot0_primary "$primary")
+    if [ -n "$p" ] && [ "$p" != "$primary" ]; then
+      log "cluster: failover seen: slot 0 of the second cluster moved from $primary to $p"
+    else
+      log "cluster: no failover: slot 0 still on ${p:-nobody} (was $primary)"
+      ok=0
+    fi
   fi
   s=$(date +%s)
   compose docker-compose.cluster.yml -- down || ok=0
