@@ -360,16 +360,33 @@ drill_masters() {   # plain|tls
   if [ "$ok" = 1 ]; then result PASS "$topo"; else result FAIL "$topo"; fi
 }
 
-# The primary serving slot 0 of the cluster whose first node is port P.
+# The primary serving slot 0, as the node on port P sees it.
+slot0_awk='$3 ~ /master/ && $3 !~ /fail/ { for (k = 9; k <= NF; k++)
+  if ($k ~ /^0(-|$)/) { split($2, a, "[:@]"); print a[2] } }'
 slot0_primary() {
   redis-cli -p "$1" CLUSTER NODES 2>/dev/null | tr -d '\r' |
-    awk '$3 ~ /master/ && $3 !~ /fail/ { for (k = 9; k <= NF; k++)
-           if ($k ~ /^0(-|$)/) { split($2, a, "[:@]"); print a[2] } }' |
-    head -1
+    awk "$slot0_awk" | head -1
+}
+
+# Bounded (30 s): every replica of the cluster on ports P..P+5 has its
+# link to its primary up (a replica that has not synced yet is not
+# eligible for a failover).
+replicas_synced() {
+  local p t=$((SECONDS + 30)) n
+  while [ "$SECONDS" -lt "$t" ]; do
+    n=0
+    for p in $(seq "$1" $(($1 + 5))); do
+      redis-cli -p "$p" INFO replication 2>/dev/null | tr -d '\r' |
+        grep -qE '^role:master|^master_link_status:up' && n=$((n + 1))
+    done
+    [ "$n" = 6 ] && return 0
+    sleep 0.1
+  done
+  return 1
 }
 
 drill_cluster() {
-  local p c ok=1 s servers f primary node t n
+  local p c ok=1 s servers f primary node t n other
   for p in $(seq 7201 7218); do
     port_busy "$p" && die "port $p is in use (the cluster file's)"
     port_busy $((p + 10000)) && die "port $((p + 10000)) is in use (a cluster bus port)"
@@ -397,8 +414,14 @@ drill_cluster() {
   if [ "$ok" = 1 ]; then
     primary=$(slot0_primary 7207)
     node=$((primary - 7200))
-    # down 4 s: its replica is promoted after the node timeout (2 s)
-    f=$(fault_script failover "podman kill $(ctr node$node)" "sleep 4" \
+    replicas_synced 7207 || { log "cluster: replicas of 7207-7212 not synced in 30 s"; ok=0; }
+    # Down until another node serves slot 0 (its replica is promoted after
+    # the node timeout, 2 s, and an election; bounded: 20 s), then started
+    # again: it comes back as a replica.
+    printf '%s\n' "$slot0_awk" >"$scratch/slot0.awk"
+    other=$((primary == 7207 ? 7208 : 7207))
+    f=$(fault_script failover "podman kill $(ctr node$node)" \
+        "i=0; while [ \$i -lt 200 ]; do p=\$(redis-cli -p $other CLUSTER NODES | tr -d '\\r' | awk -f $scratch/slot0.awk | head -1); [ -n \"\$p\" ] && [ \"\$p\" != $primary ] && break; i=\$((i + 1)); sleep 0.1; done" \
         "podman start $(ctr node$node)")
     workload cluster "kill primary node$node" "$servers" 10 "$f" || ok=0
     wait_ping "$primary" || { log "node$node not back"; ok=0; }
