@@ -64,9 +64,9 @@ base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev
 test_pkgs=(clang valgrind docker-compose iptables iproute2 groff-base
            liblua5.1-0-dev)
 # The compose kit's drill: podman with runc (rootful), netavark and
-# aardvark-dns (the services find each other by name; iptables: netavark
-# publishes ports with it), docker-compose
-# through podman's API socket, curl for the fault recipes.
+# aardvark-dns (the services find each other by name) with iptables (it
+# publishes the ports), docker-compose through podman's API socket, curl
+# for the fault recipes.
 drill_pkgs=(podman runc netavark aardvark-dns iptables docker-compose curl)
 # The Python binding's suite: a venv with Debian's site packages (pytest,
 # redis-py for the benchmark's comparison, setuptools and wheel for pip's
