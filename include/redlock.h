@@ -44,8 +44,10 @@ extern "C" {
 # define REDLOCK_EXTERN
 #endif
 
+/* The library's version: a copy of meson.build's project version (meson
+ * setup refuses one that differs), which redlock_version_string() returns. */
 #define REDLOCK_VERSION_MAJOR 0
-#define REDLOCK_VERSION_MINOR 1
+#define REDLOCK_VERSION_MINOR 4
 #define REDLOCK_VERSION_PATCH 0
 
 /* ------------------------------------------------------------------------

@@ -26,13 +26,16 @@ const char *redlock_err_name(int err) {
   return "UNKNOWN";
 }
 
-#define REDLOCK__STR2(x) #x
-#define REDLOCK__STR(x) REDLOCK__STR2(x)
+/* meson.build's project version, passed by meson: the one source of the
+ * version that `redlock --version`, the shared library's file name and
+ * redlock.pc carry (issue 33: the string was spelled from redlock.h's
+ * macros and said 0.1.0 whatever the release). */
+#ifndef REDLOCK_PROJECT_VERSION
+# error "REDLOCK_PROJECT_VERSION is meson.build's project version: build with meson"
+#endif
 
 const char *redlock_version_string(void) {
-  return REDLOCK__STR(REDLOCK_VERSION_MAJOR) "."
-         REDLOCK__STR(REDLOCK_VERSION_MINOR) "."
-         REDLOCK__STR(REDLOCK_VERSION_PATCH);
+  return REDLOCK_PROJECT_VERSION;
 }
 
 /* Bindings that lay the structs out themselves (Python's ctypes) compare

@@ -25,7 +25,7 @@ from .errors import (ClientClosed, ConfigError, LimitMismatch, LockTaken,
                      Lost, MasterResult, NoQuorum, RedlockError,
                      WaitTimeout)
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "Client", "Lock", "RWLock", "Semaphore", "SemaphoreStatus",
