@@ -12,7 +12,9 @@
 #                              primary is killed (its replica takes over)
 #   tools/quickstart.sh test   install what is missing, build, run every
 #                              test suite: plain, ASan+UBSan, valgrind,
-#                              the Python binding's (pytest);
+#                              the Python binding's (pytest), the
+#                              Debian packages (installed with dpkg -i,
+#                              used, purged: as root);
 #                              ends with "N passed, N failed"
 #   tools/quickstart.sh drill [--keep-images] [plain|tls|cluster...]
 #                              the compose kit (cluster-compose/) brought up
@@ -23,6 +25,9 @@
 #                              overlaps), nothing left behind
 #                              (cluster-compose/drill.sh; root)
 #   tools/quickstart.sh build  install and build only
+#   tools/quickstart.sh deb    the Debian packages (libredlock0,
+#                              libredlock-dev, redlock) in build-deb/,
+#                              checked with lintian (docs/PACKAGING.md)
 #
 # Build directories: build/ (release-ish), build-asan/. Nothing is started
 # that is not stopped again; servers are stopped by PID.
@@ -73,6 +78,10 @@ drill_pkgs=(podman runc netavark aardvark-dns iptables docker-compose curl)
 # offline build), node for node-redlock in the mixed-fleet test.
 py_pkgs=(python3-venv python3-pytest python3-redis python3-setuptools
          python3-wheel)
+# The Debian packages: dpkg-deb, dpkg-shlibdeps and dpkg-buildflags
+# (tools/deb/mkdeb.sh); lintian checks them (deb: not the test command,
+# whose deb phase installs them instead).
+deb_pkgs=(dpkg-dev)
 
 build() {
   local dir=$1; shift
@@ -85,11 +94,17 @@ build() {
 # Skips that depend on the machine, not on the build: the only ones the
 # test command accepts. Each is printed when it happens. Any other skip
 # (redis-server missing, a build without TLS, ...) fails the run.
-allowed_skip() {   # label:test -> 0 when allowed, with the reason on stdout
+allowed_skip() {   # label:test [why] -> 0 when allowed, the reason on stdout
   case "${1#*:}" in
     test-fault-netns|test-fault-netns-stale)
       echo "network namespaces and iptables need root (CAP_NET_ADMIN)"
       return 0 ;;
+    check-deb)
+      # Not the other skip of check-deb: a machine with the packages (or
+      # their files) installed already, which it leaves alone.
+      case ${2:-} in
+        *"needs root"*) echo "dpkg -i needs root"; return 0 ;;
+      esac ;;
   esac
   return 1
 }
@@ -161,6 +176,21 @@ case "$cmd" in
     shift
     exec bash cluster-compose/drill.sh "$@"
     ;;
+  deb)
+    need_pkgs "${base_pkgs[@]}" "${deb_pkgs[@]}"
+    want_pkgs lintian
+    rm -rf build-deb
+    debs=$(bash tools/deb/mkdeb.sh "$here" build-deb) || exit 1
+    if command -v lintian >/dev/null; then
+      # Errors fail; warnings and the pedantic tags are printed.
+      # shellcheck disable=SC2086
+      lintian --fail-on error $debs || { log "lintian: errors"; exit 1; }
+    else
+      log "lintian is not installed: packages not checked"
+    fi
+    log "built (install: dpkg -i, or apt-get install ./FILE.deb):"
+    echo "$debs"
+    ;;
   demo)
     need_pkgs "${base_pkgs[@]}"
     build build || exit 1
@@ -217,7 +247,7 @@ case "$cmd" in
     ;;
   test)
     need_pkgs "${base_pkgs[@]}" "${test_pkgs[@]}" "${py_pkgs[@]}" \
-      "${drill_pkgs[@]}"
+      "${drill_pkgs[@]}" "${deb_pkgs[@]}"
     # node and npm from Debian unless the machine has them already (a
     # nodejs from elsewhere ships its own npm; Debian's npm would clash).
     command -v node >/dev/null || need_pkgs nodejs
@@ -275,6 +305,8 @@ case "$cmd" in
     cat "$run_tmp/explore.log" "$run_tmp/drill.log"
     check_leftovers "slow+explore+drill"
     run_suite build install --suite install
+    # The Debian packages installed on this machine (root), used, purged.
+    run_suite build deb --suite deb
     run_suite build readme --suite readme
     run_suite build python --suite python
     # The same against the ASan+UBSan library (run.sh preloads the
@@ -316,7 +348,7 @@ case "$cmd" in
     fi
     # Skips: printed one by one; only the allowed ones pass.
     while read -r _ name why; do
-      if reason=$(allowed_skip "$name"); then
+      if reason=$(allowed_skip "$name" "$why"); then
         echo "skipped (allowed: $reason): $name: $why"
       else
         echo "skipped (NOT allowed): $name: $why"
@@ -331,7 +363,7 @@ case "$cmd" in
     [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
     ;;
   *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^# Build directories/p' "$0" | sed '$d; s/^# \{0,1\}//'
     exit 2
     ;;
 esac
