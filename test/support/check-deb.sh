@@ -37,6 +37,20 @@ for p in "${pkgs[@]}"; do
   esac
 done
 
+# dpkg ACTION ARGS..., waiting (up to 60 s) while another dpkg or apt
+# holds dpkg's lock (an apt-get install elsewhere on the machine); its
+# output in $work/dpkg-ACTION.log.
+dpkg_run() {
+  local action=$1
+  shift
+  for _ in $(seq 30); do
+    dpkg "$action" "$@" >"$work/dpkg$action.log" 2>&1 && return 0
+    grep -q "locked by another process" "$work/dpkg$action.log" || return 1
+    sleep 2
+  done
+  return 1
+}
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-checkdeb.XXXXXX")
 redis_pid="" installed=0
 cleanup() {
@@ -66,16 +80,16 @@ done
 : >"$work/new"
 while read -r p; do
   if [ -e "$p" ] || [ -L "$p" ]; then
-    [ -d "$p" ] && [ ! -L "$p" ] ||
+    if [ ! -d "$p" ] || [ -L "$p" ]; then
       skip "$p exists (not from these packages): dpkg would replace it"
+    fi
   else
     echo "$p" >>"$work/new"
   fi
 done <"$work/paths"
 
 installed=1
-dpkg -i "${debs[@]}" >"$work/dpkg-i.log" 2>&1 ||
-  { cat "$work/dpkg-i.log" >&2; fail "dpkg -i"; }
+dpkg_run -i "${debs[@]}" || { cat "$work/dpkg-i.log" >&2; fail "dpkg -i"; }
 for p in "${pkgs[@]}"; do
   [ "$(dpkg-query -W -f='${Status} ${Version}' "$p")" = \
     "install ok installed $version" ] || fail "$p is not installed"
@@ -190,8 +204,7 @@ redis_pid=""
 for p in "${pkgs[@]}"; do dpkg -L "$p"; done | sort -u >"$work/listed"
 missing=$(sort -u "$work/new" | comm -23 - "$work/listed")
 [ -z "$missing" ] || fail "not listed by dpkg -L: $missing"
-dpkg -P "${pkgs[@]}" >"$work/dpkg-p.log" 2>&1 ||
-  { cat "$work/dpkg-p.log" >&2; fail "dpkg -P"; }
+dpkg_run -P "${pkgs[@]}" || { cat "$work/dpkg-P.log" >&2; fail "dpkg -P"; }
 installed=0
 for p in "${pkgs[@]}"; do
   st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)

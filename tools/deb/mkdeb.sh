@@ -138,8 +138,10 @@ shlibs_of() {   # files... -> "libc6 (>= 2.34), ..."
 lib_depends=$(shlibs_of "$work"/pkg/libredlock0/usr/lib/*/libredlock.so.*.*)
 cli_depends=$(shlibs_of "$work"/pkg/redlock/usr/bin/redlock \
   "$work"/pkg/redlock/usr/libexec/redlock/redlock-faultproxy)
-[ -n "$lib_depends" ] && [ -n "$cli_depends" ] ||
-  { cat "$work/shlibdeps.log" >&2; fail "dpkg-shlibdeps found no Depends"; }
+if [ -z "$lib_depends" ] || [ -z "$cli_depends" ]; then
+  cat "$work/shlibdeps.log" >&2
+  fail "dpkg-shlibdeps found no Depends"
+fi
 # libredlock-dev: the packages of the .pc files redlock.pc requires
 # (pkg-config --libs redlock needs them, Requires.private too).
 pc=$(find "$stage" -name redlock.pc | head -1)
