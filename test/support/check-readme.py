@@ -2,9 +2,9 @@
 """check-readme.py SRCDIR BUILDDIR: every C, shell and Python example of
 README.md and of the pages it sends readers to (DOCS below: the test
 text, the guarantees, the C API, the CLI reference, the kinds of masters,
-the Python guide), compiled and run, so that the documentation cannot rot
-(issue 11, item 7; issue 33 split the README, and every example still
-runs wherever it now lives).
+the Debian packages, the Python guide), compiled and run, so that the
+documentation cannot rot (issue 11, item 7; issue 33 split the README,
+and every example still runs wherever it now lives).
 
 Blocks, by their fence:
   ```c        with main(): compiled against the build's library and run
@@ -65,7 +65,8 @@ void on_acquired(redlock_lock_t *lock, int status, const redlock_result *res,
 # Where the examples live, in the order they run (the README first: its
 # ordinary-masters blocks are the masters' first use).
 DOCS = ["README.md", "TESTING.md", "docs/GUARANTEES.md", "docs/API.md",
-        "docs/CLI.md", "docs/MASTERS.md", "bindings/python/README.md"]
+        "docs/CLI.md", "docs/MASTERS.md", "docs/PACKAGING.md",
+        "bindings/python/README.md"]
 
 ORDINARY_PORTS = list(range(7121, 7124)) + list(range(7220, 7224))
 
