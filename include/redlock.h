@@ -1062,11 +1062,14 @@ REDLOCK_EXTERN int redlock_sync_with_lock(redlock_sync_t *s,
                                           int *fn_result);
 /* Cancels the acquisitions in flight on `s` (from other threads) whose
  * opts->lost_arg is `lost_arg`, as redlock_lock_cancel: what they set on
- * the masters is released and each returns ECANCELED. Returns how many it
- * cancelled (0: none in flight with that arg: not started yet, or
- * decided), or ECANCELED (shut down), EINVAL. A binding that abandons a
- * call (an asyncio task cancelled) gives each acquisition its own
- * lost_arg and calls this until its acquisition returns. */
+ * the masters is released and each returns ECANCELED. Also the campaigns
+ * not yet elected whose election opts->arg is `lost_arg`
+ * (redlock_sync_campaign returns ECANCELED, as if its wait_ms had passed).
+ * Returns how many it cancelled (0: none in flight with that arg: not
+ * started yet, or decided), or ECANCELED (shut down), EINVAL. A binding
+ * that abandons a call (an asyncio task cancelled, a Ctrl-C) gives each
+ * acquisition its own lost_arg and calls this until its acquisition
+ * returns. */
 REDLOCK_EXTERN int redlock_sync_cancel(redlock_sync_t *s,
                                        const void *lost_arg);
 /* Extends a held lock (see redlock_lock_extend): ELOST once an

@@ -692,7 +692,7 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
     case CALL_CANCEL: {
       /* Every acquisition in flight with this arg; their callbacks come
        * on a later loop turn (not inside this walk). */
-      redlock__queue *q;
+      redlock__queue *q, *next;
       call->value = 0;
       for (q = s->locks.next; q != &s->locks; q = q->next) {
         redlock_sync_lock_t *sl =
@@ -701,6 +701,25 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
             sl->lost_arg == call->cancel_arg &&
             redlock_lock_cancel(sl->lock) == 0)
           call->value++;
+      }
+      /* And every campaign still waiting to be elected whose opts->arg it
+       * is (a standby's Ctrl-C, issue 33): given up as its wait_ms would
+       * (se_free_now releases what its attempt set), ECANCELED. */
+      for (q = s->elections.next; q != &s->elections; q = next) {
+        redlock_sync_election_t *se =
+            REDLOCK__CONTAINER_OF(q, redlock_sync_election_t, link);
+        next = q->next;   /* se_free_now unlinks se */
+        if (se->campaign != NULL && se->e != NULL &&
+            se->user_arg == call->cancel_arg) {
+          sync_call *waiting = se->campaign;
+          se->campaign = NULL;
+          uv_timer_stop(&se->timer);
+          redlock__strlcpy(waiting->msg, "campaign canceled",
+                           sizeof(waiting->msg));
+          se_free_now(se);
+          call_done(waiting, REDLOCK_ECANCELED);
+          call->value++;
+        }
       }
       call_done(call, 0);
       return;

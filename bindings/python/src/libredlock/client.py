@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Union
 
 from . import _ffi as F
-from .errors import (ClientClosed, ConfigError, LimitMismatch, LockTaken,
-                     Lost, NoQuorum, RedlockError, WaitTimeout,
-                     results_from)
+from .errors import (AuthenticationError, ClientClosed, ConfigError,
+                     LimitMismatch, LockTaken, Lost, NoQuorum, RedlockError,
+                     WaitTimeout, results_from)
 
 __all__ = ["Client", "Lock", "RWLock", "Semaphore", "SemaphoreStatus",
            "PermitStatus", "Election", "Leader", "Stats", "MasterStats",
@@ -385,23 +385,36 @@ def _dispatch(kind, event, reason, arg, text):
 # --- worker threads for asyncio ----------------------------------------------
 
 class _Pool:
-    """Threads for blocking calls made from asyncio: an idle one is reused,
-    else a new one starts (no upper bound: a bounded pool deadlocks when
-    every worker waits for a lock whose release is queued behind them).
-    Idle workers exit after 30 s."""
+    """Threads for blocking calls made from asyncio and for the main
+    thread's waits (_blocking): an idle one is reused, else a new one
+    starts (no upper bound: a bounded pool deadlocks when every worker
+    waits for a lock whose release is queued behind them). Idle workers
+    exit after 30 s. Threads are started by a dispatcher thread, never
+    by the caller: Thread.start() waits on a Condition, which a signal's
+    exception (Ctrl-C on the main thread) can leave half released
+    ("release unlocked lock"); submit() is one SimpleQueue.put."""
 
     def __init__(self):
         self._mutex = threading.Lock()
         self._idle = []
+        self._inbox = queue.SimpleQueue()
+        threading.Thread(target=self._dispatch, daemon=True,
+                         name="libredlock-pool").start()
 
     def submit(self, fn):
-        with self._mutex:
-            q = self._idle.pop() if self._idle else None
-        if q is None:
-            q = queue.SimpleQueue()
-            threading.Thread(target=self._work, args=(q,), daemon=True,
-                             name="libredlock-worker").start()
-        q.put(fn)
+        self._inbox.put(fn)
+
+    def _dispatch(self):
+        while True:
+            fn = self._inbox.get()
+            with self._mutex:
+                q = self._idle.pop() if self._idle else None
+            if q is None:
+                q = queue.SimpleQueue()
+                threading.Thread(target=self._work, args=(q,), daemon=True,
+                                 name="libredlock-worker").start()
+            q.put(fn)
+            fn = None   # no reference kept while idle (a Lock's __del__)
 
     def _work(self, q):
         while True:
@@ -417,6 +430,7 @@ class _Pool:
                 fn()
             except BaseException:
                 log.exception("libredlock worker")
+            fn = None   # no reference kept while idle (a Lock's __del__)
             with self._mutex:
                 self._idle.append(q)
 
@@ -482,6 +496,118 @@ async def _in_thread(fn, undo=None, cancel=None):
         raise
 
 
+# --- Ctrl-C in a blocking call (issue 33) --------------------------------------
+# A signal's Python handler runs on the main thread only, and only between
+# bytecodes: while that thread waits inside a ctypes call (an acquisition's
+# wait, a standby's campaign) KeyboardInterrupt came when the call returned
+# (14 s after SIGINT in a 15 s wait; a standby's never). So the main
+# thread's waiting calls run on a worker thread while the main thread
+# waits on an Event (a lock wait that signals interrupt), and an
+# interrupted wait cancels the call in C (redlock_sync_cancel: what it set
+# on the masters is released) before the exception goes on. Other threads
+# get no signals: they call directly.
+
+# How long an interrupted call may take to end once cancelled (one loop
+# turn and its release, normally a few ms) before the exception goes on
+# anyway; the worker then undoes whatever the call still returns.
+_CANCEL_BOUND = 5.0
+
+
+def _blocking(run, cancel, give_up):
+    """run(stopped) on a worker when called on the main thread (else
+    here); its value, or its exception re-raised. stopped() turns true
+    once the caller was interrupted (a sliced wait checks it between
+    slices). On an exception while waiting (KeyboardInterrupt, a signal
+    handler's): cancel() until run returns (bounded), then the exception
+    goes on; if run returns after the caller was interrupted, the worker
+    calls give_up().
+
+    What run obtains (a grant, an election) it writes into a slot of the
+    caller's (a ctypes pointer, written by the C call itself), never
+    handed over by a Python call here: whoever gives it up (the worker's
+    give_up(), the caller's except path) takes it with `p = slot.value;
+    slot.value = None`, which no other thread and no signal handler can
+    split, so exactly one of them releases it, whichever point an
+    interrupt lands at."""
+    if threading.current_thread() is not threading.main_thread():
+        return run(lambda: False)
+    # A raw lock, held until the worker is done: its acquire() is one C
+    # call that a signal interrupts cleanly (an Event's Condition, whose
+    # wait an exception can leave half done, is not).
+    gate = threading.Lock()
+    gate.acquire()
+    st = {"abandoned": False, "queued": False, "done": False, "ok": False,
+          "value": None}
+
+    def work():
+        if not st["abandoned"]:   # else interrupted before it began
+            try:
+                st["value"], st["ok"] = run(lambda: st["abandoned"]), True
+            except BaseException as e:
+                st["value"] = e
+        st["done"] = True
+        gate.release()
+        if st["abandoned"]:
+            give_up()
+
+    try:
+        _pool.submit(work)
+        st["queued"] = True
+        while not gate.acquire(timeout=0.05):
+            pass
+    except BaseException:
+        st["abandoned"] = True   # first: no call before it
+        end = time.monotonic() + _CANCEL_BOUND
+        while st["queued"] and not st["done"] and time.monotonic() < end:
+            try:
+                cancel()
+            except ClientClosed:
+                break   # shut down: the call ends with it
+            gate.acquire(timeout=0.005)
+        raise
+    if st["ok"]:
+        return st["value"]
+    raise st["value"]
+
+
+def _take(slot):
+    """The pointer in slot, emptied (no call between the read and the
+    store: atomic against other threads and signal handlers)."""
+    p = slot.value
+    slot.value = None
+    return p
+
+
+# --- credentials a quorum refuses (issue 33) --------------------------------
+
+def _auth_refusal(results):
+    """How many masters refused this client's credentials in an attempt
+    (their error text, as the CLI's wait.c reads it)."""
+    n = 0
+    for r in results:
+        d = r.detail or ""
+        if r.vote == "error" and ("WRONGPASS" in d or "NOAUTH" in d or
+                                  "NOPERM" in d or d.startswith("AUTH: ")):
+            n += 1
+    return n
+
+
+def _auth_error(err, quorum):
+    """An AuthenticationError for a failed attempt whose masters refusing
+    the credentials leave fewer than `quorum` (waiting cannot help), else
+    None."""
+    res = getattr(err, "results", ())
+    refused = _auth_refusal(res)
+    if refused == 0 or len(res) - refused >= quorum:
+        return None
+    who = "; ".join(f"{r.server}: {r.detail}" for r in res
+                    if _auth_refusal((r,)))
+    return AuthenticationError(
+        f"{refused} of {len(res)} masters refuse this client's credentials "
+        f"(quorum {quorum}): check the password (password=, "
+        f"REDLOCK_PASSWORD_FILE) and the user ({who})", "EAUTH", res)
+
+
 # --- configuration -----------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -521,6 +647,130 @@ def _servers(servers, tls):
     return out
 
 
+# --- the environment the CLI reads (issue 33) ---------------------------------
+
+_UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0),
+          ("d", 86400.0))
+
+
+def parse_duration(text):
+    """Seconds from a duration as the CLI reads one: "500ms", "10s",
+    "2m", "1h", "1d", "1.5s", sums in decreasing units ("1m30s"); a bare
+    number is seconds. ValueError otherwise."""
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"{text!r} is not a duration (e.g. 10s, 1m30s)")
+    if all(ch.isdigit() or ch == "." for ch in text) and \
+            text.count(".") <= 1 and text != ".":
+        return float(text)
+    total, last, i = 0.0, math.inf, 0
+    while i < len(text):
+        j = i
+        while j < len(text) and (text[j].isdigit() or text[j] == "."):
+            j += 1
+        num = text[i:j]
+        if not num or num.count(".") > 1 or num == "." or \
+                not num.isascii():
+            raise ValueError(f"{text!r} is not a duration (e.g. 10s, "
+                             "1m30s)")
+        for unit, scale in _UNITS:
+            if text.startswith(unit, j) and not (
+                    unit == "m" and text.startswith("ms", j)):
+                break
+        else:
+            raise ValueError(f"{text!r} is not a duration (e.g. 10s, "
+                             "1m30s)")
+        if scale >= last:
+            raise ValueError(f"{text!r}: units must decrease (1m30s)")
+        last = scale
+        total += float(num) * scale
+        i = j + len(unit)
+    return total
+
+
+def _env(name):
+    v = os.environ.get(name)
+    return v if v else None
+
+
+def _env_bool(name):
+    v = _env(name)
+    if v is None:
+        return None
+    if v.lower() in ("1", "true", "yes"):
+        return True
+    if v.lower() in ("0", "false", "no"):
+        return False
+    raise ConfigError(f"{name}={v!r} is not a boolean (1/0, true/false, "
+                      "yes/no)", "EINVAL")
+
+
+def _secret(name, path):
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(1023)
+    except OSError as e:
+        raise ConfigError(f"{name}: cannot read {path}: {e.strerror}",
+                          "EINVAL") from None
+    return data.split(b"\r", 1)[0].split(b"\n", 1)[0].decode("utf-8")
+
+
+def _from_environment():
+    """Client options from the REDLOCK_* variables the CLI reads:
+    REDLOCK_SERVERS, REDLOCK_PASSWORD_FILE (else REDLOCK_PASSWORD),
+    REDLOCK_USERNAME, REDLOCK_TLS_CA, _CA_DIR, _CERT, _KEY,
+    _KEY_PASSWORD_FILE, _SERVER_NAME, _INSECURE, REDLOCK_DURABLE,
+    REDLOCK_RESTART_GUARD ("off" or a duration), REDLOCK_MAX_TTL."""
+    out = {}
+    servers = _env("REDLOCK_SERVERS")
+    if servers is None:
+        raise ConfigError("no servers: pass them to Client() or set "
+                          "REDLOCK_SERVERS", "EINVAL")
+    out["servers"] = servers
+    pf = _env("REDLOCK_PASSWORD_FILE")
+    if pf is not None:
+        out["password"] = _secret("REDLOCK_PASSWORD_FILE", pf)
+    elif _env("REDLOCK_PASSWORD") is not None:
+        out["password"] = _env("REDLOCK_PASSWORD")
+    if "password" in out and _env("REDLOCK_USERNAME") is not None:
+        out["username"] = _env("REDLOCK_USERNAME")
+    tls = {}
+    for var, field in (("REDLOCK_TLS_CA", "ca_file"),
+                       ("REDLOCK_TLS_CA_DIR", "ca_dir"),
+                       ("REDLOCK_TLS_CERT", "cert_file"),
+                       ("REDLOCK_TLS_KEY", "key_file"),
+                       ("REDLOCK_TLS_SERVER_NAME", "server_name")):
+        if _env(var) is not None:
+            tls[field] = _env(var)
+    kpf = _env("REDLOCK_TLS_KEY_PASSWORD_FILE")
+    if kpf is not None:
+        tls["key_password"] = _secret("REDLOCK_TLS_KEY_PASSWORD_FILE", kpf)
+    if _env_bool("REDLOCK_TLS_INSECURE"):
+        tls["insecure"] = True
+    if tls:
+        out["tls"] = TLS(**tls)
+    if _env_bool("REDLOCK_DURABLE"):
+        out["durable"] = True
+    g = _env("REDLOCK_RESTART_GUARD")
+    if g is not None:
+        try:
+            out["restart_guard"] = -1 if g == "off" else parse_duration(g)
+        except ValueError:
+            raise ConfigError(f"REDLOCK_RESTART_GUARD={g!r} is not a "
+                              "duration or off", "EINVAL") from None
+        if out["restart_guard"] == 0:
+            out["restart_guard"] = -1
+    m = _env("REDLOCK_MAX_TTL")
+    if m is not None:
+        try:
+            out["max_ttl"] = parse_duration(m)
+        except ValueError:
+            out["max_ttl"] = 0.0
+        if out["max_ttl"] <= 0:
+            raise ConfigError(f"REDLOCK_MAX_TTL={m!r} is not a duration "
+                              "(e.g. 10m, 1h)", "EINVAL")
+    return out
+
+
 # --- the client ----------------------------------------------------------------
 
 class Client:
@@ -546,13 +796,29 @@ class Client:
     Use it as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, servers, *, password=None, username=None, tls=None,
-                 durable=False, quorum=None, key_prefix=None,
+    def __init__(self, servers=None, *, password=None, username=None,
+                 tls=None, durable=False, quorum=None, key_prefix=None,
                  connect_timeout=None, command_timeout=None,
                  retry_count=None, retry_delay=None, retry_jitter=None,
                  restart_guard=None, max_ttl=None, clock_tolerance=None,
                  drift_factor=None, renew_batch=None):
         self._hd = None
+        if servers is None:
+            # As the CLI: the REDLOCK_* environment, each value only where
+            # the caller passed none.
+            env = _from_environment()
+            servers = env.pop("servers")
+            password = password if password is not None else \
+                env.get("password")
+            username = username if username is not None else \
+                env.get("username")
+            if tls is None and "tls" in env:
+                tls = env["tls"]
+            durable = durable or env.get("durable", False)
+            if restart_guard is None:
+                restart_guard = env.get("restart_guard")
+            if max_ttl is None:
+                max_ttl = env.get("max_ttl")
         if tls is True:
             tls = TLS()
         elif isinstance(tls, dict):
@@ -561,6 +827,7 @@ class Client:
                 tls, TLS):
             raise TypeError("tls must be True, a libredlock.TLS or a dict")
         addrs = _servers(servers, bool(tls))
+        self._quorum = len(addrs) // 2 + 1
         cfg = F.ClientConfig()
         arr = (ctypes.c_char_p * len(addrs))(*addrs)
         cfg.servers = arr
@@ -588,6 +855,7 @@ class Client:
                 raise ConfigError(f"quorum {quorum} out of range 1.."
                                   f"{len(addrs)}", "EINVAL")
             cfg.quorum = quorum
+            self._quorum = quorum
         self._command_timeout_ms = 50
         for field, name, value, lo in (
                 ("connect_timeout_ms", "connect_timeout", connect_timeout, 1),
@@ -859,6 +1127,45 @@ def _default_margin(ttl_ms, command_timeout_ms):
         margin = ttl_ms // 10
     return max(margin, 1)
 
+# The shortest ttl a lock or a leadership may have: as the CLI's (a lock
+# must outlive its own round trips; a 2 ms ttl was accepted and spun on).
+MIN_TTL_MS = 100
+
+
+def _ttl_ms(name, value, command_timeout_ms):
+    """A ttl in ms: at least 100 ms and two command timeouts (the CLI's
+    rule for --ttl), at most a C int."""
+    ms = _ms(name, value, 1)
+    least = max(MIN_TTL_MS, 2 * command_timeout_ms)
+    if ms < least:
+        raise ConfigError(f"{name} {value!r} s is too short to be safe: at "
+                          f"least {least / 1000:g} s (2 x command_timeout, "
+                          f"and {MIN_TTL_MS / 1000:g} s)", "EINVAL")
+    return ms
+
+
+# A wait of seconds as the acquisition takes it: -1 one attempt (0 s),
+# 0 the client's retry policy (None), > 0 ms, or _FOREVER (math.inf, -1:
+# until granted, as threading's timeout=-1).
+_FOREVER = -2
+
+
+def _wait_ms(wait):
+    if wait is None:
+        return 0
+    if not isinstance(wait, bool) and isinstance(wait, (int, float)) and \
+            (wait == -1 or wait == math.inf):
+        return _FOREVER
+    w = _ms("wait", wait, 0)
+    return -1 if w == 0 else w
+
+
+# A long wait runs in slices of at most this long: between two, a quorum
+# that refuses our credentials ends it (AuthenticationError), and a
+# cancelled call stops.
+_SLICE_MS = 1000
+
+
 class _Held:
     """One acquisition: the C handle and its lost signal. `busy` is held
     around each call on the handle and by release() while it takes the
@@ -902,13 +1209,10 @@ class Lock:
         self._side = side
         self._multi = multi
         self._limit = limit   # a Semaphore's
-        self._ttl_ms = _ms("ttl", ttl, 1)
+        self._ttl_ms = _ttl_ms("ttl", ttl, client._command_timeout_ms)
         o = F.AcquireOpts()
-        if wait is None:
-            o.wait_ms = 0
-        else:
-            w = _ms("wait", wait, 0)
-            o.wait_ms = -1 if w == 0 else w
+        self._wait_ms = _wait_ms(wait)
+        o.wait_ms = 0
         if retry_count is not None:
             rc = _count("retry_count", retry_count)
             o.retry_count = -1 if rc <= 0 else rc
@@ -944,6 +1248,7 @@ class Lock:
         self._held = None
         self._acquiring = None   # the thread in acquire()
         self._acq_id = None      # its id (lost_arg), for a cancel
+        self._cancel_id = None   # the id of an acquisition cancelled
         self._abandon = False    # release() ran inside that acquire()
         self.lost = threading.Event()
         self._lost_reason = None
@@ -964,16 +1269,47 @@ class Lock:
 
     # -- acquire / release --
 
-    def acquire(self):
+    def acquire(self, blocking: bool = True,
+                timeout: Optional[float] = None) -> "Lock":
         """Acquires the lock (blocking as ``wait`` allows); returns self.
-        Raises LockTaken, NoQuorum, WaitTimeout, ConfigError, ClientClosed.
-        """
+        Raises LockTaken, NoQuorum, WaitTimeout, AuthenticationError,
+        ConfigError, ClientClosed.
+
+        threading.Lock's and redis-py's spellings: ``acquire(blocking=False)``
+        makes one attempt, ``acquire(timeout=5)`` waits up to 5 s,
+        ``acquire(timeout=-1)`` until granted (as does ``wait=-1`` or
+        ``wait=math.inf``); given either argument, a lock that is not
+        granted in time returns False instead of raising (LockTaken,
+        NoQuorum, WaitTimeout); other errors still raise. On the main
+        thread a wait ends within about 50 ms of a signal whose handler
+        raises (Ctrl-C): the acquisition is cancelled, nothing is left
+        held."""
+        boolean = blocking is not True or timeout is not None
+        if not isinstance(blocking, bool):
+            raise TypeError("blocking must be True or False")
+        if not blocking:
+            if timeout is not None and timeout != -1:
+                raise ValueError("can't specify a timeout for a "
+                                 "non-blocking call")
+            wait_ms = -1
+        elif timeout is not None:
+            wait_ms = _wait_ms(timeout)
+        else:
+            wait_ms = self._wait_ms
+        if not boolean:
+            return self._acquire(wait_ms)
+        try:
+            return self._acquire(wait_ms)
+        except (LockTaken, NoQuorum, WaitTimeout):
+            return False   # type: ignore[return-value]
+
+    def _acquire(self, wait_ms):
         c = self._client
         f = c._f
         me = threading.get_ident()
         c._hd.enter()   # ClientClosed when closed or the parent's
         held = _Held(self.lost)
-        out = ctypes.c_void_p()
+        slot = ctypes.c_void_p()   # the grant, written by the C call
         claimed = recorded = False
         try:
             with self._mutex:
@@ -992,37 +1328,25 @@ class Lock:
                 if self.lost.is_set():
                     self.lost.clear()
                 self._lost_reason = None
-            o = self._opts
-            # The acquisition's id: its lost events' and its cancel's.
+            # This acquisition's options (the wait is per call); its id:
+            # its lost events' and its cancel's.
+            o = F.AcquireOpts.from_buffer_copy(self._opts)
             o.lost_arg = held.id
             self._acq_id = held.id
+            self._cancel_id = None
             if o.auto_extend:
                 _lost_targets[held.id] = held
-            ptr = c._hd.enter()
-            if self._side is not None:
-                rc = f.redlock_sync_acquire_rw(
-                    ptr, self._names[0], len(self._names[0]), self._side,
-                    self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
-            elif self._limit is not None:
-                rc = f.redlock_sync_acquire_sem(
-                    ptr, self._names[0], len(self._names[0]), self._limit,
-                    self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
-            elif self._multi:
-                k = len(self._names)
-                arr = (ctypes.c_char_p * k)(*self._names)
-                lens = (ctypes.c_size_t * k)(*map(len, self._names))
-                rc = f.redlock_sync_acquire_multi(
-                    ptr, arr, lens, k, self._ttl_ms, ctypes.byref(o),
-                    ctypes.byref(out))
-            else:
-                rc = f.redlock_sync_acquire(
-                    ptr, self._names[0], len(self._names[0]),
-                    self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
-            if rc != 0:
-                raise _error(f, rc, ("acquire", self))
+            err = _blocking(
+                lambda stopped: self._attempts(o, wait_ms, held.id, slot,
+                                               stopped),
+                lambda: self._cancel_now(held.id),
+                lambda: _release_taken(f, slot))
+            if err is not None:
+                raise err
             with self._mutex:
                 # No call between these: a signal cannot split them.
-                held.ptr = out.value
+                held.ptr = slot.value
+                slot.value = None
                 self._held = held
                 c._hd.held[held.id] = held
                 recorded = True
@@ -1036,9 +1360,12 @@ class Lock:
             # Granted, but an exception (Ctrl-C, a signal handler's) came
             # before it was recorded: nobody would ever release it. The
             # release first, with no call before it (another interrupt
-            # may land after any call).
-            if not recorded and out.value:
-                f.redlock_sync_release(out.value)
+            # may land after any call). A grant still to come (the call
+            # goes on on a worker) is released there (_blocking).
+            ptr = slot.value
+            slot.value = None
+            if not recorded and ptr:
+                f.redlock_sync_release(ptr)
             if not recorded:
                 _lost_targets.pop(held.id, None)
             raise
@@ -1056,6 +1383,78 @@ class Lock:
             raise Lost(f"{self.name!r} was released during its "
                        "acquisition (by a signal handler)", "ECANCELED")
         return self
+
+    def _acquire_once(self, o, out):
+        """One C acquisition with the options o (its wait_ms)."""
+        c = self._client
+        f = c._f
+        ptr = c._hd.enter()
+        if self._side is not None:
+            return f.redlock_sync_acquire_rw(
+                ptr, self._names[0], len(self._names[0]), self._side,
+                self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+        if self._limit is not None:
+            return f.redlock_sync_acquire_sem(
+                ptr, self._names[0], len(self._names[0]), self._limit,
+                self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+        if self._multi:
+            k = len(self._names)
+            arr = (ctypes.c_char_p * k)(*self._names)
+            lens = (ctypes.c_size_t * k)(*map(len, self._names))
+            return f.redlock_sync_acquire_multi(
+                ptr, arr, lens, k, self._ttl_ms, ctypes.byref(o),
+                ctypes.byref(out))
+        return f.redlock_sync_acquire(
+            ptr, self._names[0], len(self._names[0]), self._ttl_ms,
+            ctypes.byref(o), ctypes.byref(out))
+
+    def _attempts(self, o, wait_ms, acq, slot, stopped):
+        """The acquisition: None, the grant in slot; or the exception
+        (made on this thread (the C library's
+        last error and result are per thread). A wait (> 0 or forever)
+        starts with one attempt, then goes on in slices of _SLICE_MS:
+        after each, masters that refuse the credentials and leave no
+        quorum end it (AuthenticationError at once, not after the whole
+        wait), as does a cancel (stopped(), or the asyncio task's)."""
+        c = self._client
+        sliced = wait_ms == _FOREVER or wait_ms > 0
+        start = time.monotonic()
+        first = True
+        last = None
+        while True:
+            if not sliced:
+                o.wait_ms = wait_ms
+            elif first:
+                o.wait_ms = -1
+            elif wait_ms == _FOREVER:
+                o.wait_ms = _SLICE_MS
+            else:
+                left = wait_ms - int((time.monotonic() - start) * 1000)
+                if left <= 0:
+                    return WaitTimeout(
+                        f"acquire {self.name!r}: not granted within "
+                        f"{wait_ms / 1000:g} s ({last})", "ETIMEDOUT",
+                        last.results)
+                o.wait_ms = min(left, _SLICE_MS)
+            rc = self._acquire_once(o, slot)
+            if rc == 0:
+                return None
+            err = _error(c._f, rc, ("acquire", self))
+            auth = _auth_error(err, c._quorum)
+            if auth is not None:
+                return auth
+            if not sliced or stopped() or self._cancel_id == acq or \
+                    rc not in (F.ETAKEN, F.ENOQUORUM, F.EEXPIRED,
+                               F.ETIMEDOUT):
+                return err
+            first = False
+            last = err
+
+    def _cancel_now(self, acq):
+        """Cancels the acquisition `acq` in C (if in flight now)."""
+        self._cancel_id = acq
+        c = self._client
+        c._f.redlock_sync_cancel(c._hd.enter(), acq)
 
     def release(self):
         """Releases the lock on every master. Raises Lost when it was
@@ -1224,6 +1623,7 @@ class Lock:
         while not done():
             acq = self._acq_id
             if acq is not None and self._acquiring is not None:
+                self._cancel_id = acq   # a sliced wait stops there
                 try:
                     if c._f.redlock_sync_cancel(c._hd.enter(), acq) > 0:
                         return
@@ -1243,6 +1643,13 @@ class Lock:
                 self.release()
         except Exception:
             pass
+
+
+def _release_taken(f, slot):
+    """Releases a grant nobody will record (its caller was interrupted)."""
+    ptr = _take(slot)
+    if ptr:
+        f.redlock_sync_release(ptr)
 
 
 def _release_quietly(lock):
@@ -1350,7 +1757,7 @@ class Election:
             raise TypeError("id must be a str")
         self.id = id
         o = F.ElectionOpts()
-        o.ttl_ms = _ms("ttl", ttl, 1)
+        o.ttl_ms = _ttl_ms("ttl", ttl, client._command_timeout_ms)
         if step_down is not None:
             o.step_down_ms = _ms("step_down", step_down, 1)
         else:   # the C default (ttl/10, at least 2 command timeouts),
@@ -1378,18 +1785,54 @@ class Election:
 
     def _campaign(self, wait):
         c = self._client
-        wait_ms = 0 if wait is None else _ms("wait", wait, 1)
-        out = ctypes.c_void_p()
+        f = c._f
+        if wait is None or (not isinstance(wait, bool) and
+                            isinstance(wait, (int, float)) and
+                            (wait == -1 or wait == math.inf)):
+            wait_ms = 0   # until elected
+        else:
+            wait_ms = _ms("wait", wait, 1)
+
+        slot = ctypes.c_void_p()   # the election, written by the C call
+
+        def run(stopped):
+            # On a worker when called on the main thread: the C error and
+            # result are read on the thread that called.
+            rc = self._campaign_once(wait_ms, slot)
+            return _error(f, rc, ("campaign", self)) if rc != 0 else None
+
+        def give_up():   # elected for a caller that was interrupted
+            h = _take(slot)
+            if h:
+                f.redlock_sync_resign(h)
+
         _election_targets[self._id] = self
         try:
-            c._call(("campaign", self), c._f.redlock_sync_campaign,
-                    self._name, len(self._name), self._identity,
-                    ctypes.byref(self._opts), wait_ms, ctypes.byref(out))
+            # A standby's Ctrl-C: redlock_sync_cancel finds the campaign
+            # by its opts.arg (this election's id).
+            err = _blocking(
+                run, lambda: f.redlock_sync_cancel(c._hd.enter(), self._id),
+                give_up)
+            if err is not None:
+                raise err
+            with self._mutex:
+                self._h = slot.value   # no call between these two
+                slot.value = None
         except BaseException:
+            h = slot.value   # elected, not recorded: resign it (first)
+            slot.value = None
+            if h:
+                f.redlock_sync_resign(h)
             _election_targets.pop(self._id, None)
             raise
-        self._h = out.value
         c._hd.elections[self._id] = self
+
+    def _campaign_once(self, wait_ms, slot):
+        """The C campaign (this frame is where a standby waits)."""
+        c = self._client
+        return c._f.redlock_sync_campaign(
+            c._hd.enter(), self._name, len(self._name), self._identity,
+            ctypes.byref(self._opts), wait_ms, ctypes.byref(slot))
 
     @property
     def is_leader(self):

@@ -15,7 +15,8 @@ from typing import Optional, Tuple
 
 __all__ = [
     "RedlockError", "LockTaken", "NoQuorum", "WaitTimeout", "Lost",
-    "ConfigError", "ClientClosed", "MasterResult",
+    "ConfigError", "LimitMismatch", "AuthenticationError", "ClientClosed",
+    "MasterResult",
 ]
 
 _VOTES = {0: None, 1: "yes", 2: "no", 3: "error"}
@@ -68,9 +69,10 @@ class NoQuorum(RedlockError):
     (EEXPIRED)."""
 
 
-class WaitTimeout(RedlockError):
+class WaitTimeout(RedlockError, TimeoutError):
     """The wait deadline passed before the lock (or the leadership) was
-    granted (ETIMEDOUT); ``results`` shows the last attempt's votes."""
+    granted (ETIMEDOUT); ``results`` shows the last attempt's votes. A
+    :class:`TimeoutError`, as ``except TimeoutError`` code expects."""
 
 
 class Lost(RedlockError):
@@ -89,6 +91,15 @@ class LimitMismatch(ConfigError):
     hold (ELIMIT); the message names both ("2 on this master, 3 asked").
     Change the limit with ``Client.semaphore_set_limit``, not by using
     another one."""
+
+
+class AuthenticationError(NoQuorum, PermissionError):
+    """Masters that refuse this client's credentials (WRONGPASS, NOAUTH,
+    NOPERM: a wrong password or user) leave fewer than a quorum: raised
+    after the first attempt that shows it, not after the whole wait
+    (code "EAUTH"; the CLI exits 77). A NoQuorum (too few masters said
+    yes) and a PermissionError; ``results`` names each master's
+    refusal."""
 
 
 class ClientClosed(RedlockError, RuntimeError):
