@@ -1041,6 +1041,17 @@ REDLOCK_EXTERN int redlock_sync_semaphore_set_limit(redlock_sync_t *s,
 REDLOCK_EXTERN int redlock_sync_semaphore_force_release(
     redlock_sync_t *s, const void *resource, size_t len, unsigned limit,
     unsigned permit);
+/* A plain lock's administration, on a handle of its own made and freed
+ * inside the call: redlock_lock_inspect (*out: its result, one block:
+ * per master the holder and pttl_ms, vote YES where the key exists; also
+ * on ENOQUORUM, NULL on another error; free it with redlock_sync_free)
+ * and redlock_lock_force_release, with their statuses. */
+REDLOCK_EXTERN int redlock_sync_inspect(redlock_sync_t *s,
+                                        const void *resource, size_t len,
+                                        redlock_result **out);
+REDLOCK_EXTERN int redlock_sync_force_release(redlock_sync_t *s,
+                                              const void *resource,
+                                              size_t len);
 /* Frees what a redlock_sync_* call allocated for the caller. */
 REDLOCK_EXTERN void redlock_sync_free(void *p);
 /* The scoped form: acquires `resource` (as redlock_sync_acquire, with

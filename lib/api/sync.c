@@ -50,6 +50,7 @@ typedef enum {
   CALL_LEADER,
   CALL_STATS,
   CALL_SEM_ADMIN,
+  CALL_LOCK_ADMIN,
   CALL_CANCEL,
   CALL_CLOSE
 } call_kind;
@@ -108,6 +109,7 @@ typedef struct sync_call {
   unsigned permit;                /* SEM_ADMIN: force release's; set
                                      limit's new limit */
   redlock_semaphore_info *info;   /* SEM_ADMIN inspect: out (one block) */
+  redlock_result *inspected;      /* LOCK_ADMIN inspect: out (one block) */
   /* outputs */
   int64_t value;
   redlock_result *res;            /* a failure's result (deep copy) */
@@ -584,6 +586,40 @@ static void start_sem_admin(redlock_sync_t *s, sync_call *call) {
   }
 }
 
+/* ---- a plain lock's administration: a handle of its own per call -------- */
+
+enum { LOCK_INSPECT, LOCK_FORCE };   /* sync_call.sem_op of LOCK_ADMIN */
+
+static void on_lock_admin_done(redlock_lock_t *l, int status,
+                               const redlock_result *res, void *arg) {
+  sync_call *call = arg;
+  if (call->sem_op == LOCK_INSPECT && res != NULL) {
+    call->inspected = result_copy(res);
+    if (call->inspected == NULL && status == 0)
+      status = REDLOCK_ENOMEM;
+  }
+  redlock_lock_free(l);   /* deferred: inside its own callback */
+  call_done_res(call, status, res);
+}
+
+static void start_lock_admin(redlock_sync_t *s, sync_call *call) {
+  redlock_lock_t *l;
+  int rc = redlock_lock_new(s->client, call->resource, call->len, &l);
+  if (rc != 0) {
+    call_failed(call, rc);
+    return;
+  }
+  if (call->sem_op == LOCK_INSPECT)
+    rc = redlock_lock_inspect(l, on_lock_admin_done, call);
+  else
+    rc = redlock_lock_force_release(l, on_lock_admin_done, call);
+  if (rc != 0) {
+    redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
+    redlock_lock_free(l);
+    call_done(call, rc);
+  }
+}
+
 static void run_call(redlock_sync_t *s, sync_call *call) {
   redlock_lock_t *l = NULL;
   int rc;
@@ -591,7 +627,7 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
     return;
   if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE &&
       call->kind != CALL_STATS && call->kind != CALL_CANCEL &&
-      call->kind != CALL_SEM_ADMIN) {
+      call->kind != CALL_SEM_ADMIN && call->kind != CALL_LOCK_ADMIN) {
     l = call->slock->lock;
     if (l == NULL) {
       /* Released by a call that ran before this one. */
@@ -688,6 +724,9 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       return;
     case CALL_SEM_ADMIN:
       start_sem_admin(s, call);
+      return;
+    case CALL_LOCK_ADMIN:
+      start_lock_admin(s, call);
       return;
     case CALL_CANCEL: {
       /* Every acquisition in flight with this arg; their callbacks come
@@ -1301,6 +1340,42 @@ int redlock_sync_semaphore_force_release(redlock_sync_t *s,
                                          unsigned limit, unsigned permit) {
   return sem_admin(s, "redlock_sync_semaphore_force_release", resource, len,
                    SEM_FORCE, limit, permit, NULL);
+}
+
+static int lock_admin(redlock_sync_t *s, const char *what,
+                      const void *resource, size_t len, int op,
+                      redlock_result **out) {
+  sync_call call;
+  int rc;
+  if (out != NULL)
+    *out = NULL;
+  if (s == NULL || resource == NULL || len == 0)
+    return redlock__fail(REDLOCK_EINVAL, "%s: bad arguments", what);
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_LOCK_ADMIN;
+  call.sem_op = op;
+  call.resource = resource;
+  call.len = len;
+  rc = sync_post(s, &call);
+  if (out != NULL)
+    *out = call.inspected;
+  else
+    redlock__free(call.inspected);
+  return rc;
+}
+
+int redlock_sync_inspect(redlock_sync_t *s, const void *resource, size_t len,
+                         redlock_result **out) {
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_inspect: out is NULL");
+  return lock_admin(s, "redlock_sync_inspect", resource, len, LOCK_INSPECT,
+                    out);
+}
+
+int redlock_sync_force_release(redlock_sync_t *s, const void *resource,
+                               size_t len) {
+  return lock_admin(s, "redlock_sync_force_release", resource, len,
+                    LOCK_FORCE, NULL);
 }
 
 void redlock_sync_free(void *p) {

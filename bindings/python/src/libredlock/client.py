@@ -23,6 +23,7 @@ the C handle.
 import asyncio
 import atexit
 import ctypes
+import functools
 import gc
 import itertools
 import logging
@@ -41,8 +42,8 @@ from .errors import (AuthenticationError, ClientClosed, ConfigError,
                      WaitTimeout, results_from)
 
 __all__ = ["Client", "Lock", "RWLock", "Semaphore", "SemaphoreStatus",
-           "PermitStatus", "Election", "Leader", "Stats", "MasterStats",
-           "TLS"]
+           "PermitStatus", "LockStatus", "HolderStatus", "Election",
+           "Leader", "Stats", "MasterStats", "TLS", "parse_duration"]
 
 log = logging.getLogger("libredlock")
 
@@ -988,6 +989,55 @@ class Client:
         give locks (phase-fair: neither side starves)."""
         return RWLock(self, _resource(name))
 
+    def synchronize(self, name, ttl=30, wait=None, **options):
+        """A decorator: every call of the function runs holding the lock
+        ``name`` (``with self.lock(name, ttl, wait, **options)``; a
+        coroutine function under ``async with``). pottery's spelling
+        (``@synchronize``): ``locked`` is the query
+        (:meth:`Lock.locked`, as threading's and redis-py's)."""
+        def decorate(fn):
+            if asyncio.iscoroutinefunction(fn):
+                @functools.wraps(fn)
+                async def arun(*args, **kwargs):
+                    async with self.lock(name, ttl, wait, **options):
+                        return await fn(*args, **kwargs)
+                return arun
+
+            @functools.wraps(fn)
+            def run(*args, **kwargs):
+                with self.lock(name, ttl, wait, **options):
+                    return fn(*args, **kwargs)
+            return run
+        return decorate
+
+    def inspect(self, name):
+        """Who holds the lock ``name`` now, read from every master,
+        changing nothing (``redlock status``): a :class:`LockStatus`.
+        Raises NoQuorum when too few masters answered."""
+        res = _resource(name)
+        out = ctypes.POINTER(F.Result)()
+        f = self._f
+        try:
+            rc = f.redlock_sync_inspect(self._hd.enter(), res, len(res),
+                                        ctypes.byref(out))
+            if rc != 0:
+                raise _error(f, rc, f"inspect {_decode(res)!r}")
+            return LockStatus._from(out.contents, self._quorum)
+        finally:
+            if out:
+                f.redlock_sync_free(out)
+
+    def force_unlock(self, name):
+        """An operator's forced release of ``name`` (``redlock unlock
+        --force``): its keys deleted on every master whoever holds them,
+        its waiters woken. The holder is not told until its next
+        extension finds the lock gone (it sets ``lost``): for a holder
+        known to be dead or stuck. Raises NoQuorum unless every master
+        answered (the keys may stay there until their ttl)."""
+        res = _resource(name)
+        self._call(f"force_unlock {_decode(res)!r}",
+                   self._f.redlock_sync_force_release, res, len(res))
+
     # -- counting semaphores --
 
     def semaphore(self, name, limit, ttl=30, wait=None, *, fence=False,
@@ -1113,6 +1163,47 @@ class Client:
 class Leader:
     id: str
     ttl: float
+
+
+@dataclass(frozen=True)
+class HolderStatus:
+    """One master's view of a lock (Client.inspect)."""
+    server: str
+    holder: str    # the token it holds ("" when free there)
+    ttl: float     # seconds left there (0.0 when free)
+
+
+@dataclass(frozen=True)
+class LockStatus:
+    """A lock as its masters hold it (Client.inspect)."""
+    held: bool        # a quorum holds one token
+    holder: str       # the token most masters hold ("" when none)
+    masters: int      # how many masters hold that token
+    ttl: float        # seconds until fewer than a quorum hold it
+    rw: bool          # a read-write lock of the same name exists
+    per_master: tuple  # HolderStatus of each master that answered
+
+    @classmethod
+    def _from(cls, res, quorum):
+        per = []
+        count = {}
+        rw = False
+        for i in range(res.n_nodes):
+            n = res.nodes[i]
+            rw = rw or bool(n.rw_lock)
+            if n.vote == 0 or n.vote == 3:   # not asked, or unreachable
+                continue
+            holder = _decode(n.holder) if n.vote == 1 else ""
+            ttl = max(n.pttl_ms, 0) / 1000 if holder else 0.0
+            per.append(HolderStatus(_decode(n.server), holder, ttl))
+            if holder:
+                count.setdefault(holder, []).append(ttl)
+        holder, ttls = max(count.items(), key=lambda kv: len(kv[1]),
+                           default=("", []))
+        ttls = sorted(ttls, reverse=True)
+        held = len(ttls) >= quorum
+        return cls(held, holder, len(ttls),
+                   ttls[quorum - 1] if held else 0.0, rw, tuple(per))
 
 
 # --- locks ---------------------------------------------------------------------
@@ -1541,6 +1632,23 @@ class Lock:
             return fn(ptr, *args)
 
     # -- state --
+
+    def owned(self):
+        """Whether this object holds the lock now (redis-py's spelling):
+        :attr:`held`, known here without a round trip (not lost, validity
+        left)."""
+        return self.held
+
+    def locked(self):
+        """Whether anyone holds this lock now, this object or another
+        owner (threading.Lock.locked(), redis-py's Lock.locked()): read
+        from the masters (:meth:`Client.inspect`: a quorum holds it).
+        Plain locks only."""
+        if self._side is not None or self._multi or self._limit is not None:
+            raise TypeError("locked() reads a plain lock; for a read-write "
+                            "lock or a semaphore see Client.inspect or "
+                            "Client.semaphore_status")
+        return self._client.inspect(self._names[0]).held
 
     @property
     def held(self):
