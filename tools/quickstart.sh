@@ -56,10 +56,10 @@ base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev
 test_pkgs=(clang valgrind docker-compose iptables iproute2 groff-base
            liblua5.1-0-dev)
 # The Python binding's suite: a venv with Debian's site packages (pytest,
-# redis-py for the benchmark's comparison; the package builds with its
-# own backend: no setuptools, no wheel), node for node-redlock in the
-# mixed-fleet test.
-py_pkgs=(python3-venv python3-pytest python3-redis)
+# redis-py for the benchmark's comparison, mypy for test_typing's mypy
+# --strict; the package builds with its own backend: no setuptools, no
+# wheel), node for node-redlock in the mixed-fleet test.
+py_pkgs=(python3-venv python3-pytest python3-redis python3-mypy)
 
 build() {
   local dir=$1; shift

@@ -38,7 +38,8 @@ __all__ = [
 ]
 
 
-def c_version():
+def c_version() -> str:
     """The loaded C library's version string."""
     from ._ffi import lib
-    return lib.load().redlock_version_string().decode()
+    v: bytes = lib.load().redlock_version_string()
+    return v.decode()

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import threading
+from typing import Any, List, Optional, Tuple
 
 __all__ = ["lib", "library_path", "LibraryNotFound"]
 
@@ -313,7 +314,7 @@ _PROTOTYPES = [
 SONAMES = ("libredlock.so.0", "libredlock.so")
 
 
-def _pkg_config_libdir():
+def _pkg_config_libdir() -> Optional[str]:
     """libdir of redlock.pc (meson install writes it), or None."""
     exe = shutil.which("pkg-config") or shutil.which("pkgconf")
     if exe is None:
@@ -327,7 +328,7 @@ def _pkg_config_libdir():
     return libdir if out.returncode == 0 and libdir else None
 
 
-def candidates():
+def candidates() -> List[Tuple[str, str]]:
     """Where the library is looked for, in order: (how, path or name).
 
     1. REDLOCK_LIBRARY: a path to the .so (when set, the only candidate:
@@ -340,7 +341,7 @@ def candidates():
     env = os.environ.get("REDLOCK_LIBRARY")
     if env:
         return [("REDLOCK_LIBRARY", env)]
-    out = []
+    out: List[Tuple[str, str]] = []
     libdir = _pkg_config_libdir()
     if libdir:
         for name in SONAMES:
@@ -359,12 +360,12 @@ class _Lib:
     """The loaded library, loaded on first use (importing the package
     needs no library: the exceptions and docs are usable without it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._dll = None
-        self.path = None
+        self._dll: Any = None
+        self.path: Optional[str] = None
 
-    def load(self):
+    def load(self) -> Any:
         if self._dll is not None:
             return self._dll
         with self._mutex:
@@ -372,12 +373,12 @@ class _Lib:
                 self._dll, self.path = _load()
         return self._dll
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.load(), name)
 
 
-def _load():
-    tried = []
+def _load() -> Tuple[Any, str]:
+    tried: List[str] = []
     for how, where in candidates():
         try:
             dll = ctypes.CDLL(where)
@@ -419,7 +420,7 @@ def _load():
 lib = _Lib()
 
 
-def library_path():
+def library_path() -> Optional[str]:
     """The path (or name) the C library was loaded from; loads it."""
     lib.load()
     return lib.path

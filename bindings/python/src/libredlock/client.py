@@ -34,12 +34,13 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence,
+                    Literal, Tuple, TypeVar, Union, cast, overload)
 
 from . import _ffi as F
 from .errors import (AuthenticationError, ClientClosed, ConfigError,
-                     LimitMismatch, LockTaken, Lost, NoQuorum, RedlockError,
-                     WaitTimeout, results_from)
+                     LimitMismatch, LockTaken, Lost, MasterResult, NoQuorum,
+                     RedlockError, WaitTimeout, results_from)
 
 __all__ = ["Client", "Lock", "RWLock", "Semaphore", "SemaphoreStatus",
            "PermitStatus", "LockStatus", "HolderStatus", "Election",
@@ -48,13 +49,15 @@ __all__ = ["Client", "Lock", "RWLock", "Semaphore", "SemaphoreStatus",
 log = logging.getLogger("libredlock")
 
 Resource = Union[str, bytes, bytearray, memoryview]
+_F = TypeVar("_F", bound=Callable[..., Any])
+_Canceller = Callable[[Callable[[], bool]], Any]
 
 # After fork() the child has no background threads: its copies of the
 # parent's clients must not be used (nor closed: their thread is gone).
 _fork_generation = 0
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     global _fork_generation, _pool
     _fork_generation += 1
     # The parent's worker threads are not here: their queues would take
@@ -81,7 +84,7 @@ if hasattr(os, "register_at_fork"):
 _INT_MAX = 2**31 - 1
 
 
-def _number(name, value):
+def _number(name: str, value: object) -> Union[int, float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, not "
                         f"{type(value).__name__}")
@@ -90,7 +93,7 @@ def _number(name, value):
     return value
 
 
-def _ms(name, value, minimum=0):
+def _ms(name: str, value: object, minimum: int = 0) -> int:
     """Seconds (int or float) to whole milliseconds, within a C int."""
     v = _number(name, value)
     ms = int(round(v * 1000))
@@ -103,7 +106,7 @@ def _ms(name, value, minimum=0):
     return ms
 
 
-def _count(name, value):
+def _count(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < -1 or value > _INT_MAX:
@@ -114,7 +117,7 @@ def _count(name, value):
 _MAX_PERMITS = 1024   # REDLOCK_MAX_PERMITS
 
 
-def _limit(name, value):
+def _limit(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 1 or value > _MAX_PERMITS:
@@ -123,7 +126,7 @@ def _limit(name, value):
     return value
 
 
-def _cstr(name, value):
+def _cstr(name: str, value: object) -> Optional[bytes]:
     """A str for a NUL-terminated C string (None stays None)."""
     if value is None:
         return None
@@ -135,7 +138,7 @@ def _cstr(name, value):
     return b
 
 
-def _resource(value):
+def _resource(value: object) -> bytes:
     if isinstance(value, str):
         b = value.encode("utf-8")
     elif isinstance(value, (bytes, bytearray, memoryview)):
@@ -148,7 +151,7 @@ def _resource(value):
     return b
 
 
-def _decode(b):
+def _decode(b: Optional[bytes]) -> str:
     return b.decode("utf-8", "replace") if b else ""
 
 
@@ -160,7 +163,8 @@ _CLASSES = {F.ETAKEN: LockTaken, F.ENOQUORUM: NoQuorum,
             F.ECANCELED: ClientClosed, F.ELIMIT: LimitMismatch}
 
 
-def _error(f, rc, what, classes=None):
+def _error(f: Any, rc: int, what: Any,
+           classes: Optional[Dict[int, type]] = None) -> RedlockError:
     """The exception for a failed call; reads this thread's message and
     per-master result at once (the next library call replaces them).
     `what` names the operation: a str, or (verb, object with .name),
@@ -180,9 +184,11 @@ def _error(f, rc, what, classes=None):
             gc.enable()
     if isinstance(what, tuple):
         what = f"{what[0]} {what[1].name!r}"
-    cls = (classes or {}).get(rc) or _CLASSES.get(rc, RedlockError)
+    cls: Any = (classes or {}).get(rc) or _CLASSES.get(rc, RedlockError)
     name = F.ERRORS.get(rc, str(rc))
-    return cls(f"{what}: {msg}" if msg else f"{what}: {name}", name, results)
+    exc: RedlockError = cls(f"{what}: {msg}" if msg else f"{what}: {name}",
+                            name, results)
+    return exc
 
 
 # --- the handle and its gate -------------------------------------------------
@@ -201,18 +207,19 @@ class _Handle:
     __slots__ = ("f", "ptr", "gate", "closed", "gen", "held", "elections",
                  "reading", "freed", "__weakref__")
 
-    def __init__(self, f, ptr):
+    def __init__(self, f: Any, ptr: Any) -> None:
         self.f = f
         self.ptr = ptr
         # Held through a shutdown and through stats() (whose strings the
         # shutdown frees). Reentrant: a signal handler may close() on a
         # thread inside it.
         self.gate = threading.RLock()
-        self.reading = None   # the thread inside stats(), under the gate
+        # the thread inside stats(), under the gate
+        self.reading: Optional[int] = None
         self.closed = False
         self.gen = _fork_generation
-        self.held = {}        # id -> _Held: locks held now
-        self.elections = {}   # id -> Election
+        self.held: "Dict[int, _Held]" = {}   # locks held now
+        self.elections: "Dict[int, Election]" = {}
         # Set by the finalizer once the C handle is freed. In a garbage
         # cycle (a client kept by an object that refers to itself) the
         # collector runs that finalizer (a weakref callback) before the
@@ -222,7 +229,7 @@ class _Handle:
         weakref.finalize(self, _free_handle, f, ptr, self.gen,
                          self.freed).atexit = False
 
-    def enter(self):
+    def enter(self) -> Any:
         """The C handle, for a call; raises ClientClosed once closed."""
         if self.freed[0]:
             self.closed = True
@@ -234,7 +241,7 @@ class _Handle:
                                "in the child", "ECANCELED")
         return self.ptr
 
-    def close(self):
+    def close(self) -> None:
         if self.freed[0]:
             self.closed = True   # shut down and freed by the finalizer
             return
@@ -264,7 +271,7 @@ class _Handle:
                 return
             self._shutdown()
 
-    def _shutdown(self):
+    def _shutdown(self) -> None:
         # Calls in flight end now (ECANCELED), held locks are released,
         # the background thread is joined; the handle stays allocated.
         # (Never on the library's thread: no Python code runs there.)
@@ -278,7 +285,7 @@ class _Handle:
         self.elections.clear()
 
 
-def _free_handle(f, ptr, gen, freed):
+def _free_handle(f: Any, ptr: Any, gen: int, freed: List[bool]) -> None:
     """The handle's finalizer: no thread can be in a call on it."""
     freed[0] = True   # first: nothing may call into it from now on
     if gen != _fork_generation:
@@ -289,11 +296,11 @@ def _free_handle(f, ptr, gen, freed):
 
 # Every open handle, closed at interpreter exit (before the interpreter
 # finalizes: no callback may come from the library's thread after that).
-_open_handles = weakref.WeakSet()
+_open_handles: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
 
 
 @atexit.register
-def _close_all():
+def _close_all() -> None:
     for hd in list(_open_handles):
         try:
             hd.close()
@@ -311,11 +318,11 @@ def _close_all():
 # pointer to a Python object crosses into C.
 
 _ids = itertools.count(1)
-_lost_targets = {}        # id -> _Held
-_election_targets = {}    # id -> Election
+_lost_targets: "Dict[int, _Held]" = {}
+_election_targets: "Dict[int, Election]" = {}
 
 
-def _c_callback(proto, name):
+def _c_callback(proto: Any, name: str) -> Any:
     """A pointer to the library's own function `name`, typed for a
     callback field: calling it runs C only (no GIL)."""
     f = F.lib.load()
@@ -326,7 +333,7 @@ _reader_mutex = threading.Lock()
 _reader_pid = None
 
 
-def _start_reader():
+def _start_reader() -> None:
     """The event thread of this process (again in a forked child: the
     parent's is not there)."""
     global _reader_pid
@@ -338,7 +345,7 @@ def _start_reader():
         _reader_pid = os.getpid()
 
 
-def _read_events(f):
+def _read_events(f: Any) -> None:
     ev = F.SyncEvent()
     while True:
         # Without a limit: the thread is a daemon and waits in C with
@@ -351,7 +358,8 @@ def _read_events(f):
             log.exception("libredlock event")
 
 
-def _dispatch(kind, event, reason, arg, text):
+def _dispatch(kind: int, event: int, reason: int, arg: Any,
+              text: bytes) -> None:
     if kind == F.EV_LOST:
         h = _lost_targets.get(arg)
         if h is not None and not h.event.is_set():   # the first cause
@@ -395,17 +403,18 @@ class _Pool:
     exception (Ctrl-C on the main thread) can leave half released
     ("release unlocked lock"); submit() is one SimpleQueue.put."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._idle = []
-        self._inbox = queue.SimpleQueue()
+        self._idle: "List[queue.SimpleQueue[Callable[[], Any]]]" = []
+        self._inbox: "queue.SimpleQueue[Callable[[], Any]]" = \
+            queue.SimpleQueue()
         threading.Thread(target=self._dispatch, daemon=True,
                          name="libredlock-pool").start()
 
-    def submit(self, fn):
+    def submit(self, fn: Callable[[], Any]) -> None:
         self._inbox.put(fn)
 
-    def _dispatch(self):
+    def _dispatch(self) -> None:
         while True:
             fn = self._inbox.get()
             with self._mutex:
@@ -415,9 +424,9 @@ class _Pool:
                 threading.Thread(target=self._work, args=(q,), daemon=True,
                                  name="libredlock-worker").start()
             q.put(fn)
-            fn = None   # no reference kept while idle (a Lock's __del__)
+            del fn   # no reference kept while idle (a Lock's __del__)
 
-    def _work(self, q):
+    def _work(self, q: Any) -> None:
         while True:
             try:
                 fn = q.get(timeout=30)
@@ -439,7 +448,9 @@ class _Pool:
 _pool = _Pool()
 
 
-async def _in_thread(fn, undo=None, cancel=None):
+async def _in_thread(fn: Callable[[], Any],
+                     undo: Optional[Callable[[Any], Any]] = None,
+                     cancel: "Optional[_Canceller]" = None) -> Any:
     """Runs fn() on a worker thread; the event loop never blocks. If the
     awaiting task is cancelled: fn does not start if it has not yet;
     cancel(is_done) runs on a worker to end it early (an acquisition's
@@ -450,16 +461,17 @@ async def _in_thread(fn, undo=None, cancel=None):
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     mu = threading.Lock()
-    st = {"done": False, "ok": False, "value": None, "abandoned": False}
+    st: Dict[str, Any] = {"done": False, "ok": False, "value": None,
+                          "abandoned": False}
 
-    def deliver():
+    def deliver() -> None:
         if not fut.cancelled():
             if st["ok"]:
                 fut.set_result(st["value"])
             else:
                 fut.set_exception(st["value"])
 
-    def work():
+    def work() -> None:
         with mu:
             if st["abandoned"]:
                 st["done"] = True
@@ -491,13 +503,15 @@ async def _in_thread(fn, undo=None, cancel=None):
         # Done already (its result delivered or on the way): undo here;
         # else the worker does when fn returns.
         if done and ok and undo is not None:
-            _pool.submit(lambda: undo(value))
+            u = undo
+            _pool.submit(lambda: u(value))
         elif not done and cancel is not None:
-            _pool.submit(lambda: cancel(lambda: st["done"]))
+            cn = cancel
+            _pool.submit(lambda: cn(lambda: bool(st["done"])))
         raise
 
 
-# --- Ctrl-C in a blocking call (issue 33) --------------------------------------
+# --- Ctrl-C in a blocking call (issue 33) ------------------------------------
 # A signal's Python handler runs on the main thread only, and only between
 # bytecodes: while that thread waits inside a ctypes call (an acquisition's
 # wait, a standby's campaign) KeyboardInterrupt came when the call returned
@@ -514,7 +528,8 @@ async def _in_thread(fn, undo=None, cancel=None):
 _CANCEL_BOUND = 5.0
 
 
-def _blocking(run, cancel, give_up):
+def _blocking(run: Callable[[Callable[[], bool]], Any],
+              cancel: Callable[[], Any], give_up: Callable[[], Any]) -> Any:
     """run(stopped) on a worker when called on the main thread (else
     here); its value, or its exception re-raised. stopped() turns true
     once the caller was interrupted (a sliced wait checks it between
@@ -537,13 +552,14 @@ def _blocking(run, cancel, give_up):
     # wait an exception can leave half done, is not).
     gate = threading.Lock()
     gate.acquire()
-    st = {"abandoned": False, "queued": False, "done": False, "ok": False,
-          "value": None}
+    st: Dict[str, Any] = {"abandoned": False, "queued": False,
+                          "done": False, "ok": False, "value": None}
 
-    def work():
+    def work() -> None:
         if not st["abandoned"]:   # else interrupted before it began
             try:
-                st["value"], st["ok"] = run(lambda: st["abandoned"]), True
+                st["value"], st["ok"] = \
+                    run(lambda: bool(st["abandoned"])), True
             except BaseException as e:
                 st["value"] = e
         st["done"] = True
@@ -571,7 +587,7 @@ def _blocking(run, cancel, give_up):
     raise st["value"]
 
 
-def _take(slot):
+def _take(slot: Any) -> Any:
     """The pointer in slot, emptied (no call between the read and the
     store: atomic against other threads and signal handlers)."""
     p = slot.value
@@ -581,7 +597,7 @@ def _take(slot):
 
 # --- credentials a quorum refuses (issue 33) --------------------------------
 
-def _auth_refusal(results):
+def _auth_refusal(results: Iterable[MasterResult]) -> int:
     """How many masters refused this client's credentials in an attempt
     (their error text, as the CLI's wait.c reads it)."""
     n = 0
@@ -593,7 +609,8 @@ def _auth_refusal(results):
     return n
 
 
-def _auth_error(err, quorum):
+def _auth_error(err: RedlockError,
+                quorum: int) -> Optional[AuthenticationError]:
     """An AuthenticationError for a failed attempt whose masters refusing
     the credentials leave fewer than `quorum` (waiting cannot help), else
     None."""
@@ -625,7 +642,7 @@ class TLS:
     insecure: bool = False
 
 
-def _servers(servers, tls):
+def _servers(servers: Any, tls: bool) -> List[Optional[bytes]]:
     if isinstance(servers, str):
         servers = servers.split(",")
     if isinstance(servers, (bytes, bytearray)) or not isinstance(
@@ -648,13 +665,13 @@ def _servers(servers, tls):
     return out
 
 
-# --- the environment the CLI reads (issue 33) ---------------------------------
+# --- the environment the CLI reads (issue 33) -------------------------------
 
 _UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0),
           ("d", 86400.0))
 
 
-def parse_duration(text):
+def parse_duration(text: str) -> float:
     """Seconds from a duration as the CLI reads one: "500ms", "10s",
     "2m", "1h", "1d", "1.5s", sums in decreasing units ("1m30s"); a bare
     number is seconds. ValueError otherwise."""
@@ -688,12 +705,12 @@ def parse_duration(text):
     return total
 
 
-def _env(name):
+def _env(name: str) -> Optional[str]:
     v = os.environ.get(name)
     return v if v else None
 
 
-def _env_bool(name):
+def _env_bool(name: str) -> Optional[bool]:
     v = _env(name)
     if v is None:
         return None
@@ -705,7 +722,7 @@ def _env_bool(name):
                       "yes/no)", "EINVAL")
 
 
-def _secret(name, path):
+def _secret(name: str, path: str) -> str:
     try:
         with open(path, "rb") as fh:
             data = fh.read(1023)
@@ -715,13 +732,13 @@ def _secret(name, path):
     return data.split(b"\r", 1)[0].split(b"\n", 1)[0].decode("utf-8")
 
 
-def _from_environment():
+def _from_environment() -> Dict[str, Any]:
     """Client options from the REDLOCK_* variables the CLI reads:
     REDLOCK_SERVERS, REDLOCK_PASSWORD_FILE (else REDLOCK_PASSWORD),
     REDLOCK_USERNAME, REDLOCK_TLS_CA, _CA_DIR, _CERT, _KEY,
     _KEY_PASSWORD_FILE, _SERVER_NAME, _INSECURE, REDLOCK_DURABLE,
     REDLOCK_RESTART_GUARD ("off" or a duration), REDLOCK_MAX_TTL."""
-    out = {}
+    out: Dict[str, Any] = {}
     servers = _env("REDLOCK_SERVERS")
     if servers is None:
         raise ConfigError("no servers: pass them to Client() or set "
@@ -734,7 +751,7 @@ def _from_environment():
         out["password"] = _env("REDLOCK_PASSWORD")
     if "password" in out and _env("REDLOCK_USERNAME") is not None:
         out["username"] = _env("REDLOCK_USERNAME")
-    tls = {}
+    tls: Dict[str, Any] = {}
     for var, field in (("REDLOCK_TLS_CA", "ca_file"),
                        ("REDLOCK_TLS_CA_DIR", "ca_dir"),
                        ("REDLOCK_TLS_CERT", "cert_file"),
@@ -797,13 +814,25 @@ class Client:
     Use it as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, servers=None, *, password=None, username=None,
-                 tls=None, durable=False, quorum=None, key_prefix=None,
-                 connect_timeout=None, command_timeout=None,
-                 retry_count=None, retry_delay=None, retry_jitter=None,
-                 restart_guard=None, max_ttl=None, clock_tolerance=None,
-                 drift_factor=None, renew_batch=None):
-        self._hd = None
+    def __init__(self, servers: Union[str, Sequence[str], None] = None, *,
+                 password: Optional[str] = None,
+                 username: Optional[str] = None,
+                 tls: Union[bool, TLS, Dict[str, Any], None] = None,
+                 durable: bool = False, quorum: Optional[int] = None,
+                 key_prefix: Optional[str] = None,
+                 connect_timeout: Optional[float] = None,
+                 command_timeout: Optional[float] = None,
+                 retry_count: Optional[int] = None,
+                 retry_delay: Optional[float] = None,
+                 retry_jitter: Optional[float] = None,
+                 restart_guard: Optional[float] = None,
+                 max_ttl: Optional[float] = None,
+                 clock_tolerance: Optional[float] = None,
+                 drift_factor: Optional[float] = None,
+                 renew_batch: Optional[int] = None) -> None:
+        # None only while this runs (close() and __del__ of a Client
+        # whose __init__ raised find it so).
+        self._hd: _Handle = None  # type: ignore[assignment]
         if servers is None:
             # As the CLI: the REDLOCK_* environment, each value only where
             # the caller passed none.
@@ -833,7 +862,7 @@ class Client:
         arr = (ctypes.c_char_p * len(addrs))(*addrs)
         cfg.servers = arr
         cfg.n_servers = len(addrs)
-        keep = [arr]   # alive until redlock_sync_new copied them
+        keep: List[Any] = [arr]   # alive until redlock_sync_new copied them
         for field, name, value in (("password", "password", password),
                                    ("username", "username", username),
                                    ("key_prefix", "key_prefix", key_prefix)):
@@ -858,7 +887,8 @@ class Client:
             cfg.quorum = quorum
             self._quorum = quorum
         self._command_timeout_ms = 50
-        for field, name, value, lo in (
+        duration: Optional[float]
+        for field, name, duration, lo in (
                 ("connect_timeout_ms", "connect_timeout", connect_timeout, 1),
                 ("command_timeout_ms", "command_timeout", command_timeout, 1),
                 ("retry_delay_ms", "retry_delay", retry_delay, 0),
@@ -866,8 +896,8 @@ class Client:
                 ("max_ttl_ms", "max_ttl", max_ttl, 1),
                 ("clock_tolerance_ms", "clock_tolerance", clock_tolerance,
                  1)):
-            if value is not None:
-                ms = _ms(name, value, lo)
+            if duration is not None:
+                ms = _ms(name, duration, lo)
                 if ms == 0:
                     ms = -1   # an explicit zero: "none" in the C config
                 setattr(cfg, field, ms)
@@ -902,7 +932,7 @@ class Client:
 
     # -- life cycle --
 
-    def close(self):
+    def close(self) -> None:
         """Ends every call in flight (ClientClosed in those threads),
         releases every lock still held, closes the connections. Idempotent.
         Blocks for at most about one command timeout."""
@@ -910,45 +940,47 @@ class Client:
             self._hd.close()
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._hd is None or self._hd.closed
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "Client":
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         """close() on a worker thread."""
         await _in_thread(self.close)
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<libredlock.Client {state} {list(self.servers)}>"
 
     # -- the call path --
 
-    def _call(self, what, fn, *args, classes=None):
+    def _call(self, what: Any, fn: Any, *args: Any,
+              classes: Optional[Dict[int, type]] = None) -> None:
         """fn(client handle, *args) on an open client; raises for a
         status < 0."""
         rc = fn(self._hd.enter(), *args)
         if rc != 0:
             raise _error(self._f, rc, what, classes)
 
-    def _call_on(self, what, fn, *args, classes=None):
+    def _call_on(self, what: Any, fn: Any, *args: Any,
+                 classes: Optional[Dict[int, type]] = None) -> None:
         """fn(*args) (a lock's or an election's call) on an open client."""
         self._hd.enter()
         rc = fn(*args)
@@ -957,9 +989,13 @@ class Client:
 
     # -- locks --
 
-    def lock(self, name, ttl=30, wait=None, *, fence=False,
-             auto_extend=True, lost_margin=None, heal=False,
-             retry_count=None, retry_delay=None, retry_jitter=None):
+    def lock(self, name: Union[Resource, List[Resource], Tuple[Resource, ...]],
+             ttl: float = 30, wait: Optional[float] = None, *,
+             fence: bool = False, auto_extend: bool = True,
+             lost_margin: Optional[float] = None, heal: bool = False,
+             retry_count: Optional[int] = None,
+             retry_delay: Optional[float] = None,
+             retry_jitter: Optional[float] = None) -> "Lock":
         """A lock on ``name`` (str or bytes), or on several names at once
         when given a list or tuple (all of them or none, one script per
         master). Not acquired yet: use ``with`` / ``async with``, or
@@ -984,33 +1020,35 @@ class Client:
                     lost_margin, heal, retry_count, retry_delay,
                     retry_jitter, multi=isinstance(name, (list, tuple)))
 
-    def rwlock(self, name):
+    def rwlock(self, name: Resource) -> "RWLock":
         """A read-write lock on ``name``: ``.read(...)`` and ``.write(...)``
         give locks (phase-fair: neither side starves)."""
         return RWLock(self, _resource(name))
 
-    def synchronize(self, name, ttl=30, wait=None, **options):
+    def synchronize(self, name: Resource, ttl: float = 30,
+                    wait: Optional[float] = None, **options: Any
+        ) -> Callable[[_F], _F]:
         """A decorator: every call of the function runs holding the lock
         ``name`` (``with self.lock(name, ttl, wait, **options)``; a
         coroutine function under ``async with``). pottery's spelling
         (``@synchronize``): ``locked`` is the query
         (:meth:`Lock.locked`, as threading's and redis-py's)."""
-        def decorate(fn):
+        def decorate(fn: _F) -> _F:
             if asyncio.iscoroutinefunction(fn):
                 @functools.wraps(fn)
-                async def arun(*args, **kwargs):
+                async def arun(*args: Any, **kwargs: Any) -> Any:
                     async with self.lock(name, ttl, wait, **options):
                         return await fn(*args, **kwargs)
-                return arun
+                return cast(_F, arun)
 
             @functools.wraps(fn)
-            def run(*args, **kwargs):
+            def run(*args: Any, **kwargs: Any) -> Any:
                 with self.lock(name, ttl, wait, **options):
                     return fn(*args, **kwargs)
-            return run
+            return cast(_F, run)
         return decorate
 
-    def inspect(self, name):
+    def inspect(self, name: Resource) -> "LockStatus":
         """Who holds the lock ``name`` now, read from every master,
         changing nothing (``redlock status``): a :class:`LockStatus`.
         Raises NoQuorum when too few masters answered."""
@@ -1027,7 +1065,7 @@ class Client:
             if out:
                 f.redlock_sync_free(out)
 
-    def force_unlock(self, name):
+    def force_unlock(self, name: Resource) -> None:
         """An operator's forced release of ``name`` (``redlock unlock
         --force``): its keys deleted on every master whoever holds them,
         its waiters woken. The holder is not told until its next
@@ -1040,9 +1078,13 @@ class Client:
 
     # -- counting semaphores --
 
-    def semaphore(self, name, limit, ttl=30, wait=None, *, fence=False,
-                  auto_extend=True, lost_margin=None, heal=False,
-                  retry_count=None, retry_delay=None, retry_jitter=None):
+    def semaphore(self, name: Resource, limit: int, ttl: float = 30,
+                  wait: Optional[float] = None, *, fence: bool = False,
+                  auto_extend: bool = True,
+                  lost_margin: Optional[float] = None, heal: bool = False,
+                  retry_count: Optional[int] = None,
+                  retry_delay: Optional[float] = None,
+                  retry_jitter: Optional[float] = None) -> "Semaphore":
         """A counting semaphore on ``name``: at most ``limit`` holders at
         once across every client (1..1024). A :class:`Semaphore`, used as
         a lock (``with``, ``async with``, acquire/release, ``lost``, the
@@ -1055,7 +1097,8 @@ class Client:
                          retry_delay, retry_jitter,
                          limit=_limit("limit", limit))
 
-    def semaphore_status(self, name, limit):
+    def semaphore_status(self, name: Resource, limit: int
+        ) -> "SemaphoreStatus":
         """The semaphore ``name`` as its masters hold it, changing
         nothing: a :class:`SemaphoreStatus` (the limit a quorum holds,
         permits held and free, each permit some master holds). ``limit``:
@@ -1075,7 +1118,7 @@ class Client:
             if out:
                 f.redlock_sync_free(out)
 
-    def semaphore_set_limit(self, name, limit):
+    def semaphore_set_limit(self, name: Resource, limit: int) -> None:
         """Changes the semaphore ``name``'s limit on every master.
         Raising lets more holders in at once; shrinking evicts nobody (a
         holder of a permit >= limit keeps it until it releases or its ttl
@@ -1087,7 +1130,8 @@ class Client:
                    self._f.redlock_sync_semaphore_set_limit, res, len(res),
                    _limit("limit", limit))
 
-    def semaphore_force_release(self, name, limit, permit):
+    def semaphore_force_release(self, name: Resource, limit: int, permit: int
+        ) -> None:
         """An operator's forced release of one permit of ``name``
         (its index, as :meth:`semaphore_status` shows it), whoever holds
         it. The holder is not told until its next extension."""
@@ -1102,8 +1146,9 @@ class Client:
 
     # -- elections --
 
-    def campaign(self, name, id, ttl=10, wait=None, *, once=True,
-                 step_down=None):
+    def campaign(self, name: Resource, id: str, ttl: float = 10,
+                 wait: Optional[float] = None, *, once: bool = True,
+                 step_down: Optional[float] = None) -> "Election":
         """Blocks until this instance leads ``name`` (or ``wait`` seconds
         pass: WaitTimeout; None waits for as long as it takes) and returns
         the :class:`Election`. ``id`` is this instance's identity (1..80
@@ -1116,16 +1161,18 @@ class Client:
         e._campaign(wait)
         return e
 
-    async def acampaign(self, name, id, ttl=10, wait=None, *, once=True,
-                        step_down=None):
+    async def acampaign(self, name: Resource, id: str, ttl: float = 10,
+                        wait: Optional[float] = None, *, once: bool = True,
+                        step_down: Optional[float] = None) -> "Election":
         """campaign() on a worker thread (the event loop never blocks).
         A task cancelled while it campaigns resigns what it wins."""
-        return await _in_thread(
+        e: Election = await _in_thread(
             lambda: self.campaign(name, id, ttl, wait, once=once,
                                   step_down=step_down),
             undo=lambda e: e.resign())
+        return e
 
-    def leader(self, name):
+    def leader(self, name: Resource) -> Optional["Leader"]:
         """Who leads ``name`` now, read from every master: a
         :class:`Leader` (its id and the seconds it stays leader without an
         extension), or None when nobody does."""
@@ -1140,7 +1187,7 @@ class Client:
 
     # -- stats --
 
-    def stats(self):
+    def stats(self) -> "Stats":
         """The client's counters and per-master latency histograms, and
         their Prometheus text (``stats.prometheus``)."""
         st = F.Stats()
@@ -1181,12 +1228,12 @@ class LockStatus:
     masters: int      # how many masters hold that token
     ttl: float        # seconds until fewer than a quorum hold it
     rw: bool          # a read-write lock of the same name exists
-    per_master: tuple  # HolderStatus of each master that answered
+    per_master: Tuple[HolderStatus, ...]   # each master that answered
 
     @classmethod
-    def _from(cls, res, quorum):
+    def _from(cls, res: Any, quorum: int) -> "LockStatus":
         per = []
-        count = {}
+        count: Dict[str, List[float]] = {}
         rw = False
         for i in range(res.n_nodes):
             n = res.nodes[i]
@@ -1208,7 +1255,7 @@ class LockStatus:
 
 # --- locks ---------------------------------------------------------------------
 
-def _default_margin(ttl_ms, command_timeout_ms):
+def _default_margin(ttl_ms: int, command_timeout_ms: int) -> int:
     """How long before its validity ends a lock that could not be extended
     is declared lost (a leader steps down): ttl/10, at least two command
     timeouts, as the CLI's run; ttl/10 when that would reach half the ttl.
@@ -1223,7 +1270,7 @@ def _default_margin(ttl_ms, command_timeout_ms):
 MIN_TTL_MS = 100
 
 
-def _ttl_ms(name, value, command_timeout_ms):
+def _ttl_ms(name: str, value: object, command_timeout_ms: int) -> int:
     """A ttl in ms: at least 100 ms and two command timeouts (the CLI's
     rule for --ttl), at most a C int."""
     ms = _ms(name, value, 1)
@@ -1241,7 +1288,7 @@ def _ttl_ms(name, value, command_timeout_ms):
 _FOREVER = -2
 
 
-def _wait_ms(wait):
+def _wait_ms(wait: object) -> int:
     if wait is None:
         return 0
     if not isinstance(wait, bool) and isinstance(wait, (int, float)) and \
@@ -1265,11 +1312,11 @@ class _Held:
     thread whose call below has returned already."""
     __slots__ = ("ptr", "id", "event", "reason", "busy")
 
-    def __init__(self, event):
-        self.ptr = None
+    def __init__(self, event: threading.Event) -> None:
+        self.ptr: Optional[int] = None
         self.id = next(_ids)
         self.event = event
-        self.reason = None
+        self.reason: Optional[str] = None
         self.busy = threading.RLock()
 
 
@@ -1292,9 +1339,12 @@ class Lock:
     object can be acquired again after it was released.
     """
 
-    def __init__(self, client, names, side, ttl, wait, fence, auto_extend,
-                 lost_margin, heal, retry_count, retry_delay, retry_jitter,
-                 multi=False, limit=None):
+    def __init__(self, client: Client, names: List[bytes], side: Optional[int],
+                 ttl: float, wait: Optional[float], fence: bool,
+                 auto_extend: bool, lost_margin: Optional[float], heal: bool,
+                 retry_count: Optional[int], retry_delay: Optional[float],
+                 retry_jitter: Optional[float], multi: bool = False,
+                 limit: Optional[int] = None) -> None:
         self._client = client
         self._names = names
         self._side = side
@@ -1336,32 +1386,42 @@ class Lock:
         # (another thread's acquire(wait=...) must not stop a getter or a
         # release). Reentrant: a signal handler may run inside it.
         self._mutex = threading.RLock()
-        self._held = None
-        self._acquiring = None   # the thread in acquire()
-        self._acq_id = None      # its id (lost_arg), for a cancel
-        self._cancel_id = None   # the id of an acquisition cancelled
+        self._held: Optional[_Held] = None
+        self._acquiring: Optional[int] = None   # the thread in acquire()
+        self._acq_id: Optional[int] = None   # its id (lost_arg), for a cancel
+        self._cancel_id: Optional[int] = None   # an acquisition cancelled
         self._abandon = False    # release() ran inside that acquire()
         self.lost = threading.Event()
-        self._lost_reason = None
+        self._lost_reason: Optional[str] = None
 
     # -- names --
 
     @property
-    def name(self):
+    def name(self) -> Union[str, Tuple[str, ...]]:
         """The lock's name (str when it was given as one), or a tuple of
         them for a multi-resource lock."""
         ns = tuple(_decode(n) for n in self._names)
         return ns if self._multi else ns[0]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "held" if self._held is not None else "not held"
-        side = {F.READ: " read", F.WRITE: " write"}.get(self._side, "")
+        side = {F.READ: " read", F.WRITE: " write"}.get(self._side or 0, "")
         return f"<libredlock.Lock{side} {self.name!r} {state}>"
 
     # -- acquire / release --
 
-    def acquire(self, blocking: bool = True,
-                timeout: Optional[float] = None) -> "Lock":
+    @overload
+    def acquire(self) -> "Lock":
+        ...
+
+    @overload
+    def acquire(self, blocking: bool = ...,
+                timeout: Optional[float] = ...
+                ) -> "Union[Lock, Literal[False]]":
+        ...
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None
+                ) -> "Union[Lock, Literal[False]]":
         """Acquires the lock (blocking as ``wait`` allows); returns self.
         Raises LockTaken, NoQuorum, WaitTimeout, AuthenticationError,
         ConfigError, ClientClosed.
@@ -1392,9 +1452,9 @@ class Lock:
         try:
             return self._acquire(wait_ms)
         except (LockTaken, NoQuorum, WaitTimeout):
-            return False   # type: ignore[return-value]
+            return False
 
-    def _acquire(self, wait_ms):
+    def _acquire(self, wait_ms: int) -> "Lock":
         c = self._client
         f = c._f
         me = threading.get_ident()
@@ -1475,31 +1535,32 @@ class Lock:
                        "acquisition (by a signal handler)", "ECANCELED")
         return self
 
-    def _acquire_once(self, o, out):
+    def _acquire_once(self, o: Any, out: Any) -> int:
         """One C acquisition with the options o (its wait_ms)."""
         c = self._client
         f = c._f
         ptr = c._hd.enter()
         if self._side is not None:
-            return f.redlock_sync_acquire_rw(
+            return int(f.redlock_sync_acquire_rw(
                 ptr, self._names[0], len(self._names[0]), self._side,
-                self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+                self._ttl_ms, ctypes.byref(o), ctypes.byref(out)))
         if self._limit is not None:
-            return f.redlock_sync_acquire_sem(
+            return int(f.redlock_sync_acquire_sem(
                 ptr, self._names[0], len(self._names[0]), self._limit,
-                self._ttl_ms, ctypes.byref(o), ctypes.byref(out))
+                self._ttl_ms, ctypes.byref(o), ctypes.byref(out)))
         if self._multi:
             k = len(self._names)
             arr = (ctypes.c_char_p * k)(*self._names)
             lens = (ctypes.c_size_t * k)(*map(len, self._names))
-            return f.redlock_sync_acquire_multi(
+            return int(f.redlock_sync_acquire_multi(
                 ptr, arr, lens, k, self._ttl_ms, ctypes.byref(o),
-                ctypes.byref(out))
-        return f.redlock_sync_acquire(
+                ctypes.byref(out)))
+        return int(f.redlock_sync_acquire(
             ptr, self._names[0], len(self._names[0]), self._ttl_ms,
-            ctypes.byref(o), ctypes.byref(out))
+            ctypes.byref(o), ctypes.byref(out)))
 
-    def _attempts(self, o, wait_ms, acq, slot, stopped):
+    def _attempts(self, o: Any, wait_ms: int, acq: int, slot: Any,
+                  stopped: Callable[[], bool]) -> Optional[RedlockError]:
         """The acquisition: None, the grant in slot; or the exception
         (made on this thread (the C library's
         last error and result are per thread). A wait (> 0 or forever)
@@ -1522,6 +1583,7 @@ class Lock:
             else:
                 left = wait_ms - int((time.monotonic() - start) * 1000)
                 if left <= 0:
+                    assert last is not None   # one attempt came first
                     return WaitTimeout(
                         f"acquire {self.name!r}: not granted within "
                         f"{wait_ms / 1000:g} s ({last})", "ETIMEDOUT",
@@ -1541,13 +1603,13 @@ class Lock:
             first = False
             last = err
 
-    def _cancel_now(self, acq):
+    def _cancel_now(self, acq: int) -> None:
         """Cancels the acquisition `acq` in C (if in flight now)."""
         self._cancel_id = acq
         c = self._client
         c._f.redlock_sync_cancel(c._hd.enter(), acq)
 
-    def release(self):
+    def release(self) -> None:
         """Releases the lock on every master. Raises Lost when it was
         found gone (it had expired or was lost: the work done under it may
         not have been exclusive), NoQuorum when too few masters answered
@@ -1599,7 +1661,7 @@ class Lock:
         if rc != 0:
             raise _error(f, rc, ("release", self), {F.ENOTHELD: Lost})
 
-    def extend(self, ttl=None):
+    def extend(self, ttl: Optional[float] = None) -> None:
         """Extends the lock to ``ttl`` seconds from now (default: its ttl).
         Raises Lost when it is gone, NoQuorum."""
         ms = self._ttl_ms if ttl is None else _ms("ttl", ttl, 1)
@@ -1615,7 +1677,7 @@ class Lock:
             c._call_on(("extend", self), c._f.redlock_sync_extend,
                        ptr, ms, classes={F.ENOTHELD: Lost, F.EEXPIRED: Lost})
 
-    def _getter(self, fn, *args):
+    def _getter(self, fn: Any, *args: Any) -> Any:
         """fn(lock handle, *args), or None when not held (or closed).
         Waits for no acquisition (another thread's acquire(wait=...))."""
         held = self._held
@@ -1633,13 +1695,13 @@ class Lock:
 
     # -- state --
 
-    def owned(self):
+    def owned(self) -> bool:
         """Whether this object holds the lock now (redis-py's spelling):
         :attr:`held`, known here without a round trip (not lost, validity
         left)."""
         return self.held
 
-    def locked(self):
+    def locked(self) -> bool:
         """Whether anyone holds this lock now, this object or another
         owner (threading.Lock.locked(), redis-py's Lock.locked()): read
         from the masters (:meth:`Client.inspect`: a quorum holds it).
@@ -1651,19 +1713,19 @@ class Lock:
         return self._client.inspect(self._names[0]).held
 
     @property
-    def held(self):
+    def held(self) -> bool:
         """True while acquired, not lost, and with validity left."""
         return (self._held is not None and not self.lost.is_set()
                 and self.validity > 0)
 
     @property
-    def validity(self):
+    def validity(self) -> float:
         """Seconds the lock is still safe to use (0.0 when not held)."""
         v = self._getter(self._client._f.redlock_sync_validity_ms)
-        return v / 1000 if v else 0.0
+        return float(v) / 1000 if v else 0.0
 
     @property
-    def fence(self):
+    def fence(self) -> Optional[int]:
         """The fencing token of this grant (an int that increases across
         holders), or None without ``fence=True`` or when not held."""
         if not self._fence_wanted:
@@ -1672,14 +1734,14 @@ class Lock:
         return v if v else None
 
     @property
-    def token(self):
+    def token(self) -> Optional[str]:
         """This grant's random value (hex), or None when not held."""
         buf = ctypes.create_string_buffer(160)
         rc = self._getter(self._client._f.redlock_sync_token, buf, len(buf))
         return _decode(buf.value) if rc == 0 else None
 
     @property
-    def lost_reason(self):
+    def lost_reason(self) -> Optional[str]:
         """Why the lock was lost ("ENOTHELD": found gone or someone
         else's; "EEXPIRED": no extension in time; "ECANCELED": the
         client was closed, which released it), or None."""
@@ -1690,10 +1752,11 @@ class Lock:
 
     # -- context managers --
 
-    def __enter__(self):
+    def __enter__(self) -> "Lock":
         return self.acquire()
 
-    def __exit__(self, exc_type, exc, tb):
+    def __exit__(self, exc_type: Any, exc: Any,
+                 tb: Any) -> "Literal[False]":
         was_lost = self.lost.is_set()
         try:
             self.release()
@@ -1709,21 +1772,24 @@ class Lock:
                        self.lost_reason or "ENOTHELD")
         return False
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "Lock":
         await _in_thread(self.acquire, undo=_release_quietly,
                          cancel=self._cancel_acquisition)
         return self
 
-    async def __aexit__(self, exc_type, exc, tb):
-        return await _in_thread(lambda: self.__exit__(exc_type, exc, tb))
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        r: bool = await _in_thread(
+            lambda: self.__exit__(exc_type, exc, tb))
+        return r
 
-    async def aacquire(self):
+    async def aacquire(self) -> "Lock":
         """acquire() on a worker thread (the event loop never blocks). A
         task cancelled while it waits cancels the acquisition."""
-        return await _in_thread(self.acquire, undo=_release_quietly,
-                                cancel=self._cancel_acquisition)
+        lock: Lock = await _in_thread(self.acquire, undo=_release_quietly,
+                                      cancel=self._cancel_acquisition)
+        return lock
 
-    def _cancel_acquisition(self, done):
+    def _cancel_acquisition(self, done: Callable[[], bool]) -> None:
         """Cancels this object's acquisition in flight (for a task that is
         gone), by its id (the C call's lost_arg), until it has returned:
         the C call may not have reached the library's loop yet."""
@@ -1739,11 +1805,11 @@ class Lock:
                     return
             time.sleep(0.005)
 
-    async def arelease(self):
+    async def arelease(self) -> None:
         """release() on a worker thread."""
         await _in_thread(self.release)
 
-    def __del__(self):
+    def __del__(self) -> None:
         # A held lock that nobody can release any more: release it rather
         # than extend it for as long as the process lives.
         try:
@@ -1753,14 +1819,14 @@ class Lock:
             pass
 
 
-def _release_taken(f, slot):
+def _release_taken(f: Any, slot: Any) -> None:
     """Releases a grant nobody will record (its caller was interrupted)."""
     ptr = _take(slot)
     if ptr:
         f.redlock_sync_release(ptr)
 
 
-def _release_quietly(lock):
+def _release_quietly(lock: Lock) -> None:
     try:
         lock.release()
     except RedlockError:
@@ -1777,17 +1843,17 @@ class Semaphore(Lock):
     :class:`LimitMismatch`."""
 
     @property
-    def limit(self):
+    def limit(self) -> Optional[int]:
         """The limit this object acquires with."""
         return self._limit
 
     @property
-    def permit(self):
+    def permit(self) -> Optional[int]:
         """The permit held (0..limit-1), or None when not held."""
         v = self._getter(self._client._f.redlock_sync_permit)
         return v if v is not None and v >= 0 else None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = (f"holding permit {self.permit}" if self._held is not None
                  else "not held")
         return (f"<libredlock.Semaphore {self.name!r} limit {self._limit} "
@@ -1809,10 +1875,10 @@ class SemaphoreStatus:
     limit_max: int   # the largest limit a master holds
     held: int        # permits held by a quorum
     free: int        # permits below limit not held by a quorum
-    permits: tuple   # PermitStatus of every permit some master holds
+    permits: Tuple[PermitStatus, ...]   # every permit some master holds
 
     @classmethod
-    def _from(cls, info):
+    def _from(cls, info: Any) -> "SemaphoreStatus":
         return cls(info.limit, info.limit_max, info.held, info.free,
                    tuple(PermitStatus(p.index, _decode(p.holder), p.masters,
                                       bool(p.held), p.pttl_ms / 1000)
@@ -1823,20 +1889,23 @@ class SemaphoreStatus:
 class RWLock:
     """Both sides of a read-write lock: many readers or one writer."""
 
-    def __init__(self, client, name):
+    def __init__(self, client: Client, name: bytes) -> None:
         self._client = client
         self._name = name
 
-    def read(self, ttl=30, wait=None, **kw):
+    def read(self, ttl: float = 30, wait: Optional[float] = None, **kw: Any
+        ) -> Lock:
         """A shared (read) lock; the same options as Client.lock except
         fence and heal."""
         return self._side(F.READ, ttl, wait, kw)
 
-    def write(self, ttl=30, wait=None, **kw):
+    def write(self, ttl: float = 30, wait: Optional[float] = None, **kw: Any
+        ) -> Lock:
         """The exclusive (write) lock."""
         return self._side(F.WRITE, ttl, wait, kw)
 
-    def _side(self, side, ttl, wait, kw):
+    def _side(self, side: int, ttl: float, wait: Optional[float],
+              kw: Dict[str, Any]) -> Lock:
         bad = set(kw) - {"auto_extend", "lost_margin", "retry_count",
                          "retry_delay", "retry_jitter"}
         if bad:
@@ -1857,7 +1926,8 @@ class Election:
     found gone); ``resign()`` (also at the end of a ``with`` block) gives
     the leadership up at once: standbys hear the release."""
 
-    def __init__(self, client, name, id, ttl, once, step_down):
+    def __init__(self, client: Client, name: bytes, id: str, ttl: float,
+                 once: bool, step_down: Optional[float]) -> None:
         self._client = client
         self._name = name
         self._identity = _cstr("id", id)
@@ -1880,18 +1950,18 @@ class Election:
                                   "redlock_sync_queue_election")
         o.arg = self._id
         self._opts = o
-        self._h = None
+        self._h: Optional[int] = None
         # Held around a call on the handle (short); reentrant: a signal
         # handler may resign() on a thread inside is_leader.
         self._mutex = threading.RLock()
         self.deposed = threading.Event()
-        self.deposed_reason = None
+        self.deposed_reason: Optional[str] = None
 
     @property
-    def name(self):
+    def name(self) -> str:
         return _decode(self._name)
 
-    def _campaign(self, wait):
+    def _campaign(self, wait: Optional[float]) -> None:
         c = self._client
         f = c._f
         if wait is None or (not isinstance(wait, bool) and
@@ -1903,13 +1973,13 @@ class Election:
 
         slot = ctypes.c_void_p()   # the election, written by the C call
 
-        def run(stopped):
+        def run(stopped: Callable[[], bool]) -> Optional[RedlockError]:
             # On a worker when called on the main thread: the C error and
             # result are read on the thread that called.
             rc = self._campaign_once(wait_ms, slot)
             return _error(f, rc, ("campaign", self)) if rc != 0 else None
 
-        def give_up():   # elected for a caller that was interrupted
+        def give_up() -> None:   # elected for a caller that was interrupted
             h = _take(slot)
             if h:
                 f.redlock_sync_resign(h)
@@ -1935,15 +2005,15 @@ class Election:
             raise
         c._hd.elections[self._id] = self
 
-    def _campaign_once(self, wait_ms, slot):
+    def _campaign_once(self, wait_ms: int, slot: Any) -> int:
         """The C campaign (this frame is where a standby waits)."""
         c = self._client
-        return c._f.redlock_sync_campaign(
+        return int(c._f.redlock_sync_campaign(
             c._hd.enter(), self._name, len(self._name), self._identity,
-            ctypes.byref(self._opts), wait_ms, ctypes.byref(slot))
+            ctypes.byref(self._opts), wait_ms, ctypes.byref(slot)))
 
     @property
-    def is_leader(self):
+    def is_leader(self) -> bool:
         c = self._client
         with self._mutex:
             if self._h is None:
@@ -1954,7 +2024,7 @@ class Election:
                 return False
             return bool(c._f.redlock_sync_is_leader(self._h))
 
-    def resign(self):
+    def resign(self) -> None:
         """Stops leading (and campaigning); standbys take over at once.
         Idempotent."""
         c = self._client
@@ -1970,18 +2040,18 @@ class Election:
             except ClientClosed:
                 pass
 
-    async def aresign(self):
+    async def aresign(self) -> None:
         """resign() on a worker thread."""
         await _in_thread(self.resign)
 
-    def __enter__(self):
+    def __enter__(self) -> "Election":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> "Literal[False]":
         self.resign()
         return False
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<libredlock.Election {self.name!r} id={self.id!r} "
                 f"{'leading' if self._h is not None else 'resigned'}>")
 
@@ -2014,14 +2084,28 @@ class Stats:
               "acquire_timeouts", "canceled", "extensions",
               "extension_failures", "lost", "releases", "quorum")
 
-    def __init__(self, f, st):
+    attempts: int
+    grants: int
+    taken: int
+    noquorum: int
+    expired: int
+    acquire_timeouts: int
+    canceled: int
+    extensions: int
+    extension_failures: int
+    lost: int
+    releases: int
+    quorum: int
+
+    def __init__(self, f: Any, st: Any) -> None:
         for k in self.FIELDS:
             setattr(self, k, getattr(st, k))
         ms: List[MasterStats] = []
         for i in range(st.n_masters):
             m = st.masters[i]
-            q = (lambda p: f.redlock_hist_quantile_us(m.latency_hist, p)
-                 / 1e6)
+            def q(p: float, m: Any = m) -> float:
+                return float(f.redlock_hist_quantile_us(m.latency_hist, p))\
+                    / 1e6
             ms.append(MasterStats(
                 _decode(m.server), bool(m.up), m.commands, m.replies,
                 m.server_errors, m.timeouts, m.conn_failures, m.connects,
@@ -2032,6 +2116,6 @@ class Stats:
         f.redlock_stats_prometheus(ctypes.byref(st), buf, len(buf))
         self.prometheus: str = _decode(buf.value)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<libredlock.Stats grants={self.grants} "
                 f"attempts={self.attempts} masters={len(self.masters)}>")
