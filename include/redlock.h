@@ -1052,6 +1052,15 @@ REDLOCK_EXTERN int redlock_sync_inspect(redlock_sync_t *s,
 REDLOCK_EXTERN int redlock_sync_force_release(redlock_sync_t *s,
                                               const void *resource,
                                               size_t len);
+/* A lock handle that takes over `resource` acquired elsewhere under
+ * `token` (redlock_lock_adopt: 1..128 bytes): held at once, validity 0
+ * until a redlock_sync_extend succeeds (ELOST/ENOTHELD there when the
+ * token is not held any more); no auto-extension; released by
+ * redlock_sync_release. Errors: EINVAL, ECANCELED. */
+REDLOCK_EXTERN int redlock_sync_adopt(redlock_sync_t *s,
+                                      const void *resource, size_t len,
+                                      const char *token,
+                                      redlock_sync_lock_t **out);
 /* Frees what a redlock_sync_* call allocated for the caller. */
 REDLOCK_EXTERN void redlock_sync_free(void *p);
 /* The scoped form: acquires `resource` (as redlock_sync_acquire, with

@@ -51,6 +51,7 @@ typedef enum {
   CALL_STATS,
   CALL_SEM_ADMIN,
   CALL_LOCK_ADMIN,
+  CALL_ADOPT,
   CALL_CANCEL,
   CALL_CLOSE
 } call_kind;
@@ -620,6 +621,38 @@ static void start_lock_admin(redlock_sync_t *s, sync_call *call) {
   }
 }
 
+/* A handle that takes over a lock acquired elsewhere under a token
+ * (redlock_lock_adopt): a wrapper as an acquisition's, held at once, its
+ * validity unknown (0) until an extend. */
+static void start_adopt(redlock_sync_t *s, sync_call *call) {
+  redlock_sync_lock_t *sl = redlock__calloc(1, sizeof(*sl));
+  int rc;
+  if (sl == NULL) {
+    call_done(call, REDLOCK_ENOMEM);
+    return;
+  }
+  rc = redlock_lock_new(s->client, call->resource, call->len, &sl->lock);
+  if (rc != 0) {
+    redlock__free(sl);
+    call_failed(call, rc);
+    return;
+  }
+  rc = redlock_lock_adopt(sl->lock, call->identity);
+  if (rc != 0) {
+    redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
+    redlock_lock_free(sl->lock);
+    redlock__free(sl);
+    call_done(call, rc);
+    return;
+  }
+  sl->sync = s;
+  sl->refs = 1;   /* the caller's, until release */
+  redlock__queue_init(&sl->deferred);
+  redlock__queue_insert_tail(&s->locks, &sl->link);
+  call->slock = sl;
+  call_done(call, 0);
+}
+
 static void run_call(redlock_sync_t *s, sync_call *call) {
   redlock_lock_t *l = NULL;
   int rc;
@@ -627,7 +660,8 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
     return;
   if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE &&
       call->kind != CALL_STATS && call->kind != CALL_CANCEL &&
-      call->kind != CALL_SEM_ADMIN && call->kind != CALL_LOCK_ADMIN) {
+      call->kind != CALL_SEM_ADMIN && call->kind != CALL_LOCK_ADMIN &&
+      call->kind != CALL_ADOPT) {
     l = call->slock->lock;
     if (l == NULL) {
       /* Released by a call that ran before this one. */
@@ -727,6 +761,9 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
       return;
     case CALL_LOCK_ADMIN:
       start_lock_admin(s, call);
+      return;
+    case CALL_ADOPT:
+      start_adopt(s, call);
       return;
     case CALL_CANCEL: {
       /* Every acquisition in flight with this arg; their callbacks come
@@ -1091,6 +1128,26 @@ static int acquire_one(redlock_sync_t *s, const void *resource, size_t len,
   call.ttl_ms = ttl_ms;
   call.opts = opts;
   call.scoped = scoped;
+  rc = sync_post(s, &call);
+  if (rc == 0)
+    *out = call.slock;
+  return rc;
+}
+
+int redlock_sync_adopt(redlock_sync_t *s, const void *resource, size_t len,
+                       const char *token, redlock_sync_lock_t **out) {
+  sync_call call;
+  int rc;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_adopt: out NULL");
+  *out = NULL;
+  if (s == NULL || resource == NULL || len == 0 || token == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_adopt: bad arguments");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_ADOPT;
+  call.resource = resource;
+  call.len = len;
+  call.identity = token;
   rc = sync_post(s, &call);
   if (rc == 0)
     *out = call.slock;

@@ -203,3 +203,22 @@ def test_release_from_another_thread(masters, client_of):
     th.join(10)
     assert not err
     assert masters.holding("cross", tok) == 0 and not lock.owned()
+
+
+def test_adopt(masters, client_of):
+    """A lock acquired elsewhere (another process, redlock acquire) taken
+    over by its token: extended to the adopter's ttl, released by it."""
+    c = client_of(masters)
+    other = client_of(masters)
+    theirs = other.lock("adopted", ttl=2, auto_extend=False).acquire()
+    tok = theirs.token
+    mine = c.adopt("adopted", tok, ttl=20)
+    assert mine.owned() and mine.token == tok and 10 < mine.validity <= 20
+    st = c.inspect("adopted")
+    assert st.holder == tok and st.ttl > 10   # extended past their 2 s
+    mine.release()
+    assert not c.inspect("adopted").held
+    with pytest.raises(libredlock.Lost):
+        c.adopt("adopted", "not-the-token", ttl=5)
+    with pytest.raises(ConfigError):
+        c.adopt("adopted", "__redlock__:x", ttl=5)

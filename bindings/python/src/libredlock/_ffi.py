@@ -283,6 +283,8 @@ _PROTOTYPES = [
     ("redlock_sync_inspect", c_int,
      [c_void_p, c_char_p, c_size_t, P(P(Result))]),
     ("redlock_sync_force_release", c_int, [c_void_p, c_char_p, c_size_t]),
+    ("redlock_sync_adopt", c_int,
+     [c_void_p, c_char_p, c_size_t, c_char_p, P(c_void_p)]),
     ("redlock_sync_free", None, [c_void_p]),
     ("redlock_sync_extend", c_int, [c_void_p, c_int64]),
     ("redlock_sync_release", c_int, [c_void_p]),

@@ -1065,6 +1065,28 @@ class Client:
             if out:
                 f.redlock_sync_free(out)
 
+    def adopt(self, name: Resource, token: str, ttl: float = 30) -> "Lock":
+        """Takes over the lock ``name`` acquired elsewhere under ``token``
+        (another process's, ``redlock acquire``'s): a held :class:`Lock`,
+        extended to ``ttl`` at once (Lost when that token holds it no
+        more; then nothing is kept). Its ``extend()`` and ``release()``
+        act on it; it is not extended automatically."""
+        tok = _cstr("token", token)
+        if tok is None:
+            raise TypeError("token must be a str")
+        lock = Lock(self, [_resource(name)], None, ttl, None, False, False,
+                    None, False, None, None, None)
+        lock._adopt(tok)
+        try:
+            lock.extend()
+        except BaseException:
+            try:   # frees the handle (the keys are not ours)
+                lock.release()
+            except RedlockError:
+                pass
+            raise
+        return lock
+
     def force_unlock(self, name: Resource) -> None:
         """An operator's forced release of ``name`` (``redlock unlock
         --force``): its keys deleted on every master whoever holds them,
@@ -1602,6 +1624,23 @@ class Lock:
                 return err
             first = False
             last = err
+
+    def _adopt(self, token: bytes) -> None:
+        """The C handle of a lock held elsewhere under token, recorded
+        as this object's grant (validity unknown until an extend)."""
+        c = self._client
+        held = _Held(self.lost)
+        slot = ctypes.c_void_p()
+        rc = c._f.redlock_sync_adopt(c._hd.enter(), self._names[0],
+                                     len(self._names[0]), token,
+                                     ctypes.byref(slot))
+        if rc != 0:
+            raise _error(c._f, rc, ("adopt", self))
+        with self._mutex:
+            held.ptr = slot.value   # no call between these
+            slot.value = None
+            self._held = held
+            c._hd.held[held.id] = held
 
     def _cancel_now(self, acq: int) -> None:
         """Cancels the acquisition `acq` in C (if in flight now)."""
