@@ -1043,6 +1043,26 @@ REDLOCK_EXTERN int redlock_sync_semaphore_set_limit(redlock_sync_t *s,
 REDLOCK_EXTERN int redlock_sync_semaphore_force_release(
     redlock_sync_t *s, const void *resource, size_t len, unsigned limit,
     unsigned permit);
+/* A plain lock's administration, on a handle of its own made and freed
+ * inside the call: redlock_lock_inspect (*out: its result, one block:
+ * per master the holder and pttl_ms, vote YES where the key exists; also
+ * on ENOQUORUM, NULL on another error; free it with redlock_sync_free)
+ * and redlock_lock_force_release, with their statuses. */
+REDLOCK_EXTERN int redlock_sync_inspect(redlock_sync_t *s,
+                                        const void *resource, size_t len,
+                                        redlock_result **out);
+REDLOCK_EXTERN int redlock_sync_force_release(redlock_sync_t *s,
+                                              const void *resource,
+                                              size_t len);
+/* A lock handle that takes over `resource` acquired elsewhere under
+ * `token` (redlock_lock_adopt: 1..128 bytes): held at once, validity 0
+ * until a redlock_sync_extend succeeds (ELOST/ENOTHELD there when the
+ * token is not held any more); no auto-extension; released by
+ * redlock_sync_release. Errors: EINVAL, ECANCELED. */
+REDLOCK_EXTERN int redlock_sync_adopt(redlock_sync_t *s,
+                                      const void *resource, size_t len,
+                                      const char *token,
+                                      redlock_sync_lock_t **out);
 /* Frees what a redlock_sync_* call allocated for the caller. */
 REDLOCK_EXTERN void redlock_sync_free(void *p);
 /* The scoped form: acquires `resource` (as redlock_sync_acquire, with
@@ -1064,11 +1084,14 @@ REDLOCK_EXTERN int redlock_sync_with_lock(redlock_sync_t *s,
                                           int *fn_result);
 /* Cancels the acquisitions in flight on `s` (from other threads) whose
  * opts->lost_arg is `lost_arg`, as redlock_lock_cancel: what they set on
- * the masters is released and each returns ECANCELED. Returns how many it
- * cancelled (0: none in flight with that arg: not started yet, or
- * decided), or ECANCELED (shut down), EINVAL. A binding that abandons a
- * call (an asyncio task cancelled) gives each acquisition its own
- * lost_arg and calls this until its acquisition returns. */
+ * the masters is released and each returns ECANCELED. Also the campaigns
+ * not yet elected whose election opts->arg is `lost_arg`
+ * (redlock_sync_campaign returns ECANCELED, as if its wait_ms had passed).
+ * Returns how many it cancelled (0: none in flight with that arg: not
+ * started yet, or decided), or ECANCELED (shut down), EINVAL. A binding
+ * that abandons a call (an asyncio task cancelled, a Ctrl-C) gives each
+ * acquisition its own lost_arg and calls this until its acquisition
+ * returns. */
 REDLOCK_EXTERN int redlock_sync_cancel(redlock_sync_t *s,
                                        const void *lost_arg);
 /* Extends a held lock (see redlock_lock_extend): ELOST once an

@@ -74,10 +74,10 @@ test_pkgs=(clang valgrind docker-compose iptables iproute2 groff-base
 # for the fault recipes.
 drill_pkgs=(podman runc netavark aardvark-dns iptables docker-compose curl)
 # The Python binding's suite: a venv with Debian's site packages (pytest,
-# redis-py for the benchmark's comparison, setuptools and wheel for pip's
-# offline build), node for node-redlock in the mixed-fleet test.
-py_pkgs=(python3-venv python3-pytest python3-redis python3-setuptools
-         python3-wheel)
+# redis-py for the benchmark's comparison, mypy for test_typing's mypy
+# --strict; the package builds with its own backend: no setuptools, no
+# wheel), node for node-redlock in the mixed-fleet test.
+py_pkgs=(python3-venv python3-pytest python3-redis python3-mypy)
 # The Debian packages: dpkg-deb, dpkg-shlibdeps and dpkg-buildflags
 # (tools/deb/mkdeb.sh); lintian checks them (deb: not the test command,
 # whose deb phase installs them instead).

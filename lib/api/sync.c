@@ -50,6 +50,8 @@ typedef enum {
   CALL_LEADER,
   CALL_STATS,
   CALL_SEM_ADMIN,
+  CALL_LOCK_ADMIN,
+  CALL_ADOPT,
   CALL_CANCEL,
   CALL_CLOSE
 } call_kind;
@@ -108,6 +110,7 @@ typedef struct sync_call {
   unsigned permit;                /* SEM_ADMIN: force release's; set
                                      limit's new limit */
   redlock_semaphore_info *info;   /* SEM_ADMIN inspect: out (one block) */
+  redlock_result *inspected;      /* LOCK_ADMIN inspect: out (one block) */
   /* outputs */
   int64_t value;
   redlock_result *res;            /* a failure's result (deep copy) */
@@ -584,6 +587,72 @@ static void start_sem_admin(redlock_sync_t *s, sync_call *call) {
   }
 }
 
+/* ---- a plain lock's administration: a handle of its own per call -------- */
+
+enum { LOCK_INSPECT, LOCK_FORCE };   /* sync_call.sem_op of LOCK_ADMIN */
+
+static void on_lock_admin_done(redlock_lock_t *l, int status,
+                               const redlock_result *res, void *arg) {
+  sync_call *call = arg;
+  if (call->sem_op == LOCK_INSPECT && res != NULL) {
+    call->inspected = result_copy(res);
+    if (call->inspected == NULL && status == 0)
+      status = REDLOCK_ENOMEM;
+  }
+  redlock_lock_free(l);   /* deferred: inside its own callback */
+  call_done_res(call, status, res);
+}
+
+static void start_lock_admin(redlock_sync_t *s, sync_call *call) {
+  redlock_lock_t *l;
+  int rc = redlock_lock_new(s->client, call->resource, call->len, &l);
+  if (rc != 0) {
+    call_failed(call, rc);
+    return;
+  }
+  if (call->sem_op == LOCK_INSPECT)
+    rc = redlock_lock_inspect(l, on_lock_admin_done, call);
+  else
+    rc = redlock_lock_force_release(l, on_lock_admin_done, call);
+  if (rc != 0) {
+    redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
+    redlock_lock_free(l);
+    call_done(call, rc);
+  }
+}
+
+/* A handle that takes over a lock acquired elsewhere under a token
+ * (redlock_lock_adopt): a wrapper as an acquisition's, held at once, its
+ * validity unknown (0) until an extend. */
+static void start_adopt(redlock_sync_t *s, sync_call *call) {
+  redlock_sync_lock_t *sl = redlock__calloc(1, sizeof(*sl));
+  int rc;
+  if (sl == NULL) {
+    call_done(call, REDLOCK_ENOMEM);
+    return;
+  }
+  rc = redlock_lock_new(s->client, call->resource, call->len, &sl->lock);
+  if (rc != 0) {
+    redlock__free(sl);
+    call_failed(call, rc);
+    return;
+  }
+  rc = redlock_lock_adopt(sl->lock, call->identity);
+  if (rc != 0) {
+    redlock__strlcpy(call->msg, redlock_last_error(), sizeof(call->msg));
+    redlock_lock_free(sl->lock);
+    redlock__free(sl);
+    call_done(call, rc);
+    return;
+  }
+  sl->sync = s;
+  sl->refs = 1;   /* the caller's, until release */
+  redlock__queue_init(&sl->deferred);
+  redlock__queue_insert_tail(&s->locks, &sl->link);
+  call->slock = sl;
+  call_done(call, 0);
+}
+
 static void run_call(redlock_sync_t *s, sync_call *call) {
   redlock_lock_t *l = NULL;
   int rc;
@@ -591,7 +660,8 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
     return;
   if (call->kind != CALL_ACQUIRE && call->kind != CALL_CLOSE &&
       call->kind != CALL_STATS && call->kind != CALL_CANCEL &&
-      call->kind != CALL_SEM_ADMIN) {
+      call->kind != CALL_SEM_ADMIN && call->kind != CALL_LOCK_ADMIN &&
+      call->kind != CALL_ADOPT) {
     l = call->slock->lock;
     if (l == NULL) {
       /* Released by a call that ran before this one. */
@@ -689,10 +759,16 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
     case CALL_SEM_ADMIN:
       start_sem_admin(s, call);
       return;
+    case CALL_LOCK_ADMIN:
+      start_lock_admin(s, call);
+      return;
+    case CALL_ADOPT:
+      start_adopt(s, call);
+      return;
     case CALL_CANCEL: {
       /* Every acquisition in flight with this arg; their callbacks come
        * on a later loop turn (not inside this walk). */
-      redlock__queue *q;
+      redlock__queue *q, *next;
       call->value = 0;
       for (q = s->locks.next; q != &s->locks; q = q->next) {
         redlock_sync_lock_t *sl =
@@ -701,6 +777,25 @@ static void run_call(redlock_sync_t *s, sync_call *call) {
             sl->lost_arg == call->cancel_arg &&
             redlock_lock_cancel(sl->lock) == 0)
           call->value++;
+      }
+      /* And every campaign still waiting to be elected whose opts->arg it
+       * is (a standby's Ctrl-C, issue 33): given up as its wait_ms would
+       * (se_free_now releases what its attempt set), ECANCELED. */
+      for (q = s->elections.next; q != &s->elections; q = next) {
+        redlock_sync_election_t *se =
+            REDLOCK__CONTAINER_OF(q, redlock_sync_election_t, link);
+        next = q->next;   /* se_free_now unlinks se */
+        if (se->campaign != NULL && se->e != NULL &&
+            se->user_arg == call->cancel_arg) {
+          sync_call *waiting = se->campaign;
+          se->campaign = NULL;
+          uv_timer_stop(&se->timer);
+          redlock__strlcpy(waiting->msg, "campaign canceled",
+                           sizeof(waiting->msg));
+          se_free_now(se);
+          call_done(waiting, REDLOCK_ECANCELED);
+          call->value++;
+        }
       }
       call_done(call, 0);
       return;
@@ -1039,6 +1134,26 @@ static int acquire_one(redlock_sync_t *s, const void *resource, size_t len,
   return rc;
 }
 
+int redlock_sync_adopt(redlock_sync_t *s, const void *resource, size_t len,
+                       const char *token, redlock_sync_lock_t **out) {
+  sync_call call;
+  int rc;
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_adopt: out NULL");
+  *out = NULL;
+  if (s == NULL || resource == NULL || len == 0 || token == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_adopt: bad arguments");
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_ADOPT;
+  call.resource = resource;
+  call.len = len;
+  call.identity = token;
+  rc = sync_post(s, &call);
+  if (rc == 0)
+    *out = call.slock;
+  return rc;
+}
+
 int redlock_sync_acquire(redlock_sync_t *s, const void *resource, size_t len,
                          int64_t ttl_ms, const redlock_acquire_opts *opts,
                          redlock_sync_lock_t **out) {
@@ -1282,6 +1397,42 @@ int redlock_sync_semaphore_force_release(redlock_sync_t *s,
                                          unsigned limit, unsigned permit) {
   return sem_admin(s, "redlock_sync_semaphore_force_release", resource, len,
                    SEM_FORCE, limit, permit, NULL);
+}
+
+static int lock_admin(redlock_sync_t *s, const char *what,
+                      const void *resource, size_t len, int op,
+                      redlock_result **out) {
+  sync_call call;
+  int rc;
+  if (out != NULL)
+    *out = NULL;
+  if (s == NULL || resource == NULL || len == 0)
+    return redlock__fail(REDLOCK_EINVAL, "%s: bad arguments", what);
+  memset(&call, 0, sizeof(call));
+  call.kind = CALL_LOCK_ADMIN;
+  call.sem_op = op;
+  call.resource = resource;
+  call.len = len;
+  rc = sync_post(s, &call);
+  if (out != NULL)
+    *out = call.inspected;
+  else
+    redlock__free(call.inspected);
+  return rc;
+}
+
+int redlock_sync_inspect(redlock_sync_t *s, const void *resource, size_t len,
+                         redlock_result **out) {
+  if (out == NULL)
+    return redlock__fail(REDLOCK_EINVAL, "redlock_sync_inspect: out is NULL");
+  return lock_admin(s, "redlock_sync_inspect", resource, len, LOCK_INSPECT,
+                    out);
+}
+
+int redlock_sync_force_release(redlock_sync_t *s, const void *resource,
+                               size_t len) {
+  return lock_admin(s, "redlock_sync_force_release", resource, len,
+                    LOCK_FORCE, NULL);
 }
 
 void redlock_sync_free(void *p) {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # run.sh SRCDIR BUILDDIR [PYTEST ARGS...]: the python suite (meson test
 # --suite python). As a user would: a venv with Debian's site packages
-# (python3-pytest, python3-redis, python3-setuptools, python3-wheel), the
-# package installed into it from bindings/python with no download
+# (python3-pytest, python3-redis), the package installed into it from
+# bindings/python with no download (its own backend needs nothing)
 #   python3 -m venv --system-site-packages VENV
-#   VENV/bin/pip install --no-index --no-build-isolation ./bindings/python
+#   VENV/bin/pip install --no-index ./bindings/python
 # then pytest on test/python against the build's libredlock.so
 # (REDLOCK_LIBRARY) and CLI (also an ASan build's: see below). node-redlock for the mixed-fleet test comes
 # from npm into bench/node/node_modules, once, as the benchmarks do.
@@ -26,13 +26,13 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/redlock-python.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$py" -m venv --system-site-packages "$work/venv"
-# pip builds in the directory it is given (build/, *.egg-info): a private
-# copy, so that the tree stays clean and parallel runs do not collide.
+# A private copy, so that parallel runs do not collide (the backend writes
+# nothing into it: test_install.py).
 cp -r "$src/bindings/python" "$work/pkg"
 rm -rf "$work/pkg/build" "$work/pkg"/src/*.egg-info
 # PIP_* from the machine (find-links, index) must not matter: no index.
 env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL \
-  "$work/venv/bin/pip" install --quiet --no-index --no-build-isolation \
+  "$work/venv/bin/pip" install --quiet --no-index \
   --disable-pip-version-check "$work/pkg" >"$work/pip.log" 2>&1 ||
   { cat "$work/pip.log" >&2; echo "run.sh: pip install failed" >&2; exit 1; }
 if [ ! -d "$src/bench/node/node_modules/redlock" ]; then

@@ -44,8 +44,8 @@ def test_close_ends_waiting_calls(masters, client_of):
         t.start()
     # Both threads inside the library (their innermost frames are the
     # calls), and refused by the masters at least twice between them.
-    support.wait_for(lambda: support.inside(ths[0], "acquire") and
-                     support.inside(ths[1], "_call") and
+    support.wait_for(lambda: support.inside(ths[0], "_acquire_once") and
+                     support.inside(ths[1], "_campaign_once") and
                      c.stats().taken >= 2,
                      10, "both calls to be refused and waiting")
     t0 = time.monotonic()

@@ -36,7 +36,7 @@ def test_campaign_leader_resign(masters, client_of):
     th = threading.Thread(target=standby)
     th.start()
     # The standby is campaigning: inside the library, refused once more.
-    support.wait_for(lambda: support.inside(th, "_call") and
+    support.wait_for(lambda: support.inside(th, "_campaign_once") and
                      b.stats().taken > base, 10, "the standby to wait")
     t0 = time.monotonic()
     ea.resign()
@@ -70,7 +70,7 @@ def test_failover_when_leader_dies(masters, client_of):
             got["e"] = e
         th = threading.Thread(target=standby)
         th.start()
-        support.wait_for(lambda: support.inside(th, "_call") and
+        support.wait_for(lambda: support.inside(th, "_campaign_once") and
                          b.stats().taken >= 1, 10, "the standby to wait")
         # The masters read the ttl after t_read: the lock expires at
         # t_read + ttl or later (an extension may still come before the

@@ -89,7 +89,9 @@ def test_gil_holder_does_not_stop_other_extensions(masters, client_of):
     """Lock X is lost while the main thread holds the GIL for ~3 s; lock Y
     (ttl 1.2 s, untouched) must still be extended all along: nothing on
     the library's loop thread may wait for the GIL."""
-    c = client_of(masters)
+    # ttl 0.6 s needs a command timeout of 0.3 s at most (a ttl of at
+    # least two command timeouts: the CLI's rule, issue 33).
+    c = client_of(masters, command_timeout=0.3)
     y = c.lock("safety-gil-y", ttl=1.2).acquire()
     ytok = y.token
     n = _gil_hog_size(3.0)
@@ -244,10 +246,11 @@ def test_ctrl_c_in_the_bookkeeping_leaks_nothing(masters):
     assert "closed" in out, out
 
 
-# (method, the window's first line after this text, its last line)
+# (the function, the window's first line after this text, its last line)
 WINDOWS = {
-    "acquire": ("ctypes.byref(o), ctypes.byref(out))", "recorded = True"),
-    "release": ("held = self._held", "called = True"),
+    "acquire": ("_acquire", "lambda: _release_taken(f, slot))",
+                "recorded = True"),
+    "release": ("release", "held = self._held", "called = True"),
 }
 
 
@@ -268,9 +271,9 @@ def test_ctrl_c_at_each_point_leaves_nothing_held(masters, client_of,
     import sys
 
     from libredlock.client import Lock
-    fn = getattr(Lock, method)
+    where, after, last = WINDOWS[method]
+    fn = getattr(Lock, where)
     src, first = inspect.getsourcelines(fn)
-    after, last = WINDOWS[method]
     window = set()
     for i, text in enumerate(src):   # after the last `after` before `last`
         if after in text:
@@ -350,7 +353,7 @@ def test_getters_do_not_wait_for_another_threads_acquire(masters,
     th = threading.Thread(target=waiter, daemon=True)
     th.start()
     try:
-        support.wait_for(lambda: support.inside(th, "acquire") and
+        support.wait_for(lambda: support.inside(th, "_acquire_once") and
                          c1.stats().taken >= 1, 10,
                          "the acquisition to wait in the library")
         t0 = time.monotonic()
@@ -498,7 +501,7 @@ def test_fork_during_another_threads_acquire(masters, client_of):
                           daemon=True)
     th.start()
     try:
-        support.wait_for(lambda: support.inside(th, "acquire") and
+        support.wait_for(lambda: support.inside(th, "_acquire_once") and
                          c.stats().taken >= 1, 10,
                          "the acquisition to wait in the library")
 
@@ -588,7 +591,7 @@ def test_no_collection_runs_on_the_librarys_thread(masters, client_of):
     code's ran on the library's, a foreign thread: 'Dummy-1'). And a lock
     left in a garbage cycle is released when collected."""
     import gc
-    c = client_of(masters)
+    c = client_of(masters, command_timeout=0.3)   # ttl 0.6 s below
     foreign = set()
 
     def on_gc(phase, info):

@@ -18,26 +18,28 @@ REDLOCK_LIBRARY, else pkg-config's libdir for redlock, else the linker's
 search path. See bindings/python/README.md (the package's description).
 """
 from ._ffi import LibraryNotFound, library_path
-from .client import (TLS, Client, Election, Leader, Lock, MasterStats,
-                     PermitStatus, RWLock, Semaphore, SemaphoreStatus,
-                     Stats)
-from .errors import (ClientClosed, ConfigError, LimitMismatch, LockTaken,
-                     Lost, MasterResult, NoQuorum, RedlockError,
-                     WaitTimeout)
+from .client import (TLS, Client, Election, HolderStatus, Leader, Lock,
+                     LockStatus, MasterStats, PermitStatus, RWLock,
+                     Semaphore, SemaphoreStatus, Stats, parse_duration)
+from .errors import (AuthenticationError, ClientClosed, ConfigError,
+                     LimitMismatch, LockTaken, Lost, MasterResult, NoQuorum,
+                     RedlockError, WaitTimeout)
 
 __version__ = "0.4.0"
 
 __all__ = [
     "Client", "Lock", "RWLock", "Semaphore", "SemaphoreStatus",
-    "PermitStatus", "Election", "Leader", "Stats",
-    "MasterStats", "TLS", "RedlockError", "LockTaken", "NoQuorum",
-    "WaitTimeout", "Lost", "ConfigError", "LimitMismatch", "ClientClosed",
-    "MasterResult",
+    "PermitStatus", "LockStatus", "HolderStatus", "Election", "Leader",
+    "Stats", "MasterStats", "TLS", "RedlockError", "LockTaken", "NoQuorum",
+    "WaitTimeout", "Lost", "ConfigError", "LimitMismatch",
+    "AuthenticationError", "ClientClosed", "MasterResult",
+    "parse_duration",
     "LibraryNotFound", "library_path", "c_version",
 ]
 
 
-def c_version():
+def c_version() -> str:
     """The loaded C library's version string."""
     from ._ffi import lib
-    return lib.load().redlock_version_string().decode()
+    v: bytes = lib.load().redlock_version_string()
+    return v.decode()

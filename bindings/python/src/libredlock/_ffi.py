@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import threading
+from typing import Any, List, Optional, Tuple
 
 __all__ = ["lib", "library_path", "LibraryNotFound"]
 
@@ -279,6 +280,11 @@ _PROTOTYPES = [
      [c_void_p, c_char_p, c_size_t, c_uint]),
     ("redlock_sync_semaphore_force_release", c_int,
      [c_void_p, c_char_p, c_size_t, c_uint, c_uint]),
+    ("redlock_sync_inspect", c_int,
+     [c_void_p, c_char_p, c_size_t, P(P(Result))]),
+    ("redlock_sync_force_release", c_int, [c_void_p, c_char_p, c_size_t]),
+    ("redlock_sync_adopt", c_int,
+     [c_void_p, c_char_p, c_size_t, c_char_p, P(c_void_p)]),
     ("redlock_sync_free", None, [c_void_p]),
     ("redlock_sync_extend", c_int, [c_void_p, c_int64]),
     ("redlock_sync_release", c_int, [c_void_p]),
@@ -310,7 +316,7 @@ _PROTOTYPES = [
 SONAMES = ("libredlock.so.0", "libredlock.so")
 
 
-def _pkg_config_libdir():
+def _pkg_config_libdir() -> Optional[str]:
     """libdir of redlock.pc (meson install writes it), or None."""
     exe = shutil.which("pkg-config") or shutil.which("pkgconf")
     if exe is None:
@@ -324,7 +330,7 @@ def _pkg_config_libdir():
     return libdir if out.returncode == 0 and libdir else None
 
 
-def candidates():
+def candidates() -> List[Tuple[str, str]]:
     """Where the library is looked for, in order: (how, path or name).
 
     1. REDLOCK_LIBRARY: a path to the .so (when set, the only candidate:
@@ -337,7 +343,7 @@ def candidates():
     env = os.environ.get("REDLOCK_LIBRARY")
     if env:
         return [("REDLOCK_LIBRARY", env)]
-    out = []
+    out: List[Tuple[str, str]] = []
     libdir = _pkg_config_libdir()
     if libdir:
         for name in SONAMES:
@@ -356,12 +362,12 @@ class _Lib:
     """The loaded library, loaded on first use (importing the package
     needs no library: the exceptions and docs are usable without it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._dll = None
-        self.path = None
+        self._dll: Any = None
+        self.path: Optional[str] = None
 
-    def load(self):
+    def load(self) -> Any:
         if self._dll is not None:
             return self._dll
         with self._mutex:
@@ -369,12 +375,12 @@ class _Lib:
                 self._dll, self.path = _load()
         return self._dll
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.load(), name)
 
 
-def _load():
-    tried = []
+def _load() -> Tuple[Any, str]:
+    tried: List[str] = []
     for how, where in candidates():
         try:
             dll = ctypes.CDLL(where)
@@ -416,7 +422,7 @@ def _load():
 lib = _Lib()
 
 
-def library_path():
+def library_path() -> Optional[str]:
     """The path (or name) the C library was loaded from; loads it."""
     lib.load()
     return lib.path

@@ -11,11 +11,12 @@ masters is a :class:`RedlockError` carrying:
   never reached the masters (bad arguments, a closed client).
 """
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 __all__ = [
     "RedlockError", "LockTaken", "NoQuorum", "WaitTimeout", "Lost",
-    "ConfigError", "ClientClosed", "MasterResult",
+    "ConfigError", "LimitMismatch", "AuthenticationError", "ClientClosed",
+    "MasterResult",
 ]
 
 _VOTES = {0: None, 1: "yes", 2: "no", 3: "error"}
@@ -68,9 +69,10 @@ class NoQuorum(RedlockError):
     (EEXPIRED)."""
 
 
-class WaitTimeout(RedlockError):
+class WaitTimeout(RedlockError, TimeoutError):
     """The wait deadline passed before the lock (or the leadership) was
-    granted (ETIMEDOUT); ``results`` shows the last attempt's votes."""
+    granted (ETIMEDOUT); ``results`` shows the last attempt's votes. A
+    :class:`TimeoutError`, as ``except TimeoutError`` code expects."""
 
 
 class Lost(RedlockError):
@@ -91,11 +93,20 @@ class LimitMismatch(ConfigError):
     another one."""
 
 
+class AuthenticationError(NoQuorum, PermissionError):
+    """Masters that refuse this client's credentials (WRONGPASS, NOAUTH,
+    NOPERM: a wrong password or user) leave fewer than a quorum: raised
+    after the first attempt that shows it, not after the whole wait
+    (code "EAUTH"; the CLI exits 77). A NoQuorum (too few masters said
+    yes) and a PermissionError; ``results`` names each master's
+    refusal."""
+
+
 class ClientClosed(RedlockError, RuntimeError):
     """The client is closed (or was closed while the call waited)."""
 
 
-def _node(n, decode) -> MasterResult:
+def _node(n: Any, decode: Callable[[Optional[bytes]], str]) -> MasterResult:
     lat = n.latency_us / 1e6 if n.latency_us else None
     gw = n.guard_wait_ms / 1e3 if n.error == -14 and n.guard_wait_ms >= 0 \
         else None
@@ -107,12 +118,12 @@ def _node(n, decode) -> MasterResult:
         guard_cause=_GUARD.get(n.guard_cause) if n.error == -14 else None)
 
 
-def results_from(res_ptr) -> Tuple[MasterResult, ...]:
+def results_from(res_ptr: Any) -> Tuple[MasterResult, ...]:
     """Copies a redlock_result (a ctypes pointer, maybe NULL)."""
     if not res_ptr:
         return ()
     res = res_ptr.contents
 
-    def decode(b):
+    def decode(b: Optional[bytes]) -> str:
         return b.decode("utf-8", "replace") if b else ""
     return tuple(_node(res.nodes[i], decode) for i in range(res.n_nodes))
