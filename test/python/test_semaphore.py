@@ -24,6 +24,15 @@ def test_k_holders_then_taken(masters, client_of):
     assert isinstance(s1, Semaphore) and s1.limit == 2
     assert {s1.permit, s2.permit} == {0, 1}
     assert "holding permit" in repr(s1)
+
+    # An acquisition is decided at a quorum (2 of 3): its last SET lands
+    # a moment later. Each permit on every master, before the next one.
+    def on_all():
+        st = a.semaphore_status("sem", 2)
+        by = {p.index: p for p in st.permits}
+        return (len(by) == 2 and all(p.masters == 3 for p in by.values())
+                and st)
+    wait_for(on_all, 10, "both permits on every master")
     with pytest.raises(LockTaken):
         b.semaphore("sem", 2, ttl=10, wait=0).acquire()
     st = a.semaphore_status("sem", 2)
@@ -39,7 +48,9 @@ def test_k_holders_then_taken(masters, client_of):
     with b.semaphore("sem", 2, ttl=10, wait=0) as s3:
         assert s3.permit in (0, 1) and s3.permit != s2.permit
     s2.release()
-    st = a.semaphore_status("sem", 2)
+    # A release is decided at a quorum too: the last DEL lands after.
+    st = wait_for(lambda: (lambda st: st.permits == () and st)(
+        a.semaphore_status("sem", 2)), 10, "every permit released")
     assert (st.limit, st.held, st.free, st.permits) == (2, 0, 2, ())
 
 
