@@ -31,16 +31,25 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; cat "$work/proxy.log" 2>/dev/null || true; exit 1; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# Four free ports in a row: redis, two proxies, the HTTP API.
-base=""
-for try in $(seq 0 40); do
-  b=$(( 21000 + (($$ + try * 97) % 20000) ))
-  port_busy "$b" || port_busy $((b + 1)) || port_busy $((b + 2)) ||
-    port_busy $((b + 3)) || { base=$b; break; }
-done
-[ -n "$base" ] || fail "no four free ports"
-rp=$base p1=$((base + 1)) p2=$((base + 2)) hp=$((base + 3))
+# Four free ports in a row (redis, two proxies, the HTTP API), below the
+# kernel's ephemeral range (a port there can be taken by any outgoing
+# connection between the check and the bind); a port that a parallel test
+# takes meanwhile makes the start fail: it is tried again (start_all).
+eph_lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+pick_ports() {
+  local try b
+  base=""
+  for try in $(seq 0 40); do
+    b=$(( 21000 + (($$ + RANDOM + try * 97) % (eph_lo - 21000 - 8)) ))
+    port_busy "$b" || port_busy $((b + 1)) || port_busy $((b + 2)) ||
+      port_busy $((b + 3)) || { base=$b; break; }
+  done
+  [ -n "$base" ] || fail "no four free ports"
+  rp=$base p1=$((base + 1)) p2=$((base + 2)) hp=$((base + 3))
+}
 
+ping_ok() { timeout 5 redis-cli -p "$1" PING 2>/dev/null | grep -q PONG; }
+alive() { kill -0 "$1" 2>/dev/null; }
 wait_for() {   # what, then a command: bounded poll, 20 s
   local what=$1 t=$((SECONDS + 20)); shift
   while [ "$SECONDS" -lt "$t" ]; do
@@ -49,32 +58,60 @@ wait_for() {   # what, then a command: bounded poll, 20 s
   done
   fail "$what not within 20 s"
 }
-ping_ok() { timeout 5 redis-cli -p "$1" PING 2>/dev/null | grep -q PONG; }
+stop_started() {
+  local p
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
 
-redis-server --port "$rp" --bind 127.0.0.1 --save '' --appendonly no \
-  --dir "$work" --protected-mode no --daemonize no >"$work/redis.log" 2>&1 &
-pids+=($!)
-wait_for "redis-server" ping_ok "$rp"
+# redis-server, then the bad-input check, then the proxy: 0 when both
+# answer, 1 when a port was taken (the caller picks others).
+start_all() {
+  local t rc
+  redis-server --port "$rp" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$work" --protected-mode no --daemonize no >"$work/redis.log" 2>&1 &
+  pids+=($!)
+  t=$((SECONDS + 20))
+  until ping_ok "$rp"; do
+    alive "${pids[0]}" || return 1
+    [ "$SECONDS" -lt "$t" ] || fail "redis-server not within 20 s"
+    sleep 0.05
+  done
+  # Bad input first: a clear error, no crash.
+  echo '[]' >"$work/empty.json"
+  rc=0
+  "$proxy" -host=127.0.0.1 -config="$work/empty.json" -port="$hp" \
+    2>"$work/err.log" || rc=$?
+  [ "$rc" = 65 ] && grep -q "no proxies" "$work/err.log" ||
+    fail "a config without proxies: exit $rc, $(cat "$work/err.log")"
+  printf '%s\n' '[' \
+    "  {\"name\": \"redis1\", \"listen\": \"127.0.0.1:$p1\", \"upstream\": \"localhost:$rp\", \"enabled\": true}," \
+    "  {\"name\": \"redis2\", \"listen\": \"127.0.0.1:$p2\", \"upstream\": \"127.0.0.1:$rp\", \"enabled\": true}" \
+    ']' >"$work/toxiproxy.json"
+  "$proxy" -host=127.0.0.1 -config="$work/toxiproxy.json" -port="$hp" \
+    >"$work/proxy.log" 2>&1 &
+  pids+=($!)
+  t=$((SECONDS + 20))
+  until ping_ok "$p1" && ping_ok "$p2"; do
+    alive "${pids[1]}" || return 1
+    [ "$SECONDS" -lt "$t" ] || fail "the proxy not within 20 s"
+    sleep 0.05
+  done
+}
 
-# Bad input first: a clear error, no crash.
-echo '[]' >"$work/empty.json"
-rc=0
-"$proxy" -host=127.0.0.1 -config="$work/empty.json" -port="$hp" \
-  2>"$work/err.log" || rc=$?
-[ "$rc" = 65 ] && grep -q "no proxies" "$work/err.log" ||
-  fail "a config without proxies: exit $rc, $(cat "$work/err.log")"
-
-cat >"$work/toxiproxy.json" <<EOF
-[
-  {"name": "redis1", "listen": "127.0.0.1:$p1", "upstream": "localhost:$rp", "enabled": true},
-  {"name": "redis2", "listen": "127.0.0.1:$p2", "upstream": "127.0.0.1:$rp", "enabled": true}
-]
-EOF
-"$proxy" -host=127.0.0.1 -config="$work/toxiproxy.json" -port="$hp" \
-  >"$work/proxy.log" 2>&1 &
-pids+=($!)
-wait_for "the proxy (by name)" ping_ok "$p1"
-wait_for "the proxy (by address)" ping_ok "$p2"
+started=0
+for attempt in 1 2 3 4 5; do
+  pick_ports
+  if start_all; then
+    started=1
+    break
+  fi
+  echo "attempt $attempt: ports $base-$((base + 3)) taken meanwhile" \
+    "($(tail -1 "$work/proxy.log" 2>/dev/null)): others"
+  stop_started
+done
+[ "$started" = 1 ] || fail "five starts lost their ports"
 
 # The recipe of a fault, from the README's table (containers' column).
 recipe() {
