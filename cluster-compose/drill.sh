@@ -15,7 +15,10 @@
 # Faults: podman pause/unpause, kill/start, network disconnect/connect of a
 # master; the README's toxiproxy recipes (curl lines taken from README.md
 # beside this file, run as written) against the proxy; in the clusters, a
-# primary killed (its replica takes over) and started again.
+# primary killed (its replica takes over) and started again. Two holders
+# at once fails the topology at once; any other failure (a bound of the
+# engine or of a failover missed on a loaded machine) runs that topology
+# once more, and its PASS line says so with the first run's cause.
 #
 # Engine: podman (rootful: run as root), driven by docker-compose 1.29
 # through podman's Docker-compatible API (`podman system service` on a
@@ -77,6 +80,12 @@ result() {   # PASS|FAIL name [why]
   [ "$1" = PASS ] || nfail=$((nfail + 1))
   [ -z "$results" ] || echo "$1 drill:$2${3:+ $3}" >>"$results"
 }
+# A topology's run ends with its outcome (PASS, or FAIL and why) and
+# whether the workload saw two holders at once (overlap=1).
+outcome() { topo_result=$1; topo_why=${2:-}; }
+# A check of the running topology failed: the cause goes to the log now
+# and, at the end, into the topology's FAIL line (CI shows only a tail).
+bad() { ok=0; why="${why:+$why; }$*"; log "$*"; }
 die() {
   log "FAILED: $*"
   [ -z "$results" ] || echo "FAIL drill:setup $*" >>"$results"
@@ -258,7 +267,9 @@ workload() {   # topology name servers seconds fault-script
   set -- $g
   printf '[drill] %-7s %-26s grants before the fault %5s, after %5s; overlaps %s\n' \
     "$topo" "$name" "${2:-?}" "${3:-?}" "${o:-?}" >&2
+  case "${o:-0}" in 0) ;; *) overlap=1 ;; esac
   if [ "$rc" -ne 0 ] || [ "${o:-x}" != 0 ]; then
+    bad "$name: $(grep -E '^(RESULT|grants|overlaps)' "$out" | tr '\n' ' ')"
     grep -v '^  worker' "$out" | tail -15 >&2
     return 1
   fi
@@ -293,19 +304,20 @@ drill_masters() {   # plain|tls
   kit_ports
   if [ "$topo" = tls ]; then
     (cd "$scratch/kit" && ./tls-certs.sh tls >/dev/null) ||
-      { result FAIL "$topo" "tls-certs.sh failed"; return 0; }
+      { outcome FAIL "tls-certs.sh failed"; return 0; }
     files+=(docker-compose.tls.yml)
     export REDLOCK_TLS_CA=$scratch/kit/tls/ca.crt
     tls=tls
   fi
   s=$(date +%s)
   if ! compose "${files[@]}" -- up -d; then
-    result FAIL "$topo" "docker-compose up failed"; return 0
+    compose "${files[@]}" -- down || true
+    outcome FAIL "docker-compose up failed"; return 0
   fi
   for i in 1 2 3 4 5; do
     # admin ports in plain text; the proxy's in TLS when tls
     if ! wait_ping $((7310 + i)) || ! wait_ping $((7300 + i)) $tls; then
-      result FAIL "$topo" "master $i not reachable through the proxy in 30 s"
+      outcome FAIL "master $i not reachable through the proxy in 30 s"
       compose "${files[@]}" -- down || true
       return 0
     fi
@@ -316,32 +328,32 @@ drill_masters() {   # plain|tls
     fi
   done
   log "$topo: up in $(( $(date +%s) - s )) s (5 masters, fault proxy on 8474)"
-  local ok=1 f
+  local ok=1 f why=""
   f=$(fault_script pause "podman pause $(ctr redis2)" "sleep 1.5" \
       "podman unpause $(ctr redis2)")
-  workload "$topo" "pause redis2 1.5 s" "$servers" 4 "$f" || ok=0
+  workload "$topo" "pause redis2 1.5 s" "$servers" 4 "$f" || true
   f=$(fault_script kill "podman kill $(ctr redis3)" "sleep 0.5" \
       "podman start $(ctr redis3)")
-  workload "$topo" "kill + start redis3" "$servers" 4 "$f" || ok=0
-  wait_ping 7303 $tls || { log "redis3 not back"; ok=0; }
+  workload "$topo" "kill + start redis3" "$servers" 4 "$f" || true
+  wait_ping 7303 $tls || bad "redis3 not back in 30 s"
   if [ "$topo" = plain ]; then
     f=$(fault_script disconnect \
         "podman network disconnect ${project}_redlock $(ctr redis4)" \
         "sleep 1.5" \
         "podman network connect --alias redis4 ${project}_redlock $(ctr redis4)")
-    workload "$topo" "network disconnect redis4" "$servers" 4 "$f" || ok=0
+    workload "$topo" "network disconnect redis4" "$servers" 4 "$f" || true
     # The four proxy recipes of the README, one after another on redis2,
     # then its "end a proxy fault".
     # Each recipe's effect is read back (GET /proxies/redis2) and checked.
     local r line lines=() seen=$scratch/recipes.log
     for r in "latency" "lost replies" "connection reset" "refused" \
              "end a proxy fault"; do
-      line=$(recipe "$r") || { ok=0; continue; }
+      line=$(recipe "$r") || { bad "no recipe for $r"; continue; }
       lines+=("$line" "curl -s 127.0.0.1:8474/proxies/redis2 >>$seen"
               "echo >>$seen" "sleep 0.6")
     done
     f=$(fault_script recipes "${lines[@]}")
-    workload "$topo" "README proxy recipes" "$servers" 6 "$f" || ok=0
+    workload "$topo" "README proxy recipes" "$servers" 6 "$f" || true
     if ! { sed -n 1p "$seen" | grep -q '"type":"latency"' &&
            sed -n 2p "$seen" | grep -q '"type":"timeout"' &&
            sed -n 3p "$seen" | grep -q '"type":"reset_peer"' &&
@@ -349,16 +361,16 @@ drill_masters() {   # plain|tls
            sed -n 5p "$seen" | grep -q '"enabled":true,"toxics":\[\]'; }; then
       log "the proxy did not show each recipe's fault in turn:"
       cat "$seen" >&2 2>/dev/null || true
-      ok=0
+      bad "a proxy recipe did not take effect"
     else
       log "$topo: the README's five proxy recipes (latency, lost replies, reset, refused, end) each took effect"
     fi
   fi
-  wait_ping 7302 $tls || { log "redis2 not back through the proxy"; ok=0; }
+  wait_ping 7302 $tls || bad "redis2 not back through the proxy in 30 s"
   s=$(date +%s)
-  compose "${files[@]}" -- down || ok=0
+  compose "${files[@]}" -- down || bad "docker-compose down failed"
   log "$topo: down in $(( $(date +%s) - s )) s"
-  if [ "$ok" = 1 ]; then result PASS "$topo"; else result FAIL "$topo"; fi
+  if [ "$ok" = 1 ]; then outcome PASS; else outcome FAIL "$why"; fi
 }
 
 # The primary serving slot 0, as the node on port P sees it.
@@ -387,14 +399,15 @@ replicas_synced() {
 }
 
 drill_cluster() {
-  local p c ok=1 s servers f primary node t n other
+  local p c ok=1 s servers f primary node t n other why=""
   for p in $(seq 7201 7218); do
     port_busy "$p" && die "port $p is in use (the cluster file's)"
     port_busy $((p + 10000)) && die "port $((p + 10000)) is in use (a cluster bus port)"
   done
   s=$(date +%s)
   if ! compose docker-compose.cluster.yml -- up -d; then
-    result FAIL cluster "docker-compose up failed"; return 0
+    compose docker-compose.cluster.yml -- down || true
+    outcome FAIL "docker-compose up failed"; return 0
   fi
   # bounded: 60 s for the three create services and every node to agree
   for c in 7201 7207 7213; do
@@ -408,14 +421,14 @@ drill_cluster() {
       [ "$n" = 6 ] && break
       sleep 0.1
     done
-    [ "$n" = 6 ] || { log "cluster at $c not ok in 60 s"; ok=0; }
+    [ "$n" = 6 ] || bad "cluster at $c not ok in 60 s"
   done
   log "cluster: up in $(( $(date +%s) - s )) s (3 clusters, 18 nodes)"
   servers='redis+cluster://127.0.0.1:7201?seed=127.0.0.1:7202,redis+cluster://127.0.0.1:7207?seed=127.0.0.1:7208,redis+cluster://127.0.0.1:7213?seed=127.0.0.1:7214'
   if [ "$ok" = 1 ]; then
     primary=$(slot0_primary 7207)
     node=$((primary - 7200))
-    replicas_synced 7207 || { log "cluster: replicas of 7207-7212 not synced in 30 s"; ok=0; }
+    replicas_synced 7207 || bad "replicas of 7207-7212 not synced in 30 s"
     # Down until another node serves slot 0 (its replica is promoted after
     # the node timeout, 2 s, and an election; bounded: 20 s), then started
     # again: it comes back as a replica.
@@ -424,20 +437,19 @@ drill_cluster() {
     f=$(fault_script failover "podman kill $(ctr node$node)" \
         "i=0; while [ \$i -lt 200 ]; do p=\$(redis-cli -p $other CLUSTER NODES | tr -d '\\r' | awk -f $scratch/slot0.awk | head -1); [ -n \"\$p\" ] && [ \"\$p\" != $primary ] && break; i=\$((i + 1)); sleep 0.1; done" \
         "podman start $(ctr node$node)")
-    workload cluster "kill primary node$node" "$servers" 10 "$f" || ok=0
-    wait_ping "$primary" || { log "node$node not back"; ok=0; }
+    workload cluster "kill primary node$node" "$servers" 10 "$f" || true
+    wait_ping "$primary" || bad "node$node not back in 30 s"
     p=$(slot0_primary "$primary")
     if [ -n "$p" ] && [ "$p" != "$primary" ]; then
       log "cluster: failover seen: slot 0 of the second cluster moved from $primary to $p"
     else
-      log "cluster: no failover: slot 0 still on ${p:-nobody} (was $primary)"
-      ok=0
+      bad "no failover: slot 0 still on ${p:-nobody} (was $primary)"
     fi
   fi
   s=$(date +%s)
-  compose docker-compose.cluster.yml -- down || ok=0
+  compose docker-compose.cluster.yml -- down || bad "docker-compose down failed"
   log "cluster: down in $(( $(date +%s) - s )) s"
-  if [ "$ok" = 1 ]; then result PASS cluster; else result FAIL cluster; fi
+  if [ "$ok" = 1 ]; then outcome PASS; else outcome FAIL "$why"; fi
 }
 
 log "podman $(podman version --format '{{.Client.Version}}'), $(docker-compose version --short 2>/dev/null | sed 's/^/docker-compose /'), $(runc --version | head -1)"
@@ -446,11 +458,31 @@ cp "$here"/docker-compose*.yml "$here"/toxiproxy*.json "$here"/tls-certs.sh \
   "$scratch/kit/"
 images
 api_service
-for topo in "${topos[@]}"; do
-  case "$topo" in
-    plain|tls) drill_masters "$topo" ;;
+# A topology that fails for another cause than two holders at once
+# (a failover slower than its bound, a container that did not come back:
+# the machine's load, CI runs the drill beside its other suites) runs
+# once more, and says so; two holders at once fails at once.
+drill_topo() {   # topology
+  overlap=0
+  case "$1" in
+    plain|tls) drill_masters "$1" ;;
     cluster) drill_cluster ;;
   esac
+}
+for topo in "${topos[@]}"; do
+  drill_topo "$topo"
+  if [ "$topo_result" = FAIL ] && [ "$overlap" = 0 ]; then
+    first=$topo_why
+    log "$topo failed ($first), not by an overlap: once more"
+    drill_topo "$topo"
+    if [ "$topo_result" = PASS ]; then
+      result PASS "$topo" "(on the second run; the first: $first)"
+    else
+      result FAIL "$topo" "(twice; the first: $first; the second: $topo_why)"
+    fi
+  else
+    result "$topo_result" "$topo" "${topo_why:+($topo_why)}"
+  fi
 done
 # cleanup (the EXIT trap) removes the images and checks for leftovers
 [ "$nfail" = 0 ]
