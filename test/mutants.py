@@ -30,8 +30,9 @@ queue; each result is printed whole when its mutant is done (so in the
 order they finish), and the end lists the mutants not killed. The first
 copy is built at full speed; the others after it, under nice, while the
 first one already runs mutants. A mutant whose tests include one that
-meson must not run alongside others (is_parallel: false: the python
-suite's, check-readme's fixed demo ports) runs its tests alone: the other
+meson must not run alongside others (is_parallel: false) and takes fixed
+ports or the machine (check-readme's demo ports, check-deb's dpkg -i; not
+the python suites) runs its tests alone: the other
 workers' tests wait (their rebuilds do not); those mutants are taken first,
 while the other copies still build. REDLOCK_MUTANTS_KEEP=1 keeps the
 scratch directory.
@@ -75,7 +76,7 @@ def parse(path):
         if line.startswith("## "):
             cur = {"name": line[3:].strip(), "file": None, "tests": [],
                    "orig": [], "repl": [], "why": "", "pytest": None,
-                   "sim": None}
+                   "readme": None, "sim": None}
             mode = "head"
         elif cur is not None and line.startswith("file:"):
             cur["file"] = line[5:].strip()
@@ -83,6 +84,8 @@ def parse(path):
             cur["tests"] = line[6:].split()
         elif cur is not None and line.startswith("pytest:"):
             cur["pytest"] = line[7:].strip()
+        elif cur is not None and line.startswith("readme:"):
+            cur["readme"] = line[7:].strip()
         elif cur is not None and line.startswith("sim:"):
             cur["sim"] = line[4:].strip()
         elif cur is not None and line.startswith("why:"):
@@ -421,6 +424,10 @@ class Worker:
                 # python suites: only the tests of this mutant
                 # (test/python/run.sh passes them to pytest as -k)
                 env = dict(os.environ, REDLOCK_PYTEST_K=m["pytest"])
+            if m["readme"]:
+                # check-readme: only the pages of this mutant
+                env = dict(env or os.environ,
+                           REDLOCK_README_PAGES=m["readme"])
             tw = time.monotonic()
             self.run.gate.enter(alone)
             ts += time.monotonic() - tw   # its time, not the wait's
@@ -530,6 +537,7 @@ def main():
         for m in muts:
             m["tests"] = ["sim-mutant"]
             m["pytest"] = None
+            m["readme"] = None
             m["simargs"] = (f"--seconds {SIM_BUDGET} --stop-at-first "
                             f"{m['sim']}")
     if not muts:
@@ -551,8 +559,14 @@ def main():
             print(open(log, errors="replace").read()[-4000:])
             print("mutants: the unmutated copy does not build")
             return 1
+        # Not the python suites' (is_parallel: false keeps them from
+        # each other within one meson run; each copy has its own venv and
+        # ports the harness picks): those that take fixed ports or the
+        # machine (check-readme's demo ports, check-deb's dpkg -i).
         r.alone = {n for n, t in workers[0].info[1].items()
-                   if not t.get("is_parallel", True)}
+                   if not t.get("is_parallel", True)
+                   and not {"python", "python-one"} &
+                   {x.split(":")[-1] for x in t.get("suite", [])}}
         if jobs > 1:
             r.queue.sort(key=lambda m: not any(t in r.alone
                                                for t in m["tests"]))

@@ -36,7 +36,12 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 
-log() { printf '[quickstart] %s\n' "$*" >&2; }
+# Each line says how long the command has run (m:ss): CI's log then
+# shows what each phase cost.
+log() {
+  printf '[quickstart %d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) \
+    "$*" >&2
+}
 
 need_pkgs() {
   local missing=() p
@@ -124,7 +129,9 @@ run_suite() {
   # meson appends the setup name to the log base (BASE-valgrind.json)
   local log
   log=$(ls "$dir"/meson-logs/"$base"*.json 2>/dev/null | head -1)
-  python3 - "${log:-missing}" "$label" "$rc" >>"$results" <<'PY'
+  # Into a file of its own, then appended whole: suites that run at once
+  # share $results.
+  python3 - "${log:-missing}" "$label" "$rc" >"$run_tmp/results-$label" <<'PY'
 import json, os, sys
 path, label, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if not os.path.exists(path):
@@ -148,6 +155,7 @@ for line in open(path):
 if rc != 0 and failed == 0:
     print(f"FAIL {label}:meson-test-exit-{rc}")
 PY
+  cat "$run_tmp/results-$label" >>"$results"
   # Two suites that run at once check together, after both (a check now
   # would take the other's processes for leftovers).
   [ "${skip_leftovers:-0}" = 1 ] || check_leftovers "$label"
@@ -279,17 +287,22 @@ case "$cmd" in
     # library: ASan covers their memory.
     run_suite build valgrind --setup valgrind --suite unit --suite server \
       --suite cluster --suite cli --no-suite timed
-    # The simulator's exploration (CPU-bound, one core) beside the slow
-    # suite (real-time chaos tests, one at a time), and the compose kit
+    # Three lanes at once. Lane 1: the slow suite (real-time chaos tests,
+    # one at a time; the longest phase). Lane 2: the simulator's
+    # exploration (CPU-bound, one core), then the suites that start their
+    # own servers on ports the harness picks: python (and again against
+    # the ASan+UBSan library: run.sh preloads the sanitizer's runtime into
+    # Python, for its memory under the binding's threads, closes and
+    # asyncio workers), install, deb (the Debian packages installed on
+    # this machine, root, used, purged); then, once lane 3 is done,
+    # check-readme (its fixed demo ports 7101-7105, 7200-7205 and
+    # 7121-7123, 7220-7223 overlap the drill's). Lane 3: the compose kit
     # brought up for real (issue 34): podman, images made here, faults, 0
     # overlaps, nothing left (drill.sh writes its PASS and FAIL lines:
     # drill:plain, drill:tls, drill:cluster, drill:leftovers; a machine
-    # where podman cannot run fails here: no skip). Its fixed ports
+    # where podman cannot run fails here: no skip); its fixed ports
     # (7201-7218, 7300-7315, 17201-17218) are none that the harness picks
-    # (harness_free_port); check-readme's, which overlap, run after.
-    skip_leftovers=1 run_suite build explore --suite explore \
-      >"$run_tmp/explore.log" 2>&1 &
-    explore_pid=$!
+    # (harness_free_port). Leftovers are checked once all three are done.
     (
       log "compose kit in containers: cluster-compose/drill.sh"
       drill_rc=0
@@ -297,22 +310,28 @@ case "$cmd" in
       if [ "$drill_rc" -ne 0 ] && ! grep -q '^FAIL drill:' "$results"; then
         echo "FAIL drill:exit-$drill_rc" >>"$results"
       fi
+      log "drill done"
     ) >"$run_tmp/drill.log" 2>&1 &
     drill_pid=$!
+    (
+      export skip_leftovers=1
+      run_suite build explore --suite explore
+      run_suite build python --suite python
+      run_suite build-asan python-asan --suite python
+      run_suite build install --suite install
+      run_suite build deb --suite deb
+      # (lane 3 is not this subshell's child: polled, bounded by the
+      # drill's own bounds)
+      while kill -0 "$drill_pid" 2>/dev/null; do sleep 1; done
+      run_suite build readme --suite readme
+      log "lane 2 done"
+    ) >"$run_tmp/lane2.log" 2>&1 &
+    lane2_pid=$!
     skip_leftovers=1 run_suite build slow --suite slow
-    wait "$explore_pid" || true
+    wait "$lane2_pid" || true
     wait "$drill_pid" || true
-    cat "$run_tmp/explore.log" "$run_tmp/drill.log"
-    check_leftovers "slow+explore+drill"
-    run_suite build install --suite install
-    # The Debian packages installed on this machine (root), used, purged.
-    run_suite build deb --suite deb
-    run_suite build readme --suite readme
-    run_suite build python --suite python
-    # The same against the ASan+UBSan library (run.sh preloads the
-    # sanitizer's runtime into Python): its memory under the binding's
-    # threads, closes and asyncio workers.
-    run_suite build-asan python-asan --suite python
+    cat "$run_tmp/drill.log" "$run_tmp/lane2.log"
+    check_leftovers "slow+explore+drill+python+install+deb+readme"
     if echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
        clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
       if CC=clang build build-fuzz -Dfuzz=true; then

@@ -39,6 +39,10 @@ The ordinary masters: REDLOCK_PERSIST=none cluster-compose/cluster.sh up 3
 started fresh so that the first block that uses them meets the first-use
 window of the restart guard as a newcomer's masters would. Ports
 7121-7123 and 7220-7223 must be free too.
+
+REDLOCK_README_PAGES=NAME[,NAME...] runs the blocks of those pages only
+(of DOCS, by exact name; an unknown name fails): test/mutants.sh sets it
+for a mutant of one page, the whole check being minutes.
 """
 import os
 import re
@@ -180,6 +184,13 @@ def main():
     plain_dir = os.path.join(work, "cluster-plain")
     other_dir = os.path.join(work, "cluster-other")
     cluster = os.path.join(SRC, "cluster-compose", "cluster.sh")
+    only = [x for x in os.environ.get("REDLOCK_README_PAGES", "").split(",")
+            if x]
+    unknown = [x for x in only if x not in DOCS]
+    if unknown:
+        print(f"check-readme: REDLOCK_README_PAGES names {unknown}, not "
+              f"pages of DOCS ({', '.join(DOCS)})", file=sys.stderr)
+        return 1
     env = dict(os.environ)
     env["PATH"] = os.path.join(BUILD, "tools") + os.pathsep + env["PATH"]
     env["REDLOCK_FAULTPROXY"] = os.path.join(BUILD, "tools",
@@ -227,7 +238,8 @@ def main():
                             check=True).stdout.split()
         flags = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                  "-Werror", "-I", os.path.join(SRC, "include")]
-        every = [(name, b) for name, text in docs for b in blocks(text)]
+        every = [(name, b) for name, text in docs for b in blocks(text)
+                 if not only or name in only]
         for n, (name, (line, lang, body, directive)) in enumerate(every):
             what = f"{name}:{line} ({lang or 'plain'})"
             if lang not in ("c", "sh", "console", "python"):
