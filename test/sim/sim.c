@@ -278,6 +278,8 @@ struct actor {
   int fresh;              /* a one-shot client (a CLI call) */
   redlock_election_t *el; /* the election workload's */
   int leading;            /* between ELECTED and DEPOSED */
+  int64_t el_margin_ms;   /* its election's step-down margin */
+  uint64_t pause_end;     /* true ns its last F_CPAUSE ended (0: none) */
   unsigned gen;           /* bumped per acquisition: stale plans ignored */
   /* Its own URIs when the deployment has sentinel groups (each client
    * lists the sentinels in its own order). */
@@ -1004,6 +1006,24 @@ static void on_change(redlock_election_t *e, redlock_election_event ev,
   }
   sim_logf(w, "client %u deposed (%s)", a->id,
            reason ? redlock_err_name(reason) : "resigned");
+  /* A leader that could not extend steps down step_down_ms before its
+   * validity ends (redlock.h, redlock_election_opts; here the default:
+   * ttl / 10, at least 2 command timeouts), so that its work stops while
+   * the lock still holds: not at the end. Unless it was stopped across
+   * that point (F_CPAUSE: every callback of it is late). An extension
+   * in flight at that point is waited for, a command timeout at most (the
+   * margin is at least two). */
+  if (reason == REDLOCK_EEXPIRED && h->held && !r->ending) {
+    uint64_t point = h->end - sim_env_span(&a->env,
+                                           (uint64_t)a->el_margin_ms * SIM_MS);
+    if (point < h->start)   /* elected with less than the margin left */
+      point = h->start;
+    if (w->now > point + (50 + 2) * SIM_MS && a->pause_end < point)
+      violation(r, "client %u stepped down %.3f s after its step-down "
+                "point (%" PRId64 " ms before its validity ends at %.6f s)",
+                a->id, (double)(w->now - point) / 1e9, a->el_margin_ms,
+                (double)h->end / 1e9);
+  }
   a->leading = 0;
   if (h->held && h->end > w->now)
     h->end = w->now;
@@ -1024,6 +1044,9 @@ static void do_campaign(simworld *w, void *arg, uint64_t x) {
     redlock_election_opts eo;
     memset(&eo, 0, sizeof(eo));
     eo.ttl_ms = (int64_t)sim_between(w, 300, 3000);
+    /* The default step-down margin (redlock_election_opts): ttl / 10, at
+     * least 2 command timeouts (the run's: 50 ms). */
+    a->el_margin_ms = eo.ttl_ms / 10 > 100 ? eo.ttl_ms / 10 : 100;
     eo.on_change = on_change;
     eo.arg = a;
     snprintf(id, sizeof(id), "c%u", a->id);
@@ -1527,6 +1550,8 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       if (a->env.dead || a->closed)
         break;
       a->env.paused_until = w->now + ms * SIM_MS;
+      if (a->pause_end < a->env.paused_until)   /* pauses overlap */
+        a->pause_end = a->env.paused_until;
       /* Its wait bound moves with the pause. */
       if (a->op_bound != 0)
         a->op_bound += ms * SIM_MS;
