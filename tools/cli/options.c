@@ -26,6 +26,7 @@ static const char usage_text[] =
     "                            permits; see redlock run --help)\n"
     "  guard                     each master's restart-guard state: does\n"
     "                            its vote count, why not, the ttl record\n"
+    "  ls [PREFIX]               the locks held under PREFIX (SCAN, bounded)\n"
     "  completion bash|zsh       a shell completion script (source it)\n"
     "\n";
 
@@ -120,7 +121,7 @@ static const char usage_exits[] =
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
          NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0,
-         -1, 0, NULL, 0, NULL, -1, 0};
+         -1, 0, NULL, 0, NULL, -1, 0, 0};
 
 const char *labels[MAX_LABELS];
 int n_labels;
@@ -164,7 +165,8 @@ static const optdef options[] = {
     {"help", 'h', 0, C_ALL, O_HELP},
     {"version", 'V', 0, C_ALL, O_VERSION},
     {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT, O_TTL},
-    {"wait", 0, 1, C_RUN | C_ACQUIRE, O_WAIT},
+    {"wait", 0, 1, C_RUN | C_ACQUIRE | C_LS, O_WAIT},
+    {"max", 0, 1, C_LS, O_MAX},
     {"grace", 0, 1, C_RUN | C_ELECT, O_GRACE},
     {"heal", 0, 0, C_RUN, O_HEAL},
     {"fence", 0, 0, C_RUN | C_ACQUIRE, O_FENCE},
@@ -729,6 +731,15 @@ static void set_option(const optdef *o, const char *v) {
     case O_LIMIT:
       opt.limit = parse_limit("--limit", v);
       break;
+    case O_MAX: {
+      char *end;
+      long k = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || k < 1 ||
+          k > REDLOCK_SCAN_MAX_NAMES)
+        usage_error("bad --max '%s' (1..%d)", v, REDLOCK_SCAN_MAX_NAMES);
+      opt.max_names = (unsigned)k;
+      break;
+    }
     case O_PERMIT: {
       char *end;
       long p = strtol(v, &end, 10);
@@ -801,7 +812,7 @@ int parse_args(int argc, char **argv, const char **positional,
       int h = i + 1 < argc ? find_command(argv[i + 1]) : -1;
       if (i + 1 < argc && h < 0)
         usage_error("no command '%s' (run, acquire, extend, release, "
-                    "status, elect, leader, stats, guard, unlock, limit)",
+                    "status, elect, leader, stats, guard, unlock, limit, ls)",
                     argv[i + 1]);
       print_help(h);
     }
@@ -810,10 +821,10 @@ int parse_args(int argc, char **argv, const char **positional,
     completion(argc, argv, cmd_at);
   if (cmd_at < 0)
     usage_error("no command (run, acquire, extend, release, status, elect, "
-                "leader, stats, guard, unlock, limit)");
+                "leader, stats, guard, unlock, limit, ls)");
   if (cmd_index < 0)
     usage_error("unknown command '%s' (run, acquire, extend, release, "
-                "status, elect, leader, stats, guard, unlock, limit)",
+                "status, elect, leader, stats, guard, unlock, limit, ls)",
                 argv[cmd_at]);
   command = &cli_commands[cmd_index];
   cmd_name = command->name;
