@@ -18,7 +18,8 @@
  *  f) One master down: still listed (2 of 3, named on stderr); two down:
  *     69.
  *  g) A cluster master: names stored on different primaries are all
- *     listed. */
+ *     listed; a fenced lock once (not its counter), a read-write lock
+ *     once. */
 #include <unistd.h>
 
 #include "harness.h"
@@ -224,11 +225,17 @@ int main(int argc, char **argv) {
   for (i = 0; i < P; i++)
     distinct += owners[i] > 0;
   ASSERT(distinct >= 2);
+  /* A fenced lock ("{cl:f}:fence" is the library's) and a read-write
+   * lock ("{cl:w}:rw" and its marker: one name). */
+  ASSERT_EQ(sh("%s acquire --ttl 2m --fence cl:f > /dev/null", cli), 0);
+  ASSERT_EQ(sh("%s acquire --ttl 2m --write cl:w > /dev/null", cli), 0);
   ASSERT_EQ(sh("%s ls cl: > %s 2> %s", cli, out, err), 0);
   harness_read_file(out, buf, sizeof(buf));
   fprintf(stderr, "g) on %d primaries:\n%s", distinct, buf);
-  ASSERT_EQ(lines(buf), 12);
-  ASSERT_EQ(harness_count(buf, " lock on=1/1 "), 12);
+  ASSERT_EQ(lines(buf), 14);
+  ASSERT_EQ(harness_count(buf, " lock on=1/1 "), 13);
+  ASSERT_NOT_NULL(strstr(buf, "\ncl:w rw on=1/1\n"));
+  ASSERT_NULL(strstr(buf, "fence"));
   harness_read_file(err, buf, sizeof(buf));
   ASSERT_STR_EQ(buf, "");
 
