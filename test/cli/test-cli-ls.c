@@ -9,7 +9,8 @@
  *     carries an identity (shown, escaped); not "other:x", not the
  *     library's "__redlock__" keys; sorted; --json says complete.
  *  b) Prefixes with glob characters ("a*b:", "x[y:") are literal.
- *  c) --max 2 cuts the listing and says so on stderr (exit 0).
+ *  c) --max 2 cuts the listing and says so on stderr (exit 0); --max 0
+ *     and two prefixes are usage errors; the completion offers ls.
  *  d) 1500 names on one master: more than one SCAN page (COUNT 1000), all
  *     listed (each cursor followed to its end).
  *  e) A master that never answers (SIGSTOP): ls ends well within its
@@ -154,6 +155,13 @@ int main(int argc, char **argv) {
   harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "\"complete\":false"));
   ASSERT_EQ(sh("%s ls --max 0 jobs: 2> /dev/null", cli), 64);
+  ASSERT_EQ(sh("%s ls a b 2> /dev/null", cli), 64);
+  /* The completion (made from the tables) offers ls and its options. */
+  ASSERT_EQ(sh("%s completion bash > %s", cli, out), 0);
+  harness_read_file(out, buf, sizeof(buf));
+  ASSERT_NOT_NULL(strstr(buf, " ls "));
+  ASSERT_NOT_NULL(strstr(buf, "    ls) opts=\"--servers"));
+  ASSERT_NOT_NULL(strstr(buf, " --wait --max\" ;;"));
 
   /* d) more names than one SCAN page. */
   ASSERT_EQ(harness_cmdf(&srv[0], line, sizeof(line),
