@@ -200,7 +200,7 @@ static unsigned popcount64(uint64_t v) {
   return n;
 }
 
-/* Masters of i whose every node in use ended without failing. */
+/* Masters whose every node in use ended its streams without failing. */
 static unsigned masters_done(const scan *s) {
   const redlock_client_t *c = s->c;
   unsigned i, k, done = 0;
