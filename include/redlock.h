@@ -641,7 +641,28 @@ typedef struct redlock_acquire_opts {
    * elected leader steps down). 0 = at the end of the validity; below half
    * the ttl (EINVAL otherwise). */
   int lost_margin_ms;
+  /* Who holds it (opt-in; issue 33): 1..REDLOCK_MAX_HOLDER bytes, no
+   * NUL, such as "host:pid" or a job's name. The value set on the masters
+   * becomes "<40 hex>.<holder>" (as an election's is "<40 hex>.<identity>")
+   * and stays one opaque string: other Redlock implementations compare it
+   * whole, as they compare any value; compare-and-delete stays exact.
+   * Anyone reading the key sees it (redlock_lock_inspect's holder, read
+   * back with redlock_token_holder; `redlock status`): never a secret.
+   * NULL: the 40 hex alone. Taken by each acquisition (a reentrant one
+   * keeps the held token's); EINVAL on an election's lock (its identity
+   * is its holder). Added in 0.4 at the end of the struct: rebuild
+   * programs made with 0.3's header. */
+  const char *holder;
 } redlock_acquire_opts;
+
+#define REDLOCK_MAX_HOLDER 80
+
+/* The holder part of a lock's value, as redlock_lock_inspect shows it
+ * (redlock_node_result.holder) or redlock_lock_token returns it: the bytes
+ * after "<40 lowercase hex>." in a value made with opts.holder or by an
+ * election; NULL for any other value (a token without a holder, another
+ * implementation's value, NULL). Points into `value`. */
+REDLOCK_EXTERN const char *redlock_token_holder(const char *value);
 
 /* Creates a handle for `resource` (binary-safe, 1..REDLOCK_MAX_KEY bytes
  * with the prefix). Errors: EINVAL, ENOMEM, ECANCELED (client closing). */

@@ -72,7 +72,7 @@ want_pkgs() {
 base_pkgs=(gcc meson ninja-build pkg-config libhiredis-dev libuv1-dev libssl-dev openssl
            redis-server redis-tools python3)
 test_pkgs=(clang valgrind docker-compose iptables iproute2 groff-base
-           liblua5.1-0-dev)
+           liblua5.1-0-dev zsh)
 # The compose kit's drill: podman with runc (rootful), netavark and
 # aardvark-dns (the services find each other by name) with iptables (it
 # publishes the ports), docker-compose through podman's API socket, curl

@@ -371,8 +371,8 @@ static void on_leader_inspected(redlock_lock_t *l, int status,
           pttls[b - 1] = t;
         }
       ttl = pttls[res->quorum - 1];
-      if (strlen(v) > REDLOCK__TOKEN_HEX + 1 && v[REDLOCK__TOKEN_HEX] == '.')
-        redlock__strlcpy(identity, v + REDLOCK__TOKEN_HEX + 1,
+      if (redlock_token_holder(v) != NULL)
+        redlock__strlcpy(identity, redlock_token_holder(v),
                          sizeof(identity));
       if (identity[0] == '\0')
         ttl = 0;   /* a lock of another kind: no leader */

@@ -630,6 +630,37 @@ static const redlock__lock_above above = {
     redlock__wd_after_user_extend,
 };
 
+/* opts.holder: the suffix of the tokens of this acquisition's attempts
+ * (".<holder>"), in a buffer of the handle's; NULL clears it. An
+ * election's handle has its identity's suffix already: no other. */
+static int take_holder(redlock_lock_t *l, const char *holder) {
+  size_t len;
+  if (l->token_suffix != NULL && l->token_suffix != l->holder_buf) {
+    if (holder == NULL)
+      return 0;
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_acquire: opts.holder on an "
+                         "election's lock (its identity names its holder)");
+  }
+  if (holder == NULL) {
+    l->token_suffix = NULL;
+    return 0;
+  }
+  len = strnlen(holder, REDLOCK_MAX_HOLDER + 1);
+  if (len == 0 || len > REDLOCK_MAX_HOLDER)
+    return redlock__fail(REDLOCK_EINVAL,
+                         "redlock_lock_acquire: opts.holder must be 1..%d "
+                         "bytes", REDLOCK_MAX_HOLDER);
+  if (l->holder_buf == NULL &&
+      (l->holder_buf = redlock__malloc(REDLOCK_MAX_HOLDER + 2)) == NULL)
+    return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  l->holder_buf[0] = '.';
+  memcpy(l->holder_buf + 1, holder, len + 1);
+  l->token_suffix = l->holder_buf;
+  l->token_suffix_len = len + 1;
+  return 0;
+}
+
 int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
                          const redlock_acquire_opts *opts, redlock_lock_cb cb,
                          void *arg) {
@@ -685,6 +716,8 @@ int redlock_lock_acquire(redlock_lock_t *l, int64_t ttl_ms,
                          (long long)ttl_ms);
   if (opts->fence && l->sem == NULL && redlock__lock_fence_key(l) != 0)
     return redlock__fail(REDLOCK_ENOMEM, "out of memory");
+  if ((rc = take_holder(l, opts->holder)) != 0)
+    return rc;
   /* Any auto-extension still running (a lock that just ran out, its
    * extension hung) stops here: one owner of the main round. */
   l->auto_extend = 0;

@@ -177,7 +177,10 @@ struct redlock_lock_s {
   char tok_inline[REDLOCK__TOKEN_HEX + 1];
   char intent[REDLOCK__TOKEN_HEX + 1];   /* a read-write waiter's id */
   const char *token_suffix;     /* appended to every new token (".id" of
-                                   an election), or NULL; not owned */
+                                   an election, or holder_buf), or NULL;
+                                   not owned */
+  char *holder_buf;             /* ".<holder>" of opts.holder (owned), or
+                                   NULL until one is given */
   size_t token_suffix_len;
   int64_t step_down_ms;         /* auto-extension: lost this long before
                                    the validity ends (elections); 0 at it */

@@ -49,6 +49,7 @@ static void lock_reap(redlock_lock_t *l) {
   redlock__tq_unreserve(&c->tq, 3);
   if (l->token != l->tok_inline)
     redlock__free(l->token);
+  redlock__free(l->holder_buf);
   if (l->fence_key != NULL) {
     redlock__free(l->fence_key);
     redlock__free(l->fence_key_cl);
@@ -1190,6 +1191,17 @@ uint64_t redlock_lock_fence(const redlock_lock_t *l) {
 
 int redlock_lock_is_lost(const redlock_lock_t *l) {
   return l != NULL && l->lost;
+}
+
+const char *redlock_token_holder(const char *value) {
+  size_t i;
+  if (value == NULL)
+    return NULL;
+  for (i = 0; i < REDLOCK__TOKEN_HEX; i++)
+    if (!((value[i] >= '0' && value[i] <= '9') ||
+          (value[i] >= 'a' && value[i] <= 'f')))
+      return NULL;   /* also the end of a shorter value */
+  return value[i] == '.' && value[i + 1] != '\0' ? value + i + 1 : NULL;
 }
 
 const char *redlock_lock_token(const redlock_lock_t *l) {

@@ -3,11 +3,13 @@
  * masters and a Redis Cluster of 3 primaries. The restart guard is off
  * (brand-new servers).
  *
- *  a) Under "jobs:": a plain lock, a fenced lock (its ":fence" counter is
- *     the library's: not listed), a read-write lock (its hash and marker:
- *     one "rw" name), a semaphore with 2 permits held, a lock whose token
- *     carries an identity (shown, escaped); not "other:x", not the
- *     library's "__redlock__" keys; sorted; --json says complete.
+ *  a) Under "jobs:": a plain lock (acquire's default holder, its host,
+ *     shown as status shows it), a fenced lock without a holder (--no-id:
+ *     8 characters; its ":fence" counter is the library's: not listed), a
+ *     read-write lock (its hash and marker: one "rw" name), a semaphore
+ *     with 2 permits held, a value that carries a holder with an escape
+ *     sequence (shown escaped); not "other:x", not the library's
+ *     "__redlock__" keys; sorted; --json says complete, holder_id.
  *  b) Prefixes with glob characters ("a*b:", "x[y:") are literal.
  *  c) --max 2 cuts the listing and says so on stderr (exit 0); --max 0
  *     and two prefixes are usage errors; the completion offers ls.
@@ -40,7 +42,7 @@ static int lines(const char *s) {
 
 int main(int argc, char **argv) {
   harness_server srv[N], cl[P];
-  char tmpdir[200], servers[256], tok[128], cmd[512], line[256];
+  char tmpdir[200], servers[256], tok[256], tok_b[128], cmd[512], line[512];
   uint64_t t0, took;
   int i, rc, owners[P] = {0}, distinct = 0;
 
@@ -66,7 +68,9 @@ int main(int argc, char **argv) {
   /* a) the names under jobs: */
   ASSERT_EQ(sh("%s acquire --ttl 2m jobs:a > %s", cli, out), 0);
   harness_read_file(out, tok, sizeof(tok));
-  ASSERT_EQ(sh("%s acquire --ttl 2m --fence jobs:b > /dev/null", cli), 0);
+  ASSERT_EQ(sh("%s acquire --ttl 2m --fence --no-id jobs:b > %s", cli, out),
+            0);
+  harness_read_file(out, tok_b, sizeof(tok_b));
   ASSERT_EQ(sh("%s acquire --ttl 2m --write jobs:rw > /dev/null", cli), 0);
   ASSERT_EQ(sh("%s acquire --ttl 2m other:x > /dev/null", cli), 0);
   for (i = 0; i < 2; i++) {
@@ -95,11 +99,19 @@ int main(int argc, char **argv) {
   ASSERT_EQ(lines(buf), 5);
   snprintf(line, sizeof(line), "jobs:a lock on=3/3 pttl_ms=");
   ASSERT_NOT_NULL(strstr(buf, line));
-  snprintf(line, sizeof(line), "holder=%.8s...\n", tok);
+  /* A holder as status shows it: its id (acquire's default: the host),
+   * then 8 characters of the token; without one, 8 characters alone. */
+  tok[strcspn(tok, "\n")] = '\0';
+  ASSERT(strlen(tok) > 41 && tok[40] == '.');
+  snprintf(line, sizeof(line), "jobs:a lock on=3/3 pttl_ms=");
+  ASSERT_NOT_NULL(strstr(buf, line));
+  snprintf(line, sizeof(line), " holder=%s (%.8s...)\n", tok + 41, tok);
+  ASSERT_NOT_NULL(strstr(buf, line));
+  snprintf(line, sizeof(line), " holder=%.8s...\n", tok_b);
   ASSERT_NOT_NULL(strstr(buf, line));
   ASSERT_NOT_NULL(strstr(buf, "\njobs:b lock on=3/3 pttl_ms="));
   ASSERT_NOT_NULL(strstr(buf, "\njobs:id lock on=3/3 pttl_ms="));
-  ASSERT_NOT_NULL(strstr(buf, "holder=worker-7\\x1b[2J\n"));
+  ASSERT_NOT_NULL(strstr(buf, "holder=worker-7\\x1b[2J (01234567...)\n"));
   ASSERT_NOT_NULL(strstr(buf, "\njobs:rw rw on=3/3\n"));
   ASSERT_NOT_NULL(strstr(buf, "\njobs:sem semaphore permits=2/3\n"));
   ASSERT_NULL(strstr(buf, "fence"));
@@ -113,6 +125,10 @@ int main(int argc, char **argv) {
   harness_read_file(out, buf, sizeof(buf));
   ASSERT_NOT_NULL(strstr(buf, "\"complete\":true"));
   ASSERT_EQ(harness_count(buf, "\"name\":"), 5);
+  snprintf(line, sizeof(line), "\"holder\":\"%.8s...\",\"holder_id\":\"%s\"",
+           tok, tok + 41);
+  ASSERT_NOT_NULL(strstr(buf, line));
+  ASSERT_NOT_NULL(strstr(buf, "\"holder_id\":null"));
   ASSERT_NOT_NULL(strstr(buf, "{\"name\":\"jobs:rw\",\"kind\":\"rw\","
                               "\"masters\":3}"));
   ASSERT_NOT_NULL(strstr(buf, "\"name\":\"jobs:sem\",\"kind\":\"semaphore\","

@@ -164,6 +164,36 @@ def test_inspect_and_force_unlock(masters, client_of):
         c.rwlock("forced").read().locked()
 
 
+def test_holder_shown_by_inspect(masters, client_of):
+    """holder= names who holds a lock (issue 33): in the value
+    "<40 hex>.<holder>", which inspect (a client that saw nothing) reads
+    back; a semaphore's permits and a read-write side take it too."""
+    c = client_of(masters)
+    other = client_of(masters)
+    with c.lock("who", ttl=5, holder="web-1:4242") as lock:
+        assert lock.token.endswith(".web-1:4242")
+        assert libredlock.token_holder(lock.token) == "web-1:4242"
+        st = other.inspect("who")
+        assert st.held and st.holder == lock.token
+        assert st.holder_id == "web-1:4242"
+    with c.lock("who", ttl=5) as lock:   # none: 40 hex alone
+        assert len(lock.token) == 40
+        assert other.inspect("who").holder_id is None
+    with c.semaphore("who-pool", 2, ttl=5, holder="batch \u00e9") as sem:
+        permits = other.semaphore_status("who-pool", 2).permits
+        assert [p.holder_id for p in permits] == ["batch \u00e9"]
+        assert sem.token.endswith(".batch \u00e9")
+    with c.rwlock("who-rw").read(ttl=5, holder="reader-1") as r:
+        assert r.token.endswith(".reader-1")
+    for bad in ("", "x" * 81, "\u00e9" * 41):   # 82 bytes in UTF-8
+        with pytest.raises(ConfigError):
+            c.lock("who", holder=bad)
+    with pytest.raises(TypeError):
+        c.lock("who", holder=b"bytes")
+    assert libredlock.token_holder("0" * 40) is None
+    assert libredlock.token_holder("my-uuid.web") is None
+
+
 def test_synchronize_decorator(masters, client_of):
     c = client_of(masters)
     other = client_of(masters)

@@ -416,7 +416,74 @@ static void test_slots(void) {
   ASSERT_EQ(redlock__key_slot(tag, strlen(tag)), 16383);
 }
 
+/* The holder in a lock's value (issue 33): "<40 lowercase hex>.<holder>"
+ * only; and opts.holder's bounds, refused before anything is sent (a
+ * client on a port where nothing listens). */
+static void on_unused(redlock_lock_t *l, int status,
+                      const redlock_result *r, void *arg) {
+  (void)l, (void)status, (void)r, (void)arg;
+  TEST_FAIL("an acquisition with a bad holder was started");
+}
+
+static void on_holder_closed(redlock_client_t *c, void *arg) {
+  (void)c;
+  *(int *)arg = 1;
+}
+
+static void test_holder(void) {
+  const char *hex = "0123456789abcdef0123456789abcdef01234567";
+  char v[200], addr[64], long_id[REDLOCK_MAX_HOLDER + 2];
+  const char *servers[1];
+  redlock_client_config cfg;
+  redlock_acquire_opts ao;
+  redlock_client_t *c;
+  redlock_lock_t *l;
+  uv_loop_t loop;
+  int closed = 0;
+  snprintf(v, sizeof(v), "%s.host-1:42", hex);
+  ASSERT_STR_EQ(redlock_token_holder(v), "host-1:42");
+  snprintf(v, sizeof(v), "%s.a.b", hex);   /* a dot in the holder */
+  ASSERT_STR_EQ(redlock_token_holder(v), "a.b");
+  ASSERT_NULL(redlock_token_holder(hex));               /* no holder */
+  snprintf(v, sizeof(v), "%s.", hex);
+  ASSERT_NULL(redlock_token_holder(v));                 /* empty holder */
+  snprintf(v, sizeof(v), "%.39s.x", hex);
+  ASSERT_NULL(redlock_token_holder(v));                 /* 39 hex */
+  snprintf(v, sizeof(v), "%.39sA.x", hex);
+  ASSERT_NULL(redlock_token_holder(v));                 /* not lowercase */
+  ASSERT_NULL(redlock_token_holder("my-uuid.x"));       /* another's value */
+  ASSERT_NULL(redlock_token_holder(""));
+  ASSERT_NULL(redlock_token_holder(NULL));
+
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", harness_free_port());
+  servers[0] = addr;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.servers = servers;
+  cfg.n_servers = 1;
+  cfg.restart_guard_ms = -1;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  ASSERT_EQ(redlock_client_new(&loop, &cfg, &c), 0);
+  ASSERT_EQ(redlock_lock_new(c, "k", 1, &l), 0);
+  memset(&ao, 0, sizeof(ao));
+  ao.holder = "";
+  ASSERT_EQ(redlock_lock_acquire(l, 1000, &ao, on_unused, NULL),
+            REDLOCK_EINVAL);
+  memset(long_id, 'x', sizeof(long_id) - 1);
+  long_id[sizeof(long_id) - 1] = '\0';   /* 81 bytes */
+  ao.holder = long_id;
+  ASSERT_EQ(redlock_lock_acquire(l, 1000, &ao, on_unused, NULL),
+            REDLOCK_EINVAL);
+  ASSERT_NOT_NULL(strstr(redlock_last_error(), "1..80 bytes"));
+  ASSERT_EQ(redlock_lock_free(l), 0);
+  ASSERT_EQ(redlock_client_close(c, on_holder_closed, &closed), 0);
+  while (!closed)
+    uv_run(&loop, UV_RUN_ONCE);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
+  test_holder();
   test_slots();
   test_clock();
   test_hist();

@@ -18,7 +18,8 @@ const char help_acquire[] =
     "  --wake       wait for the holder's release message instead of polling\n"
     "  --also KEY2  lock KEY2 too, all or none (repeatable)\n"
     "  --read, --write  take KEY's read-write lock (it excludes KEY's plain\n"
-    "               lock, and the reverse)\n"
+    "               lock, and the reverse)\n"    "  --id NAME    the holder `status` shows (1..80 bytes; default the host\n"
+    "               name; --no-id: none); the token is <40 hex>.NAME\n"
     "\n"
     "  tok=$(redlock acquire --ttl 1m deploy) || exit 1\n";
 
@@ -121,10 +122,29 @@ void check_acquire(void) {
   }
 }
 
+const char *holder_id(int with_pid) {
+  static char id[REDLOCK_MAX_HOLDER + 1];
+  char host[64];
+  if (opt.no_id)
+    return NULL;
+  if (opt.id != NULL)
+    return opt.id;
+  if (gethostname(host, sizeof(host)) != 0)
+    snprintf(host, sizeof(host), "localhost");
+  host[sizeof(host) - 1] = '\0';
+  if (with_pid)
+    snprintf(id, sizeof(id), "%s:%ld", host, (long)getpid());
+  else
+    snprintf(id, sizeof(id), "%s", host);
+  return id;
+}
+
 int start_acquire(void) {
   redlock_acquire_opts ao;
   memset(&ao, 0, sizeof(ao));
   wait_opts(&ao);
+  /* The host only: this process is gone once the token is printed. */
+  ao.holder = holder_id(0);
   ao.fence = opt.fence;
   ao.wake = opt.wake;
   return redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_acquire_cmd, NULL);

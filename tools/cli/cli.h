@@ -69,7 +69,7 @@ enum {
   O_CONNECT_TIMEOUT, O_RESTART_GUARD, O_TLS_CA, O_TLS_CA_DIR, O_TLS_CERT,
   O_TLS_KEY, O_TLS_KEY_PASS_FILE, O_TLS_SERVER_NAME, O_TLS_INSECURE,
   O_HELP, O_VERSION, O_TTL, O_WAIT, O_GRACE, O_HEAL, O_FENCE, O_WAKE,
-  O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_ONCE, O_STATS, O_STATS_FILE,
+  O_ALSO, O_READ, O_WRITE, O_TOKEN, O_ID, O_NO_ID, O_ONCE, O_STATS, O_STATS_FILE,
   O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
   O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL, O_FORCE,
   O_WATCH, O_LIMIT, O_PERMIT, O_TIMEOUT_OLD, O_SHELL_CMD, O_VERBOSE,
@@ -151,7 +151,7 @@ typedef struct cli_opts {
   const char *tls_ca, *tls_ca_dir, *tls_cert, *tls_key, *tls_key_pass_file;
   const char *tls_server_name;
   int tls_insecure;
-  const char *id;
+  const char *id;         /* --id: run, acquire (holder), elect */
   int once;
   int stats;
   const char *stats_file;
@@ -177,6 +177,7 @@ typedef struct cli_opts {
   const char *json_file;   /* run/elect --json-file F (implies --json) */
   int json_fd;          /* run/elect --json-fd N; -1: not given */
   int prometheus;       /* stats --prometheus: the text even with --json */
+  int no_id;              /* --no-id: run and acquire store no holder */
   unsigned max_names;   /* ls --max N; 0: not given (1000) */
 } cli_opts;
 extern cli_opts opt;
@@ -219,6 +220,11 @@ extern FILE *json_out;   /* run's and elect's JSON: stdout or --json-file */
 void open_json_out(void);
 void say_verbose(int status, const redlock_result *r);
 char *text_of(const char *s);
+#define HOLDER_SHOWN_LEN (REDLOCK_MAX_HOLDER * 4 + 16)
+void holder_shown(const char *value, char *buf, size_t len);
+/* run's and acquire's holder (--id, else a default: HOST:PID when
+ * with_pid, else HOST; NULL with --no-id). */
+const char *holder_id(int with_pid);
 void report_result(const char *what, int status,
                    const redlock_result *r);
 void on_client_closed(redlock_client_t *c, void *arg);

@@ -16,8 +16,8 @@ const char help_ls[] =
     "List the locks held on the masters whose name starts with PREFIX\n"
     "(every name without it), one line each, sorted by name: the name, its\n"
     "kind (lock, rw, semaphore) and its state: for a lock, held on k of N\n"
-    "masters, the ttl left (the quorum-th longest, ms) and the holder (its\n"
-    "identity when the token carries one, else its first 8 characters);\n"
+    "masters, the ttl left (the quorum-th longest, ms) and the holder (as\n"
+    "status shows it: its --id, then 8 characters of the token);\n"
     "for a semaphore, the permits held of its limit; for a read-write lock\n"
     "the masters that show it. The masters are read with SCAN (bounded:\n"
     "never a KEYS), every one in parallel, a cluster's every primary. The\n"
@@ -39,7 +39,10 @@ typedef struct ls_row {
   int state;            /* 0 not inspected, 1 inspected, -1 failed */
   unsigned held_on;     /* lock: masters that hold it */
   int64_t pttl_ms;      /* lock: the quorum-th longest pttl, -1 unknown */
-  char holder[200];     /* lock: as shown (never a whole token) */
+  char holder[HOLDER_SHOWN_LEN];   /* lock: as status shows it (never a
+                                     whole token) */
+  char token8[16];      /* lock: 8 characters of the value */
+  char holder_id[REDLOCK_MAX_HOLDER + 1];   /* its holder part, or "" */
   unsigned permits, limit;   /* semaphore */
 } ls_row;
 
@@ -56,31 +59,6 @@ static char scan_error[300];
 static const char *kind_name(int kind) {
   return kind == REDLOCK_NAME_RW ? "rw"
          : kind == REDLOCK_NAME_SEMAPHORE ? "semaphore" : "lock";
-}
-
-/* A holder as shown: the identity after "<40 hex>." (escaped for the
- * terminal), else the first 8 characters and "..." (never another
- * owner's whole token: status does the same). */
-static void shown_holder(const char *v, char *out, size_t len) {
-  size_t i;
-  for (i = 0; i < 40; i++)
-    if (!((v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f')))
-      break;
-  if (i == 40 && v[40] == '.' && v[41] != '\0') {
-    char *t = text_of(v + 41);
-    snprintf(out, len, "%s", t != NULL ? t : "?");
-    free(t);
-    return;
-  }
-  {
-    char cut[9];
-    char *t;
-    snprintf(cut, sizeof(cut), "%.8s", v);
-    t = text_of(cut);
-    snprintf(out, len, "%s%s", t != NULL ? t : "?",
-             strlen(v) > 8 ? "..." : "");
-    free(t);
-  }
 }
 
 static int cmp_desc(const void *a, const void *b) {
@@ -118,7 +96,12 @@ static void ls_print(void) {
         else
           printf("null");
         printf(",\"holder\":");
-        json_str(r->holder);
+        json_str(r->token8);
+        printf(",\"holder_id\":");
+        if (r->holder_id[0] != '\0')
+          json_str(r->holder_id);
+        else
+          printf("null");
       } else if (r->state == 1 && r->kind == REDLOCK_NAME_SEMAPHORE) {
         printf(",\"permits_held\":%u,\"limit\":%u", r->permits, r->limit);
       }
@@ -189,8 +172,14 @@ static void on_lock_inspected(redlock_lock_t *l, int status,
         same += res->nodes[k].vote == REDLOCK_VOTE_YES &&
                 strcmp(res->nodes[k].holder, res->nodes[i].holder) == 0;
       if (same > best) {
+        const char *v = res->nodes[i].holder;
+        const char *id = redlock_token_holder(v);
         best = same;
-        shown_holder(res->nodes[i].holder, r->holder, sizeof(r->holder));
+        holder_shown(v, r->holder, sizeof(r->holder));
+        snprintf(r->token8, sizeof(r->token8), "%.8s%s", v,
+                 strlen(v) > 8 ? "..." : "");
+        snprintf(r->holder_id, sizeof(r->holder_id), "%s",
+                 id != NULL ? id : "");
       }
     }
     r->held_on = n;

@@ -123,7 +123,7 @@ static const char usage_exits[] =
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
          NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0,
-         -1, 0, NULL, 0, NULL, -1, 0, 0};
+         -1, 0, NULL, 0, NULL, -1, 0, 0, 0};
 
 const char *labels[MAX_LABELS];
 int n_labels;
@@ -178,7 +178,8 @@ static const optdef options[] = {
     {"read", 0, 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_READ},
     {"write", 0, 0, C_RUN | C_ACQUIRE | C_EXTEND | C_RELEASE, O_WRITE},
     {"token", 0, 1, C_STATUS, O_TOKEN},
-    {"id", 0, 1, C_ELECT, O_ID},
+    {"id", 0, 1, C_RUN | C_ACQUIRE | C_ELECT, O_ID},
+    {"no-id", 0, 0, C_RUN | C_ACQUIRE, O_NO_ID},
     {"once", 0, 0, C_ELECT, O_ONCE},
     {"stats", 0, 0, C_STATUS, O_STATS},
     {"stats-file", 0, 1, C_RUN | C_ELECT, O_STATS_FILE},
@@ -754,9 +755,14 @@ static void set_option(const optdef *o, const char *v) {
       opt.token = v;
       break;
     case O_ID:
-      if (*v == '\0' || strlen(v) > 80)
-        usage_error("--id must be 1..80 bytes");
+      if (*v == '\0' || strlen(v) > REDLOCK_MAX_HOLDER)
+        usage_error("--id must be 1..%d bytes", REDLOCK_MAX_HOLDER);
       opt.id = v;
+      opt.no_id = 0;
+      break;
+    case O_NO_ID:
+      opt.no_id = 1;
+      opt.id = NULL;
       break;
     case O_ONCE:
       opt.once = 1;

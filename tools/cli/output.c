@@ -164,6 +164,21 @@ void say_verbose(int status, const redlock_result *r) {
           r->attempts == 1 ? "" : "s");
 }
 
+/* A holder for people (status, semaphore status, ls): the holder part of
+ * the value (redlock_token_holder: --id of run, acquire, elect), escaped
+ * as text_of, then the token's first 8 characters in parentheses; a
+ * value without one: its first 8 characters. Never another owner's whole
+ * token (it releases the lock). */
+void holder_shown(const char *value, char *buf, size_t len) {
+  const char *id = redlock_token_holder(value);
+  char *t = id != NULL ? text_of(id) : NULL;
+  if (t != NULL)
+    snprintf(buf, len, "%s (%.8s...)", t, value);
+  else
+    snprintf(buf, len, "%.8s%s", value, strlen(value) > 8 ? "..." : "");
+  free(t);
+}
+
 /* A key for people: control characters (a newline, ESC that starts a
  * terminal's escape sequence), C1 controls and bytes that are not UTF-8
  * as \n, \t, \r or \xNN; the rest as it is. Allocated (4 bytes at most

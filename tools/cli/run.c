@@ -37,6 +37,8 @@ const char help_run[] =
     "               (at most K jobs at once across hosts; CMD sees\n"
     "               REDLOCK_PERMIT, 0..K-1). Every job must use the same\n"
     "               K: another one gets exit 78 (change it: redlock limit)\n"
+    "  --id NAME    the holder `status` shows (1..80 bytes; default\n"
+    "               HOSTNAME:PID of this process; --no-id: none)\n"
     "  -o           accepted for flock(1): CMD never holds the lock\n"
     "  --stats-file F, --stats-label NAME=VALUE  as for elect\n"
     "  --json-file F, --json-fd N  the --json object to F or descriptor N\n"
@@ -883,6 +885,7 @@ int start_run(void) {
   ao.wake = opt.wake;
   ao.on_lost = on_lost;
   ao.lost_margin_ms = (int)lost_margin_ms();
+  ao.holder = holder_id(1);   /* this process runs as long as the job */
   signals_or_exit();
   rc = redlock_lock_acquire(lock, opt.ttl_ms, &ao, on_run_acquired, NULL);
   start_stats_file();
@@ -890,18 +893,10 @@ int start_run(void) {
 }
 
 int start_elect(void) {
-  static char default_id[128];
   redlock_election_opts eo;
   int rc;
-  if (opt.id == NULL) {
-    char host[64];
-    if (gethostname(host, sizeof(host)) != 0)
-      snprintf(host, sizeof(host), "localhost");
-    host[sizeof(host) - 1] = '\0';
-    snprintf(default_id, sizeof(default_id), "%s:%ld", host,
-             (long)getpid());
-    opt.id = default_id;
-  }
+  if (opt.id == NULL)
+    opt.id = holder_id(1);
   memset(&eo, 0, sizeof(eo));
   eo.ttl_ms = opt.ttl_given ? opt.ttl_ms : 10000;
   eo.retry_delay_ms = 200;

@@ -93,11 +93,17 @@ static void print_sem_status(int status, const redlock_semaphore_info *in,
     for (i = 0; i < in->n_permits; i++) {
       const redlock_permit_info *p = &in->permits[i];
       char shown[16];
+      const char *id = redlock_token_holder(p->holder);
       snprintf(shown, sizeof(shown), "%.8s%s", p->holder,
                strlen(p->holder) > 8 ? "..." : "");
       printf("%s{\"permit\":%u,\"held\":%s,\"holder\":", i ? "," : "",
              p->index, p->held ? "true" : "false");
       json_str(shown);
+      printf(",\"holder_id\":");
+      if (id != NULL)
+        json_str(id);
+      else
+        printf("null");
       printf(",\"masters\":%u,\"ttl_ms\":%lld}", p->masters,
              (long long)p->pttl_ms);
     }
@@ -121,10 +127,12 @@ static void print_sem_status(int status, const redlock_semaphore_info *in,
            "missed `redlock limit`)\n", in->limit_max);
   for (i = 0; i < in->n_permits; i++) {
     const redlock_permit_info *p = &in->permits[i];
+    char shown[HOLDER_SHOWN_LEN];
     /* Never print another owner's full token: 8 characters. */
-    printf("permit %u: %s %.8s%s on %u of %u masters, %lld ms left%s\n",
-           p->index, p->held ? "held by" : "partly held by", p->holder,
-           strlen(p->holder) > 8 ? "..." : "", p->masters, n,
+    holder_shown(p->holder, shown, sizeof(shown));
+    printf("permit %u: %s %s on %u of %u masters, %lld ms left%s\n",
+           p->index, p->held ? "held by" : "partly held by", shown,
+           p->masters, n,
            (long long)p->pttl_ms,
            in->limit != 0 && p->index >= in->limit ? " (above the limit)"
                                                    : "");

@@ -294,7 +294,10 @@ typedef struct status_row {
   int up, held, mine, rw;
   uint64_t latency_us;
   int64_t pttl_ms;
-  char shown[16];       /* the holder: 8 characters, never a whole token */
+  char shown[HOLDER_SHOWN_LEN];   /* the holder: its --id and 8
+                                     characters, never a whole token */
+  char holder_id[REDLOCK_MAX_HOLDER + 1];   /* its --id, or "" */
+  char token8[16];      /* the token's first 8 characters (JSON) */
   char error[160];
 } status_row;
 static status_row status_rows[REDLOCK_MAX_SERVERS];
@@ -363,7 +366,12 @@ static void status_finish(void) {
                "\"mine\":%s,\"rw_lock\":%s,\"holder\":",
                (unsigned long long)n->latency_us, n->held ? "true" : "false",
                pttl, n->mine ? "true" : "false", n->rw ? "true" : "false");
-        json_str(n->held ? n->shown : "");
+        json_str(n->held ? n->token8 : "");
+        printf(",\"holder_id\":");
+        if (n->held && n->holder_id[0] != '\0')
+          json_str(n->holder_id);
+        else
+          printf("null");
       } else {
         printf(",\"error\":");
         json_str(n->error);
@@ -439,8 +447,13 @@ void on_status_cmd(redlock_lock_t *l, int status,
                                                                 : "");
     snprintf(row->error, sizeof(row->error), "%s", n->errstr);
     /* Never print another owner's full token: 8 characters identify it. */
-    snprintf(row->shown, sizeof(row->shown), "%.8s%s", n->holder,
+    holder_shown(n->holder, row->shown, sizeof(row->shown));
+    snprintf(row->token8, sizeof(row->token8), "%.8s%s", n->holder,
              strlen(n->holder) > 8 ? "..." : "");
+    snprintf(row->holder_id, sizeof(row->holder_id), "%s",
+             redlock_token_holder(n->holder) != NULL
+                 ? redlock_token_holder(n->holder)
+                 : "");
     status_held += row->held;
     status_rw += row->rw;
   }

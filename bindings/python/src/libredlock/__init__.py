@@ -20,7 +20,8 @@ search path. See bindings/python/README.md (the package's description).
 from ._ffi import LibraryNotFound, library_path
 from .client import (TLS, Client, Election, HolderStatus, Leader, Lock,
                      LockStatus, MasterStats, PermitStatus, RWLock,
-                     Semaphore, SemaphoreStatus, Stats, parse_duration)
+                     Semaphore, SemaphoreStatus, Stats, parse_duration,
+                     token_holder)
 from .errors import (AuthenticationError, ClientClosed, ConfigError,
                      LimitMismatch, LockTaken, Lost, MasterResult, NoQuorum,
                      RedlockError, WaitTimeout)
@@ -33,7 +34,7 @@ __all__ = [
     "Stats", "MasterStats", "TLS", "RedlockError", "LockTaken", "NoQuorum",
     "WaitTimeout", "Lost", "ConfigError", "LimitMismatch",
     "AuthenticationError", "ClientClosed", "MasterResult",
-    "parse_duration",
+    "parse_duration", "token_holder",
     "LibraryNotFound", "library_path", "c_version",
 ]
 

@@ -93,6 +93,7 @@ class AcquireOpts(ctypes.Structure):
         ("reentrant", c_int),
         ("wake", c_int),
         ("lost_margin_ms", c_int),
+        ("holder", c_char_p),
     ]
 
 

@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import queue
+import re
 import threading
 import time
 import weakref
@@ -136,6 +137,28 @@ def _cstr(name: str, value: object) -> Optional[bytes]:
     if b"\0" in b:
         raise ConfigError(f"{name} contains a NUL character", "EINVAL")
     return b
+
+
+# A holder (issue 33): who holds a lock, in its value "<40 hex>.<holder>"
+# (redlock_acquire_opts.holder; `redlock status` shows it).
+MAX_HOLDER = 80
+_HOLDER_RE = re.compile(r"\A[0-9a-f]{40}\.(.+)\Z", re.S)
+
+
+def _holder(value: object) -> Optional[bytes]:
+    b = _cstr("holder", value)
+    if b is not None and not 1 <= len(b) <= MAX_HOLDER:
+        raise ConfigError(f"holder must be 1..{MAX_HOLDER} bytes (UTF-8), "
+                          f"not {len(b)}", "EINVAL")
+    return b
+
+
+def token_holder(value: str) -> Optional[str]:
+    """The holder part of a lock's value (a token made with ``holder=``,
+    or ``redlock run``/``acquire --id``, an election's identity): what
+    follows "<40 lowercase hex>."; None for any other value."""
+    m = _HOLDER_RE.match(value)
+    return m.group(1) if m else None
 
 
 def _resource(value: object) -> bytes:
@@ -995,7 +1018,8 @@ class Client:
              lost_margin: Optional[float] = None, heal: bool = False,
              retry_count: Optional[int] = None,
              retry_delay: Optional[float] = None,
-             retry_jitter: Optional[float] = None) -> "Lock":
+             retry_jitter: Optional[float] = None,
+             holder: Optional[str] = None) -> "Lock":
         """A lock on ``name`` (str or bytes), or on several names at once
         when given a list or tuple (all of them or none, one script per
         master). Not acquired yet: use ``with`` / ``async with``, or
@@ -1008,6 +1032,10 @@ class Client:
         token (``lock.fence``, one extra round trip). ``lost_margin``:
         seconds before the validity ends at which a lock that could not be
         extended is declared lost (``lock.lost`` is set); default ttl/10.
+        ``holder``: who holds it, 1..80 bytes (say ``f"{host}:{pid}"``),
+        stored in the value (``<40 hex>.<holder>``, one opaque string to
+        other Redlock libraries) for :meth:`inspect` and ``redlock
+        status`` to show; readable by anyone who reads the keys.
         """
         if isinstance(name, (list, tuple)):
             names = [_resource(n) for n in name]
@@ -1018,7 +1046,8 @@ class Client:
             names = [_resource(name)]
         return Lock(self, names, None, ttl, wait, fence, auto_extend,
                     lost_margin, heal, retry_count, retry_delay,
-                    retry_jitter, multi=isinstance(name, (list, tuple)))
+                    retry_jitter, multi=isinstance(name, (list, tuple)),
+                    holder=holder)
 
     def rwlock(self, name: Resource) -> "RWLock":
         """A read-write lock on ``name``: ``.read(...)`` and ``.write(...)``
@@ -1106,7 +1135,8 @@ class Client:
                   lost_margin: Optional[float] = None, heal: bool = False,
                   retry_count: Optional[int] = None,
                   retry_delay: Optional[float] = None,
-                  retry_jitter: Optional[float] = None) -> "Semaphore":
+                  retry_jitter: Optional[float] = None,
+                  holder: Optional[str] = None) -> "Semaphore":
         """A counting semaphore on ``name``: at most ``limit`` holders at
         once across every client (1..1024). A :class:`Semaphore`, used as
         a lock (``with``, ``async with``, acquire/release, ``lost``, the
@@ -1117,7 +1147,7 @@ class Client:
         return Semaphore(self, [_resource(name)], None, ttl, wait, fence,
                          auto_extend, lost_margin, heal, retry_count,
                          retry_delay, retry_jitter,
-                         limit=_limit("limit", limit))
+                         limit=_limit("limit", limit), holder=holder)
 
     def semaphore_status(self, name: Resource, limit: int
         ) -> "SemaphoreStatus":
@@ -1251,6 +1281,8 @@ class LockStatus:
     ttl: float        # seconds until fewer than a quorum hold it
     rw: bool          # a read-write lock of the same name exists
     per_master: Tuple[HolderStatus, ...]   # each master that answered
+    # the holder part of that token (holder=, `redlock run --id`), or None
+    holder_id: Optional[str] = None
 
     @classmethod
     def _from(cls, res: Any, quorum: int) -> "LockStatus":
@@ -1272,7 +1304,8 @@ class LockStatus:
         ttls = sorted(ttls, reverse=True)
         held = len(ttls) >= quorum
         return cls(held, holder, len(ttls),
-                   ttls[quorum - 1] if held else 0.0, rw, tuple(per))
+                   ttls[quorum - 1] if held else 0.0, rw, tuple(per),
+                   token_holder(holder) if holder else None)
 
 
 # --- locks ---------------------------------------------------------------------
@@ -1366,7 +1399,8 @@ class Lock:
                  auto_extend: bool, lost_margin: Optional[float], heal: bool,
                  retry_count: Optional[int], retry_delay: Optional[float],
                  retry_jitter: Optional[float], multi: bool = False,
-                 limit: Optional[int] = None) -> None:
+                 limit: Optional[int] = None,
+                 holder: Optional[str] = None) -> None:
         self._client = client
         self._names = names
         self._side = side
@@ -1391,6 +1425,9 @@ class Lock:
         o.auto_extend = 1 if auto_extend else 0
         o.heal = 1 if heal else 0
         o.wake = 1
+        # kept: the opts point at it for as long as the lock is used
+        self._holder_b = _holder(holder)
+        o.holder = self._holder_b
         if auto_extend:
             o.on_lost = _c_callback(F.LOST_CB, "redlock_sync_queue_lost")
             if lost_margin is None:
@@ -1906,6 +1943,7 @@ class PermitStatus:
     masters: int     # how many masters hold it
     held: bool       # by a quorum: the permit is taken
     ttl: float       # seconds: held, until fewer than a quorum hold it
+    holder_id: Optional[str] = None   # the holder part of that token
 
 
 @dataclass(frozen=True)
@@ -1920,7 +1958,8 @@ class SemaphoreStatus:
     def _from(cls, info: Any) -> "SemaphoreStatus":
         return cls(info.limit, info.limit_max, info.held, info.free,
                    tuple(PermitStatus(p.index, _decode(p.holder), p.masters,
-                                      bool(p.held), p.pttl_ms / 1000)
+                                      bool(p.held), p.pttl_ms / 1000,
+                                      token_holder(_decode(p.holder)))
                          for p in (info.permits[i]
                                    for i in range(info.n_permits))))
 
@@ -1946,13 +1985,13 @@ class RWLock:
     def _side(self, side: int, ttl: float, wait: Optional[float],
               kw: Dict[str, Any]) -> Lock:
         bad = set(kw) - {"auto_extend", "lost_margin", "retry_count",
-                         "retry_delay", "retry_jitter"}
+                         "retry_delay", "retry_jitter", "holder"}
         if bad:
             raise TypeError(f"unexpected option(s) {sorted(bad)}")
         return Lock(self._client, [self._name], side, ttl, wait, False,
                     kw.get("auto_extend", True), kw.get("lost_margin"),
                     False, kw.get("retry_count"), kw.get("retry_delay"),
-                    kw.get("retry_jitter"))
+                    kw.get("retry_jitter"), holder=kw.get("holder"))
 
 
 # --- elections -------------------------------------------------------------------
