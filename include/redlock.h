@@ -376,6 +376,70 @@ REDLOCK_EXTERN int redlock_client_set_ttl_record(redlock_client_t *client,
                                                  redlock_client_cb cb,
                                                  void *arg);
 
+/* Listing the locks (`redlock ls`): the lock names held on the masters
+ * under a prefix, found by SCAN on every node in use of every master (a
+ * plain master's node, each primary of a Redis Cluster, a sentinel
+ * group's primary), all in parallel, each node's cursor followed to its
+ * end. What the library keeps beside the locks (fencing counters, the ttl
+ * record, clock hashes) is left out; a read-write lock's hash and a
+ * semaphore's limit record and permits each give their lock's name once.
+ * A name seen on several masters is listed once, with how many showed it.
+ * A snapshot: locks taken or freed meanwhile may or may not show. */
+typedef enum {
+  REDLOCK_NAME_LOCK = 1,        /* a plain lock (redlock_lock_inspect) */
+  REDLOCK_NAME_RW = 2,          /* a read-write lock: readers, a writer or
+                                   waiters */
+  REDLOCK_NAME_SEMAPHORE = 3    /* a counting semaphore's record or permits
+                                   (redlock_semaphore_inspect) */
+} redlock_name_kind;
+
+typedef struct redlock_scan_name {
+  const void *name;       /* the lock's name (without the client's
+                             key_prefix), binary-safe, not NUL-terminated */
+  size_t len;
+  int kind;               /* redlock_name_kind */
+  unsigned masters;       /* how many masters showed it */
+} redlock_scan_name;
+
+typedef struct redlock_scan_result {
+  const redlock_scan_name *names;   /* sorted by name (bytes), then kind */
+  size_t n_names;
+  /* 1 when every node's cursor reached its end and no cap was hit (the
+   * names, the SCAN calls per node): every lock held on a master that
+   * answered is listed. */
+  int complete;
+  int capped;             /* max_names or the call cap cut the listing */
+  unsigned masters_done;  /* masters whose every node was scanned */
+  unsigned n_masters;
+  const char *error;      /* the first node that failed, and why; or "" */
+} redlock_scan_result;
+
+typedef void (*redlock_scan_cb)(redlock_client_t *client, int status,
+                                const redlock_scan_result *result,
+                                void *arg);
+
+#define REDLOCK_SCAN_MAX_NAMES 100000
+#define REDLOCK_SCAN_MAX_CALLS 10000   /* SCAN calls per node */
+
+/* Lists the lock names that start with `prefix` (prefix_len bytes,
+ * binary-safe; 0 for every name): SCAN cursor MATCH <the prefix as a
+ * glob, its metacharacters escaped> COUNT 1000 on every node. Bounds:
+ * each call has the command timeout; at most REDLOCK_SCAN_MAX_CALLS per
+ * node; max_names (1..REDLOCK_SCAN_MAX_NAMES) distinct names kept (more
+ * are counted as a cap hit, not kept); the whole listing ends within
+ * wait_ms (0: 10 s; at most one hour). A reply that is not [cursor,
+ * [names...]] fails its node; names longer than REDLOCK_MAX_KEY are
+ * skipped. The callback gets 0 once a quorum of masters was scanned to
+ * the end (or cut by a cap), ENOQUORUM when too few could be, ETIMEDOUT
+ * when wait_ms passed first (what was found so far is listed either
+ * way), ECANCELED when the client closes. The result is valid during the
+ * callback only. Errors from the call: EINVAL, ENOMEM, ECANCELED (the
+ * client is closing). */
+REDLOCK_EXTERN int redlock_client_scan(redlock_client_t *client,
+                                       const void *prefix, size_t prefix_len,
+                                       unsigned max_names, int64_t wait_ms,
+                                       redlock_scan_cb cb, void *arg);
+
 /* Writes into buf (always NUL-terminated when len > 0) why an operation
  * ended as it did, in words an operator understands, e.g. "no quorum (3
  * needed): 3 of 5 masters restarted less than 10.0 s ago (restart guard)

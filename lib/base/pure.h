@@ -149,4 +149,22 @@ size_t redlock__same_slot_name(const char *key, size_t len,
                                const char *suffix, char *out,
                                size_t outlen);
 
+/* ---- names.c: the lock names behind raw keys (redlock_client_scan) --------
+ * The SCAN pattern for keys whose lock name starts with `want` (the
+ * client's key prefix and the caller's prefix): "*" + want with the glob
+ * metacharacters * ? [ ] \ escaped + "*" (a semaphore's and a cluster's
+ * names start with '{'). Written to out (room: 4 * len + 3, NUL-terminated);
+ * its length. */
+size_t redlock__name_glob(const char *want, size_t len, char *out);
+/* What a raw key of Redis type `hash` (1: a hash, 0: a string) is (values
+ * of redlock.h's redlock_name_kind): 1 a plain lock, 2 a read-write lock,
+ * 3 a semaphore; 0 the library's own key (a "__redlock__" name, a ":fence"
+ * counter), a hash that is none of ours, or a key whose lock name does not
+ * start with want (want_len bytes, the first plen of them the client's key
+ * prefix). Else *off and *len give the lock name inside raw, without the
+ * client's prefix. */
+int redlock__name_classify(const char *raw, size_t raw_len, int hash,
+                           const char *want, size_t want_len, size_t plen,
+                           size_t *off, size_t *len);
+
 #endif

@@ -13,6 +13,7 @@
  *   acquire.c  acquire, extend, release
  *   status.c   status, guard, stats
  *   admin.c    leader (--watch), unlock --force
+ *   ls.c       ls: the locks under a prefix (scan, then inspect)
  *   semaphore.c  counting semaphores: --limit's checks, limit, status and
  *              unlock --force of a semaphore, the ELIMIT message
  *   run.c      run and elect: signals, the job's process group, the exec
@@ -61,7 +62,7 @@
 
 enum { C_RUN = 1, C_ACQUIRE = 2, C_EXTEND = 4, C_RELEASE = 8, C_STATUS = 16,
        C_ELECT = 32, C_LEADER = 64, C_STATS = 128, C_GUARD = 256,
-       C_UNLOCK = 512, C_LIMIT = 1024, C_ALL = 2047 };
+       C_UNLOCK = 512, C_LIMIT = 1024, C_LS = 2048, C_ALL = 4095 };
 
 enum {
   O_SERVERS, O_PASSWORD_FILE, O_JSON, O_PREFIX, O_QUORUM, O_TIMEOUT,
@@ -72,7 +73,7 @@ enum {
   O_DURABLE, O_MAX_TTL, O_QUIET, O_SET_RECORD, O_NOWAIT, O_WAIT_SECS,
   O_CONFLICT_EXIT, O_SHARED, O_EXCLUSIVE, O_CLOSE, O_STATS_LABEL, O_FORCE,
   O_WATCH, O_LIMIT, O_PERMIT, O_TIMEOUT_OLD, O_SHELL_CMD, O_VERBOSE,
-  O_JSON_FILE, O_JSON_FD, O_PROMETHEUS
+  O_JSON_FILE, O_JSON_FD, O_PROMETHEUS, O_MAX
 };
 
 /* A subcommand: one row of cli_commands (main.c). */
@@ -81,7 +82,8 @@ typedef enum {
   ARGS_KEY_TOKEN,    /* KEY TOKEN */
   ARGS_KEY_CMD,      /* KEY [--] CMD [ARGS...] */
   ARGS_KEY_LIMIT,    /* KEY LIMIT (a number: opt.limit) */
-  ARGS_NONE          /* nothing (a probe key is used) */
+  ARGS_NONE,         /* nothing (a probe key is used) */
+  ARGS_PREFIX        /* [PREFIX] (key: "" when absent) */
 } cli_args;
 
 typedef struct cli_command {
@@ -176,6 +178,7 @@ typedef struct cli_opts {
   int json_fd;          /* run/elect --json-fd N; -1: not given */
   int prometheus;       /* stats --prometheus: the text even with --json */
   int no_id;              /* --no-id: run and acquire store no holder */
+  unsigned max_names;   /* ls --max N; 0: not given (1000) */
 } cli_opts;
 extern cli_opts opt;
 
@@ -296,6 +299,11 @@ int start_limit(void);
 int start_sem_status(void);
 int start_sem_unlock(void);
 int limit_mismatch(int status, const redlock_result *r);
+
+/* ---- ls.c ---- */
+extern const char help_ls[];
+int start_ls(void);
+void close_ls(void);
 
 /* ---- run.c ---- */
 extern char **child_argv;

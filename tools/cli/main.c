@@ -6,6 +6,7 @@
  *   redlock [GLOBAL] elect|leader ... KEY
  *   redlock [GLOBAL] limit KEY K
  *   redlock [GLOBAL] stats|guard
+ *   redlock [GLOBAL] ls [PREFIX]
  *   redlock help [COMMAND]
  *
  * Options go before or after the command and its arguments, until "--"
@@ -65,6 +66,7 @@ const cli_command cli_commands[] = {
      start_unlock, NULL, NULL},
     {"limit", C_LIMIT, help_limit, ARGS_KEY_LIMIT, 1, NULL, start_limit,
      NULL, NULL},
+    {"ls", C_LS, help_ls, ARGS_PREFIX, 0, NULL, start_ls, close_ls, NULL},
 };
 const size_t n_cli_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 const cli_command *command;
@@ -246,7 +248,14 @@ int main(int argc, char **argv) {
     pos[0] = "__redlock__:probe";   /* read, never written */
     n_pos = 1;
   }
-  if (n_pos < 1 || pos[0][0] == '\0')
+  if (command->args == ARGS_PREFIX) {
+    if (n_pos > 1)
+      usage_error("%s: unexpected argument '%s'", cmd_name, pos[1]);
+    if (n_pos == 0)
+      pos[0] = "";   /* every name */
+    n_pos = 1;
+  }
+  if (n_pos < 1 || (pos[0][0] == '\0' && command->args != ARGS_PREFIX))
     usage_error("%s: missing KEY", cmd_name);
   key = pos[0];
   key_text = text_of(key);
@@ -311,7 +320,8 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
   uv_loop_close(&loop);
   if (exit_code == EXIT_OK &&
-      (cmd_bit & (C_STATUS | C_STATS | C_GUARD | C_LEADER | C_EXTEND)) &&
+      (cmd_bit & (C_STATUS | C_STATS | C_GUARD | C_LEADER | C_EXTEND |
+                  C_LS)) &&
       (stdout_closed || fflush(stdout) != 0 || ferror(stdout))) {
     /* What was asked for did not reach anyone: a failure (a closed
      * pipe, /dev/full, fd 1 closed), not 0. */

@@ -26,6 +26,7 @@ static const char usage_text[] =
     "                            permits; see redlock run --help)\n"
     "  guard                     each master's restart-guard state: does\n"
     "                            its vote count, why not, the ttl record\n"
+    "  ls [PREFIX]               the locks held under PREFIX (SCAN, bounded)\n"
     "  completion bash|zsh       a shell completion script (source it)\n"
     "\n";
 
@@ -89,12 +90,14 @@ static const char usage_exits[] =
     "Exit codes:\n"
     "  0    ok\n"
     "  1    extend/release/status failed (not held, no quorum, unreachable);\n"
-    "       status/stats/guard/leader/extend: stdout closed or full\n"
+    "       status/stats/guard/leader/extend/ls: stdout closed or full\n"
     "  64   usage error\n"
-    "  69   too few masters accept connections (refused)\n"
+    "  69   too few masters accept connections (refused); ls: too few\n"
+    "       masters could be read\n"
     "  73   --stats-file cannot be written\n"
     "  74   too few masters answer (they take connections but never reply:\n"
-    "       a firewall that drops, a hung proxy); each is named once\n"
+    "       a firewall that drops, a hung proxy); each is named once; ls:\n"
+    "       the deadline passed before a quorum of masters was read\n"
     "  75   not acquired (held by another owner, or no quorum within --wait)\n"
     "  76   run: the lock was lost; the command was terminated\n"
     "  77   no quorum of masters accepts the credentials\n"
@@ -120,7 +123,7 @@ static const char usage_exits[] =
 cli_opts opt = {NULL, NULL, NULL, 0, NULL, 0, 0, 0, NULL, 30000, -1, 0, 0, 0, 0, 0,
          {NULL}, 0, 10000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0,
          NULL, 0, 0, NULL, 0, 0, 0, 0, -1, 0, EXIT_NOT_ACQUIRED, 0, 0, 0, 0,
-         -1, 0, NULL, 0, NULL, -1, 0, 0};
+         -1, 0, NULL, 0, NULL, -1, 0, 0, 0};
 
 const char *labels[MAX_LABELS];
 int n_labels;
@@ -164,7 +167,8 @@ static const optdef options[] = {
     {"help", 'h', 0, C_ALL, O_HELP},
     {"version", 'V', 0, C_ALL, O_VERSION},
     {"ttl", 0, 1, C_RUN | C_ACQUIRE | C_EXTEND | C_ELECT, O_TTL},
-    {"wait", 0, 1, C_RUN | C_ACQUIRE, O_WAIT},
+    {"wait", 0, 1, C_RUN | C_ACQUIRE | C_LS, O_WAIT},
+    {"max", 0, 1, C_LS, O_MAX},
     {"grace", 0, 1, C_RUN | C_ELECT, O_GRACE},
     {"heal", 0, 0, C_RUN, O_HEAL},
     {"fence", 0, 0, C_RUN | C_ACQUIRE, O_FENCE},
@@ -730,6 +734,15 @@ static void set_option(const optdef *o, const char *v) {
     case O_LIMIT:
       opt.limit = parse_limit("--limit", v);
       break;
+    case O_MAX: {
+      char *end;
+      long k = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || k < 1 ||
+          k > REDLOCK_SCAN_MAX_NAMES)
+        usage_error("bad --max '%s' (1..%d)", v, REDLOCK_SCAN_MAX_NAMES);
+      opt.max_names = (unsigned)k;
+      break;
+    }
     case O_PERMIT: {
       char *end;
       long p = strtol(v, &end, 10);
@@ -807,7 +820,7 @@ int parse_args(int argc, char **argv, const char **positional,
       int h = i + 1 < argc ? find_command(argv[i + 1]) : -1;
       if (i + 1 < argc && h < 0)
         usage_error("no command '%s' (run, acquire, extend, release, "
-                    "status, elect, leader, stats, guard, unlock, limit)",
+                    "status, elect, leader, stats, guard, unlock, limit, ls)",
                     argv[i + 1]);
       print_help(h);
     }
@@ -816,10 +829,10 @@ int parse_args(int argc, char **argv, const char **positional,
     completion(argc, argv, cmd_at);
   if (cmd_at < 0)
     usage_error("no command (run, acquire, extend, release, status, elect, "
-                "leader, stats, guard, unlock, limit)");
+                "leader, stats, guard, unlock, limit, ls)");
   if (cmd_index < 0)
     usage_error("unknown command '%s' (run, acquire, extend, release, "
-                "status, elect, leader, stats, guard, unlock, limit)",
+                "status, elect, leader, stats, guard, unlock, limit, ls)",
                 argv[cmd_at]);
   command = &cli_commands[cmd_index];
   cmd_name = command->name;
