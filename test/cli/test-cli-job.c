@@ -248,7 +248,8 @@ int main(int argc, char **argv) {
   /* f) lost: a process that ignores SIGTERM is SIGKILLed when the
    * validity ends, though the shell exited on the SIGTERM. */
   snprintf(script, sizeof(script),
-           "(trap '' TERM; sleep 7.77; :) & echo $! > %s; wait", spid);
+           "sh -c 'trap \"\" TERM; echo $$ > %s; sleep 7.77; :' & wait",
+           spid);
   {
     char *av[] = {"redlock", "run", "--ttl", "2s", "--command-timeout", "100ms",
                   "job-f", "--", "sh", "-c", script, NULL};
@@ -281,7 +282,8 @@ int main(int argc, char **argv) {
 
   /* g1) run SIGKILLed, --grace 1s: SIGKILL reaches the group after it. */
   snprintf(script, sizeof(script),
-           "(trap '' TERM; sleep 7.77; :) & echo $! > %s; wait", spid);
+           "sh -c 'trap \"\" TERM; echo $$ > %s; sleep 7.77; :' & wait",
+           spid);
   {
     char *av[] = {"redlock", "run", "--grace", "1s", "job-g1", "--", "sh",
                   "-c", script, NULL};
@@ -304,7 +306,8 @@ int main(int argc, char **argv) {
   /* g2) run SIGKILLed, --grace 30s, ttl 2 s: SIGKILL at the validity's
    * end, from the exec helper. */
   snprintf(script, sizeof(script),
-           "(trap '' TERM; sleep 7.77; :) & echo $! > %s; wait", spid);
+           "sh -c 'trap \"\" TERM; echo $$ > %s; sleep 7.77; :' & wait",
+           spid);
   {
     char *av[] = {"redlock", "run", "--grace", "30s", "--ttl", "2s",
                   "job-g2", "--", "sh", "-c", script, NULL};
