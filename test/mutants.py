@@ -434,8 +434,11 @@ class Worker:
             try:
                 if STOP.is_set():
                     return
+                # --maxfail 1: the first test that fails kills it; the
+                # others of its list are stopped then, not waited for
                 rc = run(["meson", "test", "-C", self.build, "--no-rebuild",
-                          "--num-processes", "2", "--print-errorlogs"]
+                          "--num-processes", "2", "--maxfail", "1",
+                          "--print-errorlogs"]
                          + m["tests"], 1200, tlog, env)
             finally:
                 self.run.gate.leave(alone)

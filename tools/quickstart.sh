@@ -269,9 +269,11 @@ case "$cmd" in
     export TMPDIR=$run_tmp
     trap 'rm -rf "$results" "$run_tmp"' EXIT
     # A build that fails is a failure of the run (counted), not its end.
+    # The plain build: the suites valgrind does not run (fault, sim, and
+    # the timed tests of the others); valgrind runs the rest of them on
+    # this same build below, and the ASan build runs them all.
     if build build; then
-      run_suite build plain --suite unit --suite server --suite fault \
-        --suite cluster --suite cli --suite sim
+      run_suite build plain --suite fault --suite sim --suite timed
     else
       echo "FAIL build:plain" >>"$results"
     fi
@@ -288,21 +290,22 @@ case "$cmd" in
     run_suite build valgrind --setup valgrind --suite unit --suite server \
       --suite cluster --suite cli --no-suite timed
     # Three lanes at once. Lane 1: the slow suite (real-time chaos tests,
-    # one at a time; the longest phase). Lane 2: the simulator's
-    # exploration (CPU-bound, one core), then the suites that start their
-    # own servers on ports the harness picks: python (and again against
-    # the ASan+UBSan library: run.sh preloads the sanitizer's runtime into
-    # Python, for its memory under the binding's threads, closes and
-    # asyncio workers), install, deb (the Debian packages installed on
-    # this machine, root, used, purged); then, once lane 3 is done,
-    # check-readme (its fixed demo ports 7101-7105, 7200-7205 and
-    # 7121-7123, 7220-7223 overlap the drill's). Lane 3: the compose kit
-    # brought up for real (issue 34): podman, images made here, faults, 0
-    # overlaps, nothing left (drill.sh writes its PASS and FAIL lines:
-    # drill:plain, drill:tls, drill:cluster, drill:leftovers; a machine
-    # where podman cannot run fails here: no skip); its fixed ports
-    # (7201-7218, 7300-7315, 17201-17218) are none that the harness picks
-    # (harness_free_port). Leftovers are checked once all three are done.
+    # one at a time; the longest phase) but for suite slow-b. Lane 2: the
+    # simulator's exploration (CPU-bound, one core), then the suites that
+    # start their own servers on ports the harness picks: python (and
+    # again against the ASan+UBSan library: run.sh preloads the
+    # sanitizer's runtime into Python, for its memory under the binding's
+    # threads, closes and asyncio workers), install, deb (the Debian
+    # packages installed on this machine, root, used, purged), then slow-b
+    # (two of the slow suite, which then ends with lane 1). Lane 3: the
+    # compose kit brought up for real (issue 34): podman, images made
+    # here, faults, 0 overlaps, nothing left (drill.sh writes its PASS and
+    # FAIL lines: drill:plain, drill:tls, drill:cluster, drill:leftovers;
+    # a machine where podman cannot run fails here: no skip); its fixed
+    # ports (7201-7218, 7300-7315, 17201-17218) are none that the harness
+    # picks (harness_free_port); then check-readme (its fixed demo ports
+    # 7101-7105, 7200-7205 and 7121-7123, 7220-7223 overlap the drill's).
+    # Leftovers are checked once all three are done.
     (
       log "compose kit in containers: cluster-compose/drill.sh"
       drill_rc=0
@@ -311,8 +314,10 @@ case "$cmd" in
         echo "FAIL drill:exit-$drill_rc" >>"$results"
       fi
       log "drill done"
-    ) >"$run_tmp/drill.log" 2>&1 &
-    drill_pid=$!
+      skip_leftovers=1 run_suite build readme --suite readme
+      log "lane 3 done"
+    ) >"$run_tmp/lane3.log" 2>&1 &
+    lane3_pid=$!
     (
       export skip_leftovers=1
       run_suite build explore --suite explore
@@ -320,18 +325,15 @@ case "$cmd" in
       run_suite build-asan python-asan --suite python
       run_suite build install --suite install
       run_suite build deb --suite deb
-      # (lane 3 is not this subshell's child: polled, bounded by the
-      # drill's own bounds)
-      while kill -0 "$drill_pid" 2>/dev/null; do sleep 1; done
-      run_suite build readme --suite readme
+      run_suite build slow-b --suite slow-b
       log "lane 2 done"
     ) >"$run_tmp/lane2.log" 2>&1 &
     lane2_pid=$!
-    skip_leftovers=1 run_suite build slow --suite slow
+    skip_leftovers=1 run_suite build slow --suite slow --no-suite slow-b
     wait "$lane2_pid" || true
-    wait "$drill_pid" || true
-    cat "$run_tmp/drill.log" "$run_tmp/lane2.log"
-    check_leftovers "slow+explore+drill+python+install+deb+readme"
+    wait "$lane3_pid" || true
+    cat "$run_tmp/lane3.log" "$run_tmp/lane2.log"
+    check_leftovers "slow+explore+drill+readme+python+install+deb"
     if echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { return 0; }' |
        clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then
       if CC=clang build build-fuzz -Dfuzz=true; then
