@@ -17,8 +17,16 @@
  * the mark is written nowhere and B's close waits for it. A leads; B
  * campaigns (a standby); B's client is closed, then A resigns (its
  * release message wakes B's campaign at once). B must never be elected
- * after its close, and the close must complete. */
+ * after its close, and the close must complete.
+ *
+ * Then A's election, idle since its resignation, is freed and A's client
+ * closed at once: the close must not read the election's lock, reaped
+ * already (the old code did: heap-use-after-free under ASan). The
+ * library's allocations come from pages of their own here, made
+ * unreadable when freed, so such a read faults in any build. */
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tutil.h"
 
@@ -80,6 +88,56 @@ static int warned(void *arg) {
   return strstr(warnings, s->want) != NULL;
 }
 
+/* Each block on pages of its own, a header before it; freed pages stay
+ * mapped, unreadable (a read after free is a SIGSEGV) and dropped from
+ * memory. Never reused: the test is short. */
+typedef union gp_head {
+  size_t span;
+  max_align_t align;
+} gp_head;
+
+static void *gp_malloc(size_t n) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t span = (sizeof(gp_head) + n + page - 1) / page * page;
+  gp_head *h = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (h == MAP_FAILED)
+    return NULL;
+  h->span = span;
+  return h + 1;
+}
+
+static void gp_free(void *p) {
+  gp_head *h;
+  size_t span;
+  if (p == NULL)
+    return;
+  h = (gp_head *)p - 1;
+  span = h->span;   /* read before the pages are dropped (zeroed) */
+  (void)madvise(h, span, MADV_DONTNEED);
+  ASSERT_EQ(mprotect(h, span, PROT_NONE), 0);
+}
+
+static void *gp_realloc(void *p, size_t n) {
+  void *q;
+  size_t had;
+  if (p == NULL)
+    return gp_malloc(n);
+  q = gp_malloc(n);
+  if (q == NULL)
+    return NULL;
+  had = ((gp_head *)p - 1)->span - sizeof(gp_head);
+  memcpy(q, p, had < n ? had : n);
+  gp_free(p);
+  return q;
+}
+
+static void *gp_calloc(size_t k, size_t n) {
+  if (n != 0 && k > SIZE_MAX / n)
+    return NULL;
+  return gp_malloc(k * n);   /* fresh pages are zero */
+}
+
 static void on_closed(redlock_client_t *c, void *arg) {
   (void)c;
   *(volatile int *)arg = 1;
@@ -99,6 +157,8 @@ int main(void) {
   uint64_t t0;
   int i;
 
+  ASSERT_EQ(redlock_replace_allocator(gp_malloc, gp_realloc, gp_calloc,
+                                      gp_free), 0);
   memset(srv, 0, sizeof(srv));
   for (i = 0; i < N; i++)
     srv[i].appendonly = 1;
@@ -151,6 +211,8 @@ int main(void) {
   ASSERT_EQ(b.elected_after_close, 0);
   ASSERT_EQ(b.elected, 0);
 
+  /* A's election is idle (resigned): freed at once, its lock reaped
+   * while the client's close runs. */
   ASSERT_EQ(redlock_election_free(a.e), 0);
   tu_close(&loop, ca);
   for (i = 1; i < N; i++)
