@@ -7,6 +7,8 @@
  *
  *   close() --timer 0--> every member (lock handle) aborts: ECANCELED,
  *           releases what it holds or half-acquired
+ *           --> a mark no other master confirmed: the close waits for it
+ *               (bounded; nothing of the members runs any more)
  *           --> guard, wake-up and every node close (nodes drain what is
  *               in flight, bounded by the deadlines)
  *           --> all nodes CLOSED, all members freed, subscribers closed
@@ -581,6 +583,24 @@ static void on_close_timer(redlock__timer *t) {
   unsigned i;
   char name[300], msg[1000];
   unsigned left;
+  /* Abort every member first, whatever the close waits for next: every
+   * operation in flight ends with ECANCELED (redlock.h) and what is held
+   * is released now. Memory is freed only in uv close callbacks, so the
+   * list stays walkable while callbacks run. Found by redlock-sim (seed
+   * 1883001028880464): aborted only after the wait for marks below, a
+   * campaign went on for that wait, was granted once another client's
+   * close released the leader's key, told ELECTED after the close, and
+   * its key released when the wait ended without a DEPOSED: two leaders
+   * (test-fault-close-campaign: elected 3 ms after the close, which
+   * took 5 s). */
+  if (!c->close_aborted) {
+    c->close_aborted = 1;
+    for (q = c->members.next; q != &c->members;) {
+      redlock__member *m = REDLOCK__CONTAINER_OF(q, redlock__member, link);
+      q = q->next;
+      m->abort(m);
+    }
+  }
   /* A mark of a broken durability declaration that no other master
    * confirmed (guard.c, 6.): a new client could not know of the break,
    * and would count that master's next instance. Waited for (the
@@ -608,13 +628,6 @@ static void on_close_timer(redlock__timer *t) {
   c->close_stage = 1;
   c->nodes_open = c->n_nodes;
   redlock__timer_stop(&c->recheck_timer);
-  /* Abort every member. Memory is freed only in uv close callbacks, so
-   * the list stays walkable while callbacks run. */
-  for (q = c->members.next; q != &c->members;) {
-    redlock__member *m = REDLOCK__CONTAINER_OF(q, redlock__member, link);
-    q = q->next;
-    m->abort(m);
-  }
   redlock__guard_close(&c->guard);
   /* Counted first: a master's close may report at once. */
   c->masters_open = c->n + 1;

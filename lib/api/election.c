@@ -82,6 +82,12 @@ static void finish_free(redlock_election_t *e) {
 static void on_member_abort(redlock__member *m) {
   redlock_election_t *e = REDLOCK__CONTAINER_OF(m, redlock_election_t,
                                                 member);
+  /* Freed already (redlock_election_free, finish_free): its lock may be
+   * reaped; the handle stays a member only until its closer's callback.
+   * test-fault-close-campaign: a client closed right after freeing an
+   * idle election read the reaped lock (ASan: heap-use-after-free). */
+  if (redlock__timer_closing(&e->closer))
+    return;
   e->freeing = 1;
   if (e->state == E_RELEASING || e->lock->op != REDLOCK__OP_NONE)
     return;

@@ -101,6 +101,8 @@ struct redlock_client_s {
   unsigned in_api;             /* > 0 inside a public call */
   int closing;
   int close_stage;             /* 1: closing down, 2: final handles */
+  int close_aborted;           /* every member aborted: the close's first
+                                  step, before any wait for marks */
   redlock__ns close_marks_until;   /* closing waits until then for marks
                                       no other master confirmed (0: not
                                       waiting yet) */

@@ -751,6 +751,12 @@ static void on_acquired(redlock_lock_t *l, int status,
   run *r = a->r;
   simworld *w = &r->w;
   op_end(a);
+  /* redlock.h: the client's close ends every operation in flight with
+   * ECANCELED; a grant after it is one the application no longer waits
+   * for, released by the close without a word. */
+  if (status == 0 && a->closed)
+    violation(r, "client %u granted keys %#x after its client's close",
+              a->id, a->keys);
   if (status != 0) {
     char why[300];
     redlock_result_explain(res, why, sizeof(why));
@@ -986,6 +992,10 @@ static void on_change(redlock_election_t *e, redlock_election_event ev,
   if (ev == REDLOCK_ELECTED) {
     redlock_lock_t *l = redlock_election_lock(e);
     int64_t v = l != NULL ? redlock_lock_validity_ms(l) : 0;
+    /* The close ends a campaign with it (redlock.h); the lock of a
+     * leader elected after it goes with the close, no DEPOSED said. */
+    if (a->closed)
+      violation(r, "client %u elected after its client's close", a->id);
     for (i = 0; i < r->n_actors; i++) {
       holder *o = &r->lead[i];
       if (i != a->id && o->held && o->end > w->now)
