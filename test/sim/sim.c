@@ -239,6 +239,11 @@ typedef struct run {
    * N - quorum masters have one, so that a majority of the others is a
    * reference; N = 1 gets none. */
   uint64_t faulty_until[MAX_MASTERS];
+  /* True ns until which a fault keeps a plain master, or the link of a
+   * client to it, from taking a release at once (crash, pause; a cut, a
+   * CLIENT KILL): the prompt-release check skips them (check_released). */
+  uint64_t busy_until[MAX_MASTERS];
+  uint64_t link_busy_until[MAX_CLIENTS][MAX_MASTERS];
   uint64_t frng;          /* the faults' random stream */
   holder lead[MAX_CLIENTS];   /* the election's leaders */
   uint64_t grants;
@@ -510,10 +515,11 @@ static void on_lost(redlock_lock_t *l, int reason, void *arg) {
   oracle_end(a);
 }
 
+static void check_released_later(actor *a);
+
 static void on_event(redlock_client_t *c, const redlock_event *ev,
                      void *arg) {
   actor *a = arg;
-  (void)c;
   if (ev->kind == REDLOCK_EV_AUTO_EXTEND && ev->status == 0 &&
       a->lock != NULL)
     oracle_extend(a, ev->result->validity_ms);
@@ -526,6 +532,9 @@ static void on_event(redlock_client_t *c, const redlock_event *ev,
     if (end > h->end)
       h->end = end;
   }
+  (void)c;
+  if (ev->kind == REDLOCK_EV_ATTEMPT && a->lock != NULL)
+    check_released_later(a);
   if (ev->kind == REDLOCK_EV_ATTEMPT && a->r->o->verbose) {
     char why[300];
     redlock_result_explain(ev->result, why, sizeof(why));
@@ -745,6 +754,68 @@ static void do_ask_validity(simworld *w, void *arg, uint64_t gen) {
     oracle_extend(a, v);
 }
 
+/* A failed attempt releases at once wherever it was granted (docs/
+ * GUARANTEES.md, How it works): its token is gone from every plain
+ * master a moment later, unless a fault kept the release from it (the
+ * library then keeps it for the next connection, or the key lives its
+ * ttl: the end-of-run check's case). Checked 300 ms after the failure
+ * on the plain masters that nothing disturbed since 5 s before it (the
+ * node's reconnection backs off), for a client that ran meanwhile. */
+typedef struct released_check {
+  run *r;
+  unsigned actor, keys;
+  uint64_t at;
+  char token[41];
+} released_check;
+
+static void check_released(simworld *w, void *arg, uint64_t x) {
+  released_check *c = arg;
+  run *r = c->r;
+  actor *a = r->actors[c->actor];
+  uint64_t quiet = 5 * SIM_S;
+  unsigned i, k;
+  (void)x;
+  if (!r->ending && !a->env.dead && !a->closed &&
+      a->pause_end + quiet <= c->at)
+    for (i = 0; i < r->n_masters; i++) {
+      simsrv *sv = &w->srv[r->first[i]];
+      if (r->cl[i] != NULL || r->sg[i] != NULL || !sv->up ||
+          sv->paused_until > w->now || r->busy_until[i] + quiet > c->at ||
+          r->link_busy_until[c->actor][i] + quiet > c->at)
+        continue;
+      for (k = 0; k < r->n_keys; k++) {
+        char name[16];
+        size_t len;
+        const char *v;
+        if (!(c->keys & (1u << k)))
+          continue;
+        snprintf(name, sizeof(name), "k%u", k);
+        v = simkv_get(sv->kv, name, strlen(name), sim_srv_wall_us(sv), &len);
+        if (v != NULL && len == 40 && memcmp(v, c->token, 40) == 0)
+          violation(r, "k%u is still on server %u under the token of "
+                    "client %u's attempt that failed %.3f s ago (%.40s), "
+                    "with no fault on that master or link since 5 s "
+                    "before", k, sv->index, c->actor,
+                    (double)(w->now - c->at) / 1e9, c->token);
+      }
+    }
+  free(c);
+}
+
+static void check_released_later(actor *a) {
+  released_check *c;
+  const char *tok = a->lock != NULL ? redlock_lock_token(a->lock) : NULL;
+  if (a->mode != 'P' || tok == NULL || strlen(tok) != 40 ||
+      (c = malloc(sizeof(*c))) == NULL)
+    return;
+  c->r = a->r;
+  c->actor = a->id;
+  c->keys = a->keys;
+  c->at = a->r->w.now;
+  memcpy(c->token, tok, 41);
+  sim_at(&a->r->w, a->r->w.now + 300 * SIM_MS, NULL, check_released, c, 0);
+}
+
 static void on_acquired(redlock_lock_t *l, int status,
                         const redlock_result *res, void *arg) {
   actor *a = arg;
@@ -759,6 +830,8 @@ static void on_acquired(redlock_lock_t *l, int status,
               a->id, a->keys);
   if (status != 0) {
     char why[300];
+    if (status != REDLOCK_ECANCELED)
+      check_released_later(a);
     redlock_result_explain(res, why, sizeof(why));
     result_text_check(a, res, why);
     /* A wait keeps trying until its deadline (redlock.h, wait_ms): on
@@ -1213,6 +1286,11 @@ static int lossy_ok(run *r, unsigned i, uint64_t window_ns) {
 }
 
 /* The server a fault of master i hits: a cluster's node drawn. */
+static void busy_for(run *r, unsigned i, uint64_t until) {
+  if (r->busy_until[i] < until)
+    r->busy_until[i] = until;
+}
+
 static simsrv *target(run *r, unsigned i) {
   unsigned k = r->nodes[i] > 1 ? (unsigned)fbetween(r, 0, r->nodes[i] - 1)
                                 : 0;
@@ -1510,6 +1588,7 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
         break;
       }
       sim_srv_crash(s, down);
+      busy_for(r, i, w->now + down);
       break;
     }
     case F_PAUSE: {
@@ -1521,6 +1600,7 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       if (r->sg[i] != NULL && !group_stop_ok(r, i, s, 0, &ns))
         break;
       sim_srv_pause(s, ns);
+      busy_for(r, i, w->now + ns);
       break;
     }
     case F_CLOCK: {
@@ -1552,6 +1632,8 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
                (double)ms / 1e3);
       sim_at(w, w->now + ms * SIM_MS, NULL, on_heal, r,
              ((uint64_t)c << 8) | s->index);
+      if (r->link_busy_until[c][i] < w->now + ms * SIM_MS)
+        r->link_busy_until[c][i] = w->now + ms * SIM_MS;
       break;
     }
     case F_CPAUSE: {
@@ -1607,6 +1689,8 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       unsigned c = (unsigned)fbetween(r, 0, r->n_actors - 1);
       s = target(r, i);
       sim_srv_kill_client(s, c);
+      if (r->link_busy_until[c][i] < w->now)
+        r->link_busy_until[c][i] = w->now;
       sim_logf(w, "server %u: CLIENT KILL of client %u's connections",
                s->index, c);
       break;
