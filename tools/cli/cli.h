@@ -222,6 +222,17 @@ void say_verbose(int status, const redlock_result *r);
 char *text_of(const char *s);
 #define HOLDER_SHOWN_LEN (REDLOCK_MAX_HOLDER * 4 + 16)
 void holder_shown(const char *value, char *buf, size_t len);
+/* A lock's value as status, ls and a semaphore's status show it: never
+ * the whole token. */
+typedef struct holder_view {
+  char shown[HOLDER_SHOWN_LEN];      /* for people (holder_shown) */
+  char token8[16];                   /* 8 characters of it, then "..." */
+  char id[REDLOCK_MAX_HOLDER + 1];   /* its holder part, or "" */
+} holder_view;
+void holder_view_of(const char *value, holder_view *h);
+/* ,"holder":"<8 characters>","holder_id":"<id>" (null without one); h
+ * NULL: a free key's ("holder":"","holder_id":null). */
+void json_holder(const holder_view *h);
 /* run's and acquire's holder (--id, else a default: HOST:PID when
  * with_pid, else HOST; NULL with --no-id). */
 const char *holder_id(int with_pid);

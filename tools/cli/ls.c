@@ -39,10 +39,7 @@ typedef struct ls_row {
   int state;            /* 0 not inspected, 1 inspected, -1 failed */
   unsigned held_on;     /* lock: masters that hold it */
   int64_t pttl_ms;      /* lock: the quorum-th longest pttl, -1 unknown */
-  char holder[HOLDER_SHOWN_LEN];   /* lock: as status shows it (never a
-                                     whole token) */
-  char token8[16];      /* lock: 8 characters of the value */
-  char holder_id[REDLOCK_MAX_HOLDER + 1];   /* its holder part, or "" */
+  holder_view holder;   /* lock: as status shows it */
   unsigned permits, limit;   /* semaphore */
 } ls_row;
 
@@ -95,13 +92,7 @@ static void ls_print(void) {
           printf("%lld", (long long)r->pttl_ms);
         else
           printf("null");
-        printf(",\"holder\":");
-        json_str(r->token8);
-        printf(",\"holder_id\":");
-        if (r->holder_id[0] != '\0')
-          json_str(r->holder_id);
-        else
-          printf("null");
+        json_holder(&r->holder);
       } else if (r->state == 1 && r->kind == REDLOCK_NAME_SEMAPHORE) {
         printf(",\"permits_held\":%u,\"limit\":%u", r->permits, r->limit);
       }
@@ -121,10 +112,10 @@ static void ls_print(void) {
       printf(" permits=%u/%u\n", r->permits, r->limit);
     else if (r->pttl_ms >= 0)
       printf(" on=%u/%u pttl_ms=%lld holder=%s\n", r->held_on, scan_masters,
-             (long long)r->pttl_ms, r->holder);
+             (long long)r->pttl_ms, r->holder.shown);
     else
       printf(" on=%u/%u pttl_ms=- holder=%s\n", r->held_on, scan_masters,
-             r->holder[0] ? r->holder : "-");
+             r->holder.shown[0] ? r->holder.shown : "-");
   }
   if (opt.json)
     printf("]}\n");
@@ -172,14 +163,8 @@ static void on_lock_inspected(redlock_lock_t *l, int status,
         same += res->nodes[k].vote == REDLOCK_VOTE_YES &&
                 strcmp(res->nodes[k].holder, res->nodes[i].holder) == 0;
       if (same > best) {
-        const char *v = res->nodes[i].holder;
-        const char *id = redlock_token_holder(v);
         best = same;
-        holder_shown(v, r->holder, sizeof(r->holder));
-        snprintf(r->token8, sizeof(r->token8), "%.8s%s", v,
-                 strlen(v) > 8 ? "..." : "");
-        snprintf(r->holder_id, sizeof(r->holder_id), "%s",
-                 id != NULL ? id : "");
+        holder_view_of(res->nodes[i].holder, &r->holder);
       }
     }
     r->held_on = n;

@@ -179,6 +179,24 @@ void holder_shown(const char *value, char *buf, size_t len) {
   free(t);
 }
 
+void holder_view_of(const char *value, holder_view *h) {
+  const char *id = redlock_token_holder(value);
+  holder_shown(value, h->shown, sizeof(h->shown));
+  snprintf(h->token8, sizeof(h->token8), "%.8s%s", value,
+           strlen(value) > 8 ? "..." : "");
+  snprintf(h->id, sizeof(h->id), "%s", id != NULL ? id : "");
+}
+
+void json_holder(const holder_view *h) {
+  printf(",\"holder\":");
+  json_str(h != NULL ? h->token8 : "");
+  printf(",\"holder_id\":");
+  if (h != NULL && h->id[0] != '\0')
+    json_str(h->id);
+  else
+    printf("null");
+}
+
 /* A key for people: control characters (a newline, ESC that starts a
  * terminal's escape sequence), C1 controls and bytes that are not UTF-8
  * as \n, \t, \r or \xNN; the rest as it is. Allocated (4 bytes at most

@@ -92,18 +92,11 @@ static void print_sem_status(int status, const redlock_semaphore_info *in,
            in->limit, in->limit_max, opt.limit, in->held, in->free, n);
     for (i = 0; i < in->n_permits; i++) {
       const redlock_permit_info *p = &in->permits[i];
-      char shown[16];
-      const char *id = redlock_token_holder(p->holder);
-      snprintf(shown, sizeof(shown), "%.8s%s", p->holder,
-               strlen(p->holder) > 8 ? "..." : "");
-      printf("%s{\"permit\":%u,\"held\":%s,\"holder\":", i ? "," : "",
-             p->index, p->held ? "true" : "false");
-      json_str(shown);
-      printf(",\"holder_id\":");
-      if (id != NULL)
-        json_str(id);
-      else
-        printf("null");
+      holder_view hv;
+      holder_view_of(p->holder, &hv);
+      printf("%s{\"permit\":%u,\"held\":%s", i ? "," : "", p->index,
+             p->held ? "true" : "false");
+      json_holder(&hv);
       printf(",\"masters\":%u,\"ttl_ms\":%lld}", p->masters,
              (long long)p->pttl_ms);
     }
@@ -128,8 +121,7 @@ static void print_sem_status(int status, const redlock_semaphore_info *in,
   for (i = 0; i < in->n_permits; i++) {
     const redlock_permit_info *p = &in->permits[i];
     char shown[HOLDER_SHOWN_LEN];
-    /* Never print another owner's full token: 8 characters. */
-    holder_shown(p->holder, shown, sizeof(shown));
+    holder_shown(p->holder, shown, sizeof(shown));   /* never the token */
     printf("permit %u: %s %s on %u of %u masters, %lld ms left%s\n",
            p->index, p->held ? "held by" : "partly held by", shown,
            p->masters, n,

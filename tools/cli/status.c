@@ -294,10 +294,7 @@ typedef struct status_row {
   int up, held, mine, rw;
   uint64_t latency_us;
   int64_t pttl_ms;
-  char shown[HOLDER_SHOWN_LEN];   /* the holder: its --id and 8
-                                     characters, never a whole token */
-  char holder_id[REDLOCK_MAX_HOLDER + 1];   /* its --id, or "" */
-  char token8[16];      /* the token's first 8 characters (JSON) */
+  holder_view holder;   /* never a whole token */
   char error[160];
 } status_row;
 static status_row status_rows[REDLOCK_MAX_SERVERS];
@@ -363,15 +360,10 @@ static void status_finish(void) {
         if (n->held)
           snprintf(pttl, sizeof(pttl), "%lld", (long long)n->pttl_ms);
         printf(",\"latency_us\":%llu,\"held\":%s,\"pttl_ms\":%s,"
-               "\"mine\":%s,\"rw_lock\":%s,\"holder\":",
+               "\"mine\":%s,\"rw_lock\":%s",
                (unsigned long long)n->latency_us, n->held ? "true" : "false",
                pttl, n->mine ? "true" : "false", n->rw ? "true" : "false");
-        json_str(n->held ? n->token8 : "");
-        printf(",\"holder_id\":");
-        if (n->held && n->holder_id[0] != '\0')
-          json_str(n->holder_id);
-        else
-          printf("null");
+        json_holder(n->held ? &n->holder : NULL);
       } else {
         printf(",\"error\":");
         json_str(n->error);
@@ -388,7 +380,7 @@ static void status_finish(void) {
       printf("%-28s %-9s %10llu %-5s %10s %-8s %-7s %s%s%s%s\n",
              n->server, "yes", (unsigned long long)n->latency_us,
              n->held ? "yes" : "no", pttl,
-             counts, durable_cell(&mi), n->held ? n->shown : "-",
+             counts, durable_cell(&mi), n->held ? n->holder.shown : "-",
              n->mine ? " (mine)" : "", n->node[0] ? " on " : "", n->node);
     } else {
       printf("%-28s %-9s %10s %-5s %10s %-8s %-7s %s\n", n->server, "no",
@@ -447,13 +439,7 @@ void on_status_cmd(redlock_lock_t *l, int status,
                                                                 : "");
     snprintf(row->error, sizeof(row->error), "%s", n->errstr);
     /* Never print another owner's full token: 8 characters identify it. */
-    holder_shown(n->holder, row->shown, sizeof(row->shown));
-    snprintf(row->token8, sizeof(row->token8), "%.8s%s", n->holder,
-             strlen(n->holder) > 8 ? "..." : "");
-    snprintf(row->holder_id, sizeof(row->holder_id), "%s",
-             redlock_token_holder(n->holder) != NULL
-                 ? redlock_token_holder(n->holder)
-                 : "");
+    holder_view_of(n->holder, &row->holder);
     status_held += row->held;
     status_rw += row->rw;
   }
