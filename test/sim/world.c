@@ -212,6 +212,9 @@ struct simlink {
   int connecting;         /* the client waits for the handshake */
   int accepted;           /* the server has it */
   int reset;              /* the server side went (crash): nothing more */
+  int lost;               /* a cut dropped some of its bytes: TCP cannot
+                             go on past a hole, so the connection is
+                             reset when the cut heals (sim_cut) */
   int fin;                /* the client closed it or died: the server
                              drops it once the bytes before arrived */
   unsigned refs;          /* the client, the server, events */
@@ -316,8 +319,10 @@ static void on_up(simworld *w, void *arg, uint64_t a) {
     if (cut & 1)
       break;                     /* held: sim_cut's heal moves them */
     c = chunk_pop(&l->up);
-    if (!(cut & 2) && l->accepted && !l->reset && l->srv->up &&
-        l->srv->incarnation == l->incarnation) {
+    if (cut & 2)
+      l->lost = 1;
+    else if (l->accepted && !l->reset && !l->lost && l->srv->up &&
+             l->srv->incarnation == l->incarnation) {
       sim_trace(w, 0xa0000000ULL + c->len);
       srv_receive(l, c->data, c->len);
     }
@@ -339,8 +344,10 @@ static void on_down(simworld *w, void *arg, uint64_t a) {
     if (cut & 4)
       break;
     c = chunk_pop(&l->down);
-    if (!(cut & 8) && l->conn != NULL && l->conn->gen == l->gen &&
-        l->conn->state == REDLOCK__CONN_OPEN) {
+    if (cut & 8)
+      l->lost = 1;
+    else if (!l->lost && l->conn != NULL && l->conn->gen == l->gen &&
+             l->conn->state == REDLOCK__CONN_OPEN) {
       sim_trace(w, 0xb0000000ULL + c->len);
       if (redlock__conn_input(l->conn, c->data, c->len) != 0) {
         free(c);
@@ -2770,10 +2777,25 @@ void sim_cut(simworld *w, unsigned client, unsigned srv, int mode, int dirs) {
   if (old == now)
     return;
   /* Healed directions: what they held moves on (held chunks arrive one
-   * latency from now, in order; a held SYN is tried again). */
+   * latency from now, in order; a held SYN is tried again). A connection
+   * that lost bytes to a drop is reset once no direction drops any more:
+   * TCP never delivers what follows a hole (before this, a reply could
+   * arrive for a later request and be taken for a lost one's). */
   {
     simsrv *s = &w->srv[srv];
-    simlink *l;
+    simlink *l, *next;
+    if (!(now & (2 | 8)))
+      for (l = s->conns; l != NULL; l = next) {
+        next = l->next_srv;
+        if (l->env->id != client || !l->lost || l->reset)
+          continue;
+        l->reset = 1;
+        dir_clear(&l->up);
+        l->refs++;
+        sim_at(w, dir_next_at(&l->down, w->now + latency(w)), l->env,
+               on_fail, l, ECONNRESET);
+        srv_drop(l);
+      }
     for (l = s->conns; l != NULL; l = l->next_srv) {
       if (l->env->id != client)
         continue;
