@@ -22,7 +22,10 @@
  *    never comes back, since all use the same;
  *  - fencing tokens strictly increase from one holder to the next;
  *  - every call calls back, by its deadline plus a bound when it has one
- *    (a wait deadline), whatever the masters do.
+ *    (a wait deadline), whatever the masters do; a wait that times out,
+ *    by its deadline or a command timeout after its last round started,
+ *    and by the deadline itself when it made no attempt (a new client's
+ *    first connections).
  * A violation prints the seed, what happened around it (the world's log)
  * and the command that replays it. The last line:
  *   sim: G grants, V violations, K seeds, T simulated s, trace H
@@ -278,6 +281,8 @@ struct actor {
   uint64_t op_start;      /* true ns */
   uint64_t op_bound;      /* true ns it must call back by (0: none) */
   uint64_t op_start_env;  /* the client's own clock at op_begin */
+  uint64_t op_failed_env; /* and at its acquisition's last failed attempt
+                             (REDLOCK_EV_ATTEMPT; 0: none) */
   int op_wait_ms;         /* the acquisition's wait_ms */
   int closed;
   int fresh;              /* a one-shot client (a CLI call) */
@@ -494,6 +499,7 @@ static void op_begin(actor *a, uint64_t bound_ns) {
   a->busy = 1;
   a->op_start = a->r->w.now;
   a->op_start_env = sim_env_now(&a->env);
+  a->op_failed_env = 0;
   a->op_bound = bound_ns ? a->r->w.now + bound_ns : 0;
   a->op_wait_ms = 0;
 }
@@ -535,6 +541,8 @@ static void on_event(redlock_client_t *c, const redlock_event *ev,
   (void)c;
   if (ev->kind == REDLOCK_EV_ATTEMPT && a->lock != NULL)
     check_released_later(a);
+  if (ev->kind == REDLOCK_EV_ATTEMPT)
+    a->op_failed_env = sim_env_now(&a->env);
   if (ev->kind == REDLOCK_EV_ATTEMPT && a->r->o->verbose) {
     char why[300];
     redlock_result_explain(ev->result, why, sizeof(why));
@@ -816,6 +824,52 @@ static void check_released_later(actor *a) {
   sim_at(&a->r->w, a->r->w.now + 300 * SIM_MS, NULL, check_released, c, 0);
 }
 
+/* A wait that timed out ended by its deadline, or a command timeout
+ * after its last round started when that is later (redlock.h, wait_ms:
+ * an acquisition's requests end by the deadline or a command timeout
+ * from when they were made, also those queued behind a connection's
+ * handshake; lock.c, owner_until), and by the deadline itself when no
+ * attempt was made (a new client's first connections: acquire.c,
+ * on_settle_deadline). On the client's own clock; the result's elapsed
+ * time dates its last round (first send to the decision, or to the
+ * end), 5 ms for the timer queue's ms and the delivery. The op_bound
+ * of every call is the coarser form (the hard end: the deadline plus a
+ * command timeout). */
+#define SIM_COMMAND_TIMEOUT_NS (50 * SIM_MS)   /* the clients' default */
+
+static void wait_end_check(actor *a, const redlock_result *res) {
+  uint64_t took = sim_env_now(&a->env) - a->op_start_env;
+  uint64_t wait = (uint64_t)a->op_wait_ms * SIM_MS;
+  uint64_t round = res->elapsed_us * 1000;
+  uint64_t bound = wait;
+  unsigned i;
+  /* A round after the last failed attempt (its PTTL round, the next
+   * attempt's) is newer than the one the result shows. */
+  if (a->op_failed_env > a->op_start_env &&
+      took - (a->op_failed_env - a->op_start_env) < round)
+    round = took - (a->op_failed_env - a->op_start_env);
+  /* A vote the guard held (the record's read, another master's clock:
+   * bounded by the hard end alone) leaves its latency and no vote. */
+  for (i = 0; i < res->n_nodes; i++)
+    if ((res->nodes[i].vote == REDLOCK_VOTE_NONE &&
+         res->nodes[i].latency_us > 0) ||
+        res->nodes[i].error == REDLOCK_ERESTARTED)
+      return;
+  if (res->attempts > 0 && took > round &&
+      took - round + SIM_COMMAND_TIMEOUT_NS > bound)
+    bound = took - round + SIM_COMMAND_TIMEOUT_NS;
+  if (res->attempts > 0 && took <= round)
+    bound = took;   /* a round older than the call: nothing to date */
+  if (took > bound + 5 * SIM_MS)
+    violation(a->r, "client %u's wait of %d ms ended after %.3f ms on its "
+              "own clock (%u attempts, its last round started at %.3f "
+              "ms): past the deadline%s", a->id, a->op_wait_ms,
+              (double)took / 1e6, res->attempts,
+              took > round ? (double)(took - round) / 1e6 : 0.0,
+              res->attempts > 0 ? " and a command timeout after that round"
+                                : " with no attempt made");
+}
+
 static void on_acquired(redlock_lock_t *l, int status,
                         const redlock_result *res, void *arg) {
   actor *a = arg;
@@ -843,6 +897,9 @@ static void on_acquired(redlock_lock_t *l, int status,
       violation(r, "client %u's wait of %d ms ended after %.3f ms on its "
                 "own clock: before its deadline", a->id, a->op_wait_ms,
                 (double)(sim_env_now(&a->env) - a->op_start_env) / 1e6);
+    if (status == REDLOCK_ETIMEDOUT && a->op_wait_ms > 0 &&
+        a->op_bound != 0 && a->pause_end <= a->op_start)
+      wait_end_check(a, res);   /* not across a pause or a crash */
     if (status == REDLOCK_ELIMIT)
       violation(r, "client %u: ELIMIT for k%u's semaphore, whose limit %u "
                 "every client uses: %s", a->id, __builtin_ctz(a->keys),
