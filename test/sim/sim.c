@@ -25,7 +25,11 @@
  *    (a wait deadline), whatever the masters do; a wait that times out,
  *    by its deadline or a command timeout after its last round started,
  *    and by the deadline itself when it made no attempt (a new client's
- *    first connections).
+ *    first connections);
+ *  - a wait at a fixed retry delay (no jitter, no wake) starts its next
+ *    attempt no sooner than that delay after one that no master refused
+ *    (or within a ms of its deadline), also on a client whose loop's time
+ *    lags its clock (a loaded machine: world.h, lag_max_ns).
  * A violation prints the seed, what happened around it (the world's log)
  * and the command that replays it. The last line:
  *   sim: G grants, V violations, K seeds, T simulated s, trace H
@@ -283,6 +287,10 @@ struct actor {
   uint64_t op_start_env;  /* the client's own clock at op_begin */
   uint64_t op_failed_env; /* and at its acquisition's last failed attempt
                              (REDLOCK_EV_ATTEMPT; 0: none) */
+  int64_t fixed_retry_ms; /* the acquisition's retry delay, without
+                             jitter or wake (0: drawn as the client's) */
+  unsigned retry_after;   /* that attempt failed with no master refusing
+                             (the next comes the delay later; 0: none) */
   int op_wait_ms;         /* the acquisition's wait_ms */
   int closed;
   int fresh;              /* a one-shot client (a CLI call) */
@@ -500,6 +508,7 @@ static void op_begin(actor *a, uint64_t bound_ns) {
   a->op_start = a->r->w.now;
   a->op_start_env = sim_env_now(&a->env);
   a->op_failed_env = 0;
+  a->retry_after = 0;
   a->op_bound = bound_ns ? a->r->w.now + bound_ns : 0;
   a->op_wait_ms = 0;
 }
@@ -523,6 +532,38 @@ static void on_lost(redlock_lock_t *l, int reason, void *arg) {
 
 static void check_released_later(actor *a);
 
+/* An acquisition with a fixed retry delay (no jitter, no wake): after an
+ * attempt that no master refused (no PTTL round to shorten the delay),
+ * the next starts the delay later on the client's own clock, or within a
+ * ms before the wait's deadline when that is sooner (redlock.h: the retry
+ * delay, wait_ms), never before: libuv's timers count from the loop's
+ * time, which lags on a loaded machine, and the library's timer queue
+ * must not run them early (tq.c, invariant 4). The attempt's start: the
+ * result's elapsed time before its decision (first send; a ttl record's
+ * raise first makes it later, never sooner). */
+static void retry_check(actor *a, const redlock_result *res) {
+  uint64_t now = sim_env_now(&a->env), start, due, last;
+  if (a->fixed_retry_ms <= 0 || a->retry_after == 0 ||
+      res->attempts != a->retry_after + 1 ||
+      now < res->elapsed_us * 1000 || a->pause_end > a->op_start)
+    return;
+  start = now - res->elapsed_us * 1000;
+  due = a->op_failed_env + (uint64_t)a->fixed_retry_ms * SIM_MS;
+  last = a->op_start_env + (uint64_t)a->op_wait_ms * SIM_MS - SIM_MS;
+  if (due > last)
+    due = last;
+  if (start + SIM_MS / 5 < due)
+    violation(a->r, "client %u's attempt %u started %.3f ms after attempt "
+              "%u failed (no master refused it): its retry delay is %" PRId64
+              " ms, no jitter (the wait's deadline in %.3f ms)", a->id,
+              res->attempts,
+              start > a->op_failed_env
+                  ? (double)(start - a->op_failed_env) / 1e6 : 0.0,
+              a->retry_after, a->fixed_retry_ms,
+              (double)(a->op_start_env + (uint64_t)a->op_wait_ms * SIM_MS -
+                       a->op_failed_env) / 1e6);
+}
+
 static void on_event(redlock_client_t *c, const redlock_event *ev,
                      void *arg) {
   actor *a = arg;
@@ -541,8 +582,11 @@ static void on_event(redlock_client_t *c, const redlock_event *ev,
   (void)c;
   if (ev->kind == REDLOCK_EV_ATTEMPT && a->lock != NULL)
     check_released_later(a);
-  if (ev->kind == REDLOCK_EV_ATTEMPT)
+  if (ev->kind == REDLOCK_EV_ATTEMPT) {
+    retry_check(a, ev->result);
     a->op_failed_env = sim_env_now(&a->env);
+    a->retry_after = ev->result->no == 0 ? ev->result->attempts : 0;
+  }
   if (ev->kind == REDLOCK_EV_ATTEMPT && a->r->o->verbose) {
     char why[300];
     redlock_result_explain(ev->result, why, sizeof(why));
@@ -897,6 +941,7 @@ static void on_acquired(redlock_lock_t *l, int status,
       violation(r, "client %u's wait of %d ms ended after %.3f ms on its "
                 "own clock: before its deadline", a->id, a->op_wait_ms,
                 (double)(sim_env_now(&a->env) - a->op_start_env) / 1e6);
+    retry_check(a, res);
     if (status == REDLOCK_ETIMEDOUT && a->op_wait_ms > 0 &&
         a->op_bound != 0 && a->pause_end <= a->op_start)
       wait_end_check(a, res);   /* not across a pause or a crash */
@@ -915,6 +960,7 @@ static void on_acquired(redlock_lock_t *l, int status,
     actor_next(a, sim_between(w, 0, 100) * SIM_MS);
     return;
   }
+  retry_check(a, res);
   oracle_grant(a, res->validity_ms, redlock_lock_fence(l));
   a->holds = 1;
   if (a->reentrant && sim_between(w, 0, 1)) {
@@ -1079,6 +1125,18 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
   ao.on_lost = on_lost;
   ao.lost_arg = a;
   ao.wake = (int)sim_between(w, 0, 1);
+  /* One wait in eight on a plain lock retries at a fixed delay of
+   * 100-200 ms, without wake (retry_check; side draws: the world's
+   * stay). */
+  a->fixed_retry_ms = 0;
+  if (ao.wait_ms > 0 && a->mode == 'P' &&
+      side_draw(r, a->id, a->gen, 0x7e7) % 8 == 0) {
+    a->fixed_retry_ms = 100 + (int64_t)(side_draw(r, a->id, a->gen, 0x7e6) %
+                                        101);
+    ao.retry_delay_ms = (int)a->fixed_retry_ms;
+    ao.retry_jitter_ms = -1;
+    ao.wake = 0;
+  }
   /* A wait ends at most a command timeout (50 ms) after its deadline;
    * the bound allows for the client's clock rate and a scheduling ms. */
   op_begin(a, ao.wait_ms > 0 ? sim_env_span(&a->env, (uint64_t)(ao.wait_ms +
@@ -1234,6 +1292,13 @@ static actor *actor_new(run *r, int fresh) {
    * 1 % of the ttl plus 2 ms). */
   drift = (sim_unit(&r->w) - 0.5) * 0.002;
   sim_env_init(&r->w, &a->env, a->id, 1.0 + drift);
+  /* One client in three on a loaded machine: its loop's time lags its
+   * clock by up to 1-6 ms (world.h, lag_max_ns), so libuv's timers run
+   * early on the library's clock. Side draws: the world's stay. */
+  if (side_draw(r, a->id, 0, 0x1a9) % 3 == 0) {
+    a->env.lag_max_ns = (1 + side_draw(r, a->id, 0, 0x1aa) % 6) * SIM_MS;
+    a->env.lag_rng = side_draw(r, a->id, 0, 0x1ab);
+  }
   memset(&cfg, 0, sizeof(cfg));
   cfg.servers = r->server_ptrs;
   if (r->n_groups > 0) {
