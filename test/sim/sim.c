@@ -22,7 +22,14 @@
  *    never comes back, since all use the same;
  *  - fencing tokens strictly increase from one holder to the next;
  *  - every call calls back, by its deadline plus a bound when it has one
- *    (a wait deadline), whatever the masters do.
+ *    (a wait deadline), whatever the masters do; a wait that times out,
+ *    by its deadline or a command timeout after its last round started,
+ *    and by the deadline itself when it made no attempt (a new client's
+ *    first connections);
+ *  - a wait at a fixed retry delay (no jitter, no wake) starts its next
+ *    attempt no sooner than that delay after one that no master refused
+ *    (or within a ms of its deadline), also on a client whose loop's time
+ *    lags its clock (a loaded machine: world.h, lag_max_ns).
  * A violation prints the seed, what happened around it (the world's log)
  * and the command that replays it. The last line:
  *   sim: G grants, V violations, K seeds, T simulated s, trace H
@@ -278,6 +285,12 @@ struct actor {
   uint64_t op_start;      /* true ns */
   uint64_t op_bound;      /* true ns it must call back by (0: none) */
   uint64_t op_start_env;  /* the client's own clock at op_begin */
+  uint64_t op_failed_env; /* and at its acquisition's last failed attempt
+                             (REDLOCK_EV_ATTEMPT; 0: none) */
+  int64_t fixed_retry_ms; /* the acquisition's retry delay, without
+                             jitter or wake (0: drawn as the client's) */
+  unsigned retry_after;   /* that attempt failed with no master refusing
+                             (the next comes the delay later; 0: none) */
   int op_wait_ms;         /* the acquisition's wait_ms */
   int closed;
   int fresh;              /* a one-shot client (a CLI call) */
@@ -494,6 +507,8 @@ static void op_begin(actor *a, uint64_t bound_ns) {
   a->busy = 1;
   a->op_start = a->r->w.now;
   a->op_start_env = sim_env_now(&a->env);
+  a->op_failed_env = 0;
+  a->retry_after = 0;
   a->op_bound = bound_ns ? a->r->w.now + bound_ns : 0;
   a->op_wait_ms = 0;
 }
@@ -517,6 +532,38 @@ static void on_lost(redlock_lock_t *l, int reason, void *arg) {
 
 static void check_released_later(actor *a);
 
+/* An acquisition with a fixed retry delay (no jitter, no wake): after an
+ * attempt that no master refused (no PTTL round to shorten the delay),
+ * the next starts the delay later on the client's own clock, or within a
+ * ms before the wait's deadline when that is sooner (redlock.h: the retry
+ * delay, wait_ms), never before: libuv's timers count from the loop's
+ * time, which lags on a loaded machine, and the library's timer queue
+ * must not run them early (tq.c, invariant 4). The attempt's start: the
+ * result's elapsed time before its decision (first send; a ttl record's
+ * raise first makes it later, never sooner). */
+static void retry_check(actor *a, const redlock_result *res) {
+  uint64_t now = sim_env_now(&a->env), start, due, last;
+  if (a->fixed_retry_ms <= 0 || a->retry_after == 0 ||
+      res->attempts != a->retry_after + 1 ||
+      now < res->elapsed_us * 1000 || a->pause_end > a->op_start)
+    return;
+  start = now - res->elapsed_us * 1000;
+  due = a->op_failed_env + (uint64_t)a->fixed_retry_ms * SIM_MS;
+  last = a->op_start_env + (uint64_t)a->op_wait_ms * SIM_MS - SIM_MS;
+  if (due > last)
+    due = last;
+  if (start + SIM_MS / 5 < due)
+    violation(a->r, "client %u's attempt %u started %.3f ms after attempt "
+              "%u failed (no master refused it): its retry delay is %" PRId64
+              " ms, no jitter (the wait's deadline in %.3f ms)", a->id,
+              res->attempts,
+              start > a->op_failed_env
+                  ? (double)(start - a->op_failed_env) / 1e6 : 0.0,
+              a->retry_after, a->fixed_retry_ms,
+              (double)(a->op_start_env + (uint64_t)a->op_wait_ms * SIM_MS -
+                       a->op_failed_env) / 1e6);
+}
+
 static void on_event(redlock_client_t *c, const redlock_event *ev,
                      void *arg) {
   actor *a = arg;
@@ -535,6 +582,11 @@ static void on_event(redlock_client_t *c, const redlock_event *ev,
   (void)c;
   if (ev->kind == REDLOCK_EV_ATTEMPT && a->lock != NULL)
     check_released_later(a);
+  if (ev->kind == REDLOCK_EV_ATTEMPT) {
+    retry_check(a, ev->result);
+    a->op_failed_env = sim_env_now(&a->env);
+    a->retry_after = ev->result->no == 0 ? ev->result->attempts : 0;
+  }
   if (ev->kind == REDLOCK_EV_ATTEMPT && a->r->o->verbose) {
     char why[300];
     redlock_result_explain(ev->result, why, sizeof(why));
@@ -816,6 +868,52 @@ static void check_released_later(actor *a) {
   sim_at(&a->r->w, a->r->w.now + 300 * SIM_MS, NULL, check_released, c, 0);
 }
 
+/* A wait that timed out ended by its deadline, or a command timeout
+ * after its last round started when that is later (redlock.h, wait_ms:
+ * an acquisition's requests end by the deadline or a command timeout
+ * from when they were made, also those queued behind a connection's
+ * handshake; lock.c, owner_until), and by the deadline itself when no
+ * attempt was made (a new client's first connections: acquire.c,
+ * on_settle_deadline). On the client's own clock; the result's elapsed
+ * time dates its last round (first send to the decision, or to the
+ * end), 5 ms for the timer queue's ms and the delivery. The op_bound
+ * of every call is the coarser form (the hard end: the deadline plus a
+ * command timeout). */
+#define SIM_COMMAND_TIMEOUT_NS (50 * SIM_MS)   /* the clients' default */
+
+static void wait_end_check(actor *a, const redlock_result *res) {
+  uint64_t took = sim_env_now(&a->env) - a->op_start_env;
+  uint64_t wait = (uint64_t)a->op_wait_ms * SIM_MS;
+  uint64_t round = res->elapsed_us * 1000;
+  uint64_t bound = wait;
+  unsigned i;
+  /* A round after the last failed attempt (its PTTL round, the next
+   * attempt's) is newer than the one the result shows. */
+  if (a->op_failed_env > a->op_start_env &&
+      took - (a->op_failed_env - a->op_start_env) < round)
+    round = took - (a->op_failed_env - a->op_start_env);
+  /* A vote the guard held (the record's read, another master's clock:
+   * bounded by the hard end alone) leaves its latency and no vote. */
+  for (i = 0; i < res->n_nodes; i++)
+    if ((res->nodes[i].vote == REDLOCK_VOTE_NONE &&
+         res->nodes[i].latency_us > 0) ||
+        res->nodes[i].error == REDLOCK_ERESTARTED)
+      return;
+  if (res->attempts > 0 && took > round &&
+      took - round + SIM_COMMAND_TIMEOUT_NS > bound)
+    bound = took - round + SIM_COMMAND_TIMEOUT_NS;
+  if (res->attempts > 0 && took <= round)
+    bound = took;   /* a round older than the call: nothing to date */
+  if (took > bound + 5 * SIM_MS)
+    violation(a->r, "client %u's wait of %d ms ended after %.3f ms on its "
+              "own clock (%u attempts, its last round started at %.3f "
+              "ms): past the deadline%s", a->id, a->op_wait_ms,
+              (double)took / 1e6, res->attempts,
+              took > round ? (double)(took - round) / 1e6 : 0.0,
+              res->attempts > 0 ? " and a command timeout after that round"
+                                : " with no attempt made");
+}
+
 static void on_acquired(redlock_lock_t *l, int status,
                         const redlock_result *res, void *arg) {
   actor *a = arg;
@@ -843,6 +941,10 @@ static void on_acquired(redlock_lock_t *l, int status,
       violation(r, "client %u's wait of %d ms ended after %.3f ms on its "
                 "own clock: before its deadline", a->id, a->op_wait_ms,
                 (double)(sim_env_now(&a->env) - a->op_start_env) / 1e6);
+    retry_check(a, res);
+    if (status == REDLOCK_ETIMEDOUT && a->op_wait_ms > 0 &&
+        a->op_bound != 0 && a->pause_end <= a->op_start)
+      wait_end_check(a, res);   /* not across a pause or a crash */
     if (status == REDLOCK_ELIMIT)
       violation(r, "client %u: ELIMIT for k%u's semaphore, whose limit %u "
                 "every client uses: %s", a->id, __builtin_ctz(a->keys),
@@ -858,6 +960,7 @@ static void on_acquired(redlock_lock_t *l, int status,
     actor_next(a, sim_between(w, 0, 100) * SIM_MS);
     return;
   }
+  retry_check(a, res);
   oracle_grant(a, res->validity_ms, redlock_lock_fence(l));
   a->holds = 1;
   if (a->reentrant && sim_between(w, 0, 1)) {
@@ -1022,6 +1125,18 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
   ao.on_lost = on_lost;
   ao.lost_arg = a;
   ao.wake = (int)sim_between(w, 0, 1);
+  /* One wait in eight on a plain lock retries at a fixed delay of
+   * 100-200 ms, without wake (retry_check; side draws: the world's
+   * stay). */
+  a->fixed_retry_ms = 0;
+  if (ao.wait_ms > 0 && a->mode == 'P' &&
+      side_draw(r, a->id, a->gen, 0x7e7) % 8 == 0) {
+    a->fixed_retry_ms = 100 + (int64_t)(side_draw(r, a->id, a->gen, 0x7e6) %
+                                        101);
+    ao.retry_delay_ms = (int)a->fixed_retry_ms;
+    ao.retry_jitter_ms = -1;
+    ao.wake = 0;
+  }
   /* A wait ends at most a command timeout (50 ms) after its deadline;
    * the bound allows for the client's clock rate and a scheduling ms. */
   op_begin(a, ao.wait_ms > 0 ? sim_env_span(&a->env, (uint64_t)(ao.wait_ms +
@@ -1177,6 +1292,13 @@ static actor *actor_new(run *r, int fresh) {
    * 1 % of the ttl plus 2 ms). */
   drift = (sim_unit(&r->w) - 0.5) * 0.002;
   sim_env_init(&r->w, &a->env, a->id, 1.0 + drift);
+  /* One client in three on a loaded machine: its loop's time lags its
+   * clock by up to 1-6 ms (world.h, lag_max_ns), so libuv's timers run
+   * early on the library's clock. Side draws: the world's stay. */
+  if (side_draw(r, a->id, 0, 0x1a9) % 3 == 0) {
+    a->env.lag_max_ns = (1 + side_draw(r, a->id, 0, 0x1aa) % 6) * SIM_MS;
+    a->env.lag_rng = side_draw(r, a->id, 0, 0x1ab);
+  }
   memset(&cfg, 0, sizeof(cfg));
   cfg.servers = r->server_ptrs;
   if (r->n_groups > 0) {

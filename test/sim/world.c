@@ -163,6 +163,21 @@ static void arm(simworld *w, simenv *e) {
   }
 }
 
+/* A loaded client's event: the loop's time is when its turn began, up
+ * to lag_max_ns before now (never before the last turn's: libuv's time
+ * does not go back). */
+static void env_turn(simworld *w, simenv *e) {
+  uint64_t z = (e->lag_rng += 0x9e3779b97f4a7c15ULL), lag;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  lag = (z ^ (z >> 31)) % (e->lag_max_ns + 1);
+  if (lag > w->now)
+    lag = w->now;
+  if (e->loop_ns < w->now - lag)
+    e->loop_ns = w->now - lag;
+  e->loop_at = w->now;
+}
+
 int sim_step(simworld *w, uint64_t until) {
   simev e;
   if (w->n_heap == 0 || w->heap[0].at > until)
@@ -179,6 +194,8 @@ int sim_step(simworld *w, uint64_t until) {
   }
   w->events++;
   sim_trace(w, w->now);
+  if (e.env != NULL && e.env->lag_max_ns > 0)
+    env_turn(w, e.env);
   if (e.fn != NULL)
     e.fn(w, e.arg, e.a);
   else if (e.env != NULL && e.env->flush_armed)
@@ -538,7 +555,9 @@ static void env_timer_start(redlock__timer *t, redlock__timer_cb cb,
   st->armed = 1;
   st->repeat_ns = repeat * SIM_MS;
   st->refs++;
-  sim_at(w, w->now + (ms > 0 ? sim_env_span(st->env, ms * SIM_MS) : 0),
+  /* From the loop's time, as libuv counts (a loaded client's lags). */
+  sim_at(w, (st->env->loop_at == w->now ? st->env->loop_ns : w->now) +
+                (ms > 0 ? sim_env_span(st->env, ms * SIM_MS) : 0),
          st->env, on_timer, st, st->gen);
 }
 

@@ -208,6 +208,16 @@ struct simenv {
   uint64_t clock_base_ns, clock_ref_ns;
   double rate;
   uint64_t paused_until;  /* SIGSTOP of the client's process */
+  /* A loaded machine (lag_max_ns > 0): CPU time spent in the callbacks
+   * of a loop turn before this one ran, so the loop's cached time (when
+   * the turn began: libuv's uv_now, which its timers count from) lags
+   * the clock the seam reads, by up to lag_max_ns, drawn per event from
+   * lag_rng (not the world's source). loop_ns is the loop's time during
+   * the event at true time loop_at; timers started then count from it
+   * and fire early on the client's clock by as much. */
+  uint64_t lag_max_ns;
+  uint64_t lag_rng;
+  uint64_t loop_ns, loop_at;
   int dead;               /* crashed: stopped for good (its events wait
                              at the end of time; sim_env_revive) */
   redlock__flusher *flusher;
