@@ -304,6 +304,8 @@ struct actor {
                              the handle cannot know, so what it says of
                              its validity is no claim (do_ask_validity) */
   uint64_t queries;       /* redlock_election_leader calls so far */
+  unsigned want;          /* kI + 1: its one lock is a plain lock of kI
+                             (taken right after a forced release), or 0 */
   unsigned gen;           /* bumped per acquisition: stale plans ignored */
   /* Its own URIs when the deployment has sentinel groups (each client
    * lists the sentinels in its own order). */
@@ -970,6 +972,10 @@ static int new_handle(actor *a) {
     kind = 1;
   else if (workload_is(r, "multi") && r->n_keys > 1 && sim_between(w, 0, 1))
     kind = 2;
+  if (a->want > 0) {   /* the lock that follows a forced release */
+    kind = 0;
+    first = a->want - 1;
+  }
   a->mode = 'P';
   a->keys = 1u << first;
   if (kind == 3) {
@@ -1900,7 +1906,7 @@ static void on_force(simworld *w, void *arg, uint64_t x) {
   run *r = arg;
   uint64_t z = side_draw(r, 0x3f, r->forces++, 0xf0ce);
   unsigned k = (unsigned)(z % r->n_keys), i, n = 0;
-  int rw = (z >> 8) % 2 == 0;
+  int rw = (z >> 8) % 2 == 0, extends = 0;
   char key[16], hash[16];
   (void)x;
   if (r->ending)
@@ -1942,10 +1948,22 @@ static void on_force(simworld *w, void *arg, uint64_t x) {
     if (h->held && h->mode != 'S' && h->end > w->now) {
       h->end = w->now;
       r->actors[i]->forced = 1;
+      extends |= r->actors[i]->extend;
     }
   }
   sim_logf(w, "operator: DEL %s%s on %u masters (a forced release)", key,
            rw ? " and its read-write hash" : "", n);
+  /* Half the time when a holder will extend, someone takes the name at
+   * once (a CLI call; test-redis-rwlock-modes d): another lock over a
+   * holder that still believes it holds). */
+  if (extends && (z >> 32) % 2 == 0) {
+    actor *a = actor_new(r, 1);
+    if (a != NULL) {
+      a->want = k + 1;
+      sim_logf(w, "client %u joins (a plain lock of %s)", a->id, key);
+      sim_at(w, w->now + (z >> 48) % 20 * SIM_MS, &a->env, do_acquire, a, 0);
+    }
+  }
 }
 
 /* ---- a seed -------------------------------------------------------------- */
