@@ -21,6 +21,12 @@
  *    masters hold that differs from the one every client uses (ELIMIT)
  *    never comes back, since all use the same;
  *  - fencing tokens strictly increase from one holder to the next;
+ *  - an operator's forced release (F_FORCE) ends its holders' holds
+ *    unannounced; an extend they start later must fail where the key is
+ *    another holder's or gone;
+ *  - the leader's ttl that redlock_election_leader reports is held by a
+ *    quorum of the masters (the quorum-th longest PTTL when it answers,
+ *    plus the time since the question);
  *  - every call calls back, by its deadline plus a bound when it has one
  *    (a wait deadline), whatever the masters do; a wait that times out,
  *    by its deadline or a command timeout after its last round started,
@@ -83,7 +89,13 @@ enum {
   F_SPLIT = 1 << 15,      /* a partition inside the group: the primary,
                              some replicas and one sentinel on one side */
   F_SENTINEL = F_SWITCH | F_STALE | F_SPLIT,
-  F_ALL = (1 << 16) - 1
+  /* Drawn on a stream of its own (on_force), not among the others: the
+   * schedules of the other kinds stay as they were. */
+  F_FORCE = 1 << 16,      /* an operator deletes a lock's key on every
+                             plain master whoever holds it (redlock unlock
+                             --force; another library's, which knows the
+                             plain key only) */
+  F_ALL = (1 << 17) - 1
 };
 
 static const struct {
@@ -97,6 +109,7 @@ static const struct {
     {"failover", F_FAILOVER},                   {"migrate", F_MIGRATE},
     {"disagree", F_DISAGREE},
     {"switch", F_SWITCH}, {"stale", F_STALE}, {"split", F_SPLIT},
+    {"force", F_FORCE},
 };
 
 static const char *const workloads[] = {"plain", "fence", "extend", "auto",
@@ -252,6 +265,8 @@ typedef struct run {
   uint64_t busy_until[MAX_MASTERS];
   uint64_t link_busy_until[MAX_CLIENTS][MAX_MASTERS];
   uint64_t frng;          /* the faults' random stream */
+  uint64_t forces;        /* F_FORCE's draws so far (side_draw) */
+  uint64_t clock_at[MAX_MASTERS];   /* true ns of its last clock step */
   holder lead[MAX_CLIENTS];   /* the election's leaders */
   uint64_t grants;
   unsigned violations;
@@ -298,6 +313,12 @@ struct actor {
   int leading;            /* between ELECTED and DEPOSED */
   int64_t el_margin_ms;   /* its election's step-down margin */
   uint64_t pause_end;     /* true ns its last F_CPAUSE ended (0: none) */
+  int forced;             /* an operator deleted the key it holds (F_FORCE):
+                             the handle cannot know, so what it says of
+                             its validity is no claim (do_ask_validity) */
+  uint64_t queries;       /* redlock_election_leader calls so far */
+  unsigned want;          /* kI + 1: its one lock is a plain lock of kI
+                             (taken right after a forced release), or 0 */
   unsigned gen;           /* bumped per acquisition: stale plans ignored */
   /* Its own URIs when the deployment has sentinel groups (each client
    * lists the sentinels in its own order). */
@@ -502,6 +523,25 @@ static uint64_t side_draw(const run *r, unsigned id, uint64_t gen,
 }
 static void on_acquired(redlock_lock_t *l, int status,
                         const redlock_result *res, void *arg);
+
+/* One command run on server s's data, as an operator's redis-cli would
+ * (not through a client's connection): its reply in *out. */
+static void kv_run(simsrv *s, int argc, const char *const *argv,
+                   simkv_out *out) {
+  simkv_conn kc;
+  simkv_ctx ctx;
+  size_t lens[4];
+  int k;
+  memset(&kc, 0, sizeof(kc));
+  kc.authed = 1;
+  memset(&ctx, 0, sizeof(ctx));
+  ctx.now_us = sim_srv_wall_us(s);
+  ctx.info = &s->info;
+  for (k = 0; k < argc && k < 4; k++)
+    lens[k] = strlen(argv[k]);
+  if (simkv_exec(s->kv, &kc, &ctx, argc, argv, lens, out) > 0)
+    s->writes++;
+}
 
 static void op_begin(actor *a, uint64_t bound_ns) {
   a->busy = 1;
@@ -799,7 +839,7 @@ static void do_ask_validity(simworld *w, void *arg, uint64_t gen) {
   actor *a = arg;
   int64_t v;
   (void)w;
-  if (a->gen != gen || a->lock == NULL || a->closed)
+  if (a->gen != gen || a->lock == NULL || a->closed || a->forced)
     return;
   v = redlock_lock_validity_ms(a->lock);
   if (v > 0)
@@ -987,6 +1027,16 @@ static void on_acquired(redlock_lock_t *l, int status,
       max = 100;
     hold_ms = a->auto_extend ? sim_between(w, 0, 3 * (uint64_t)a->ttl_ms)
                              : sim_between(w, 0, max);
+    /* A reader that lets go late now and then (a slow job; from the
+     * seed's side draws, not the world's): its entry stays until its ttl
+     * ends, beside readers of other ttls, and the name must stay taken
+     * for the longest of them (a plain lock or a writer comes right as
+     * the shortest one's ttl ends). */
+    if (a->mode == 'R' && !a->auto_extend &&
+        side_draw(r, a->id, a->gen, 0x1a7e) % 4 == 0)
+      hold_ms = (uint64_t)res->validity_ms + 1 +
+                side_draw(r, a->id, a->gen, 0x1a7f) %
+                    (300 + (uint64_t)res->validity_ms);
     if (strcmp(r->workload, "late") == 0) {
       /* --workload late (not in any: its draws would move every other
        * seed's): an application that asks the handle how long it still
@@ -1025,6 +1075,10 @@ static int new_handle(actor *a) {
     kind = 1;
   else if (workload_is(r, "multi") && r->n_keys > 1 && sim_between(w, 0, 1))
     kind = 2;
+  if (a->want > 0) {   /* the lock that follows a forced release */
+    kind = 0;
+    first = a->want - 1;
+  }
   a->mode = 'P';
   a->keys = 1u << first;
   if (kind == 3) {
@@ -1068,6 +1122,7 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
   a->ttl_ms = sim_between(w, 0, 9) == 0 ? (int64_t)sim_between(w, 2000, 10000)
                                         : (int64_t)sim_between(w, 100, 1500);
   a->gen++;
+  a->forced = 0;
   a->holds = 0;
   if (new_handle(a) != 0) {
     violation(r, "client %u: a new lock handle failed: %s", a->id,
@@ -1231,6 +1286,119 @@ static void on_change(redlock_election_t *e, redlock_election_event ev,
            do_campaign, a, 0);
 }
 
+/* ---- who leads (redlock_election_leader) ---------------------------------- */
+
+/* A client asks who leads e0 now and then: the answer's ttl is how long
+ * a quorum still holds the leader's key without an extension (redlock.h,
+ * redlock_election_leader): the quorum-th longest PTTL of one value among
+ * the masters that hold it when they are read. The oracle reads every
+ * master when the answer comes: one read since the question held that
+ * value for at most its PTTL now plus the time since the question (keys
+ * run down, or are extended; one set again after a delete was set
+ * later); a master that no longer holds it, no bound (extended, then
+ * deleted). Only on plain masters that no crash, pause or clock step
+ * touched meanwhile. */
+typedef struct leader_q {
+  run *r;
+  uint64_t t0;            /* true ns of the question */
+} leader_q;
+
+/* e0's value on master i (NUL-terminated in v, "" when none) and its
+ * PTTL; -1 when the master cannot be judged. */
+static int leader_read(run *r, unsigned i, char *v, size_t n,
+                       int64_t *pttl) {
+  simsrv *sv = &r->w.srv[r->first[i]];
+  const char *cmd[2] = {"PTTL", "e0"};
+  simkv_out out = {NULL, 0, 0};
+  const char *p;
+  size_t len;
+  v[0] = '\0';
+  *pttl = 0;
+  if (r->cl[i] != NULL || r->sg[i] != NULL || !sv->up ||
+      sv->paused_until > r->w.now)
+    return -1;
+  p = simkv_get(sv->kv, "e0", 2, sim_srv_wall_us(sv), &len);
+  if (p == NULL)
+    return 0;
+  if (len >= n)
+    return -1;
+  memcpy(v, p, len);
+  v[len] = '\0';
+  kv_run(sv, 2, cmd, &out);
+  *pttl = out.len > 1 && out.p[0] == ':' ? strtoll(out.p + 1, NULL, 10) : 0;
+  simkv_out_free(&out);
+  return 0;
+}
+
+static void check_leader(run *r, const leader_q *q, const char *identity,
+                         int64_t ttl_ms) {
+  simworld *w = &r->w;
+  unsigned quorum = r->n_masters / 2 + 1, i, j, c;
+  char now_v[MAX_MASTERS][64];
+  int64_t now_p[MAX_MASTERS];
+  double since_ms = (double)(w->now - q->t0) / 1e6, best = -1;
+  for (i = 0; i < r->n_masters; i++)
+    if (leader_read(r, i, now_v[i], sizeof(now_v[i]), &now_p[i]) != 0 ||
+        r->busy_until[i] > q->t0 || r->clock_at[i] >= q->t0)
+      return;
+  /* Each value of that identity: its bound. */
+  for (c = 0; c < r->n_masters; c++) {
+    const char *v = now_v[c];
+    const char *who = redlock_token_holder(v);
+    double u[MAX_MASTERS] = {0}, t;
+    unsigned x, y;
+    if (who == NULL || strcmp(who, identity) != 0)
+      continue;
+    for (j = 0; j < r->n_masters; j++)
+      u[j] = strcmp(now_v[j], v) == 0 ? (double)now_p[j] + since_ms * 1.01
+                                       : 1e18;
+    for (x = 1; x < r->n_masters; x++)   /* descending */
+      for (y = x; y > 0 && u[y - 1] < u[y]; y--) {
+        t = u[y];
+        u[y] = u[y - 1];
+        u[y - 1] = t;
+      }
+    if (u[quorum - 1] > best)
+      best = u[quorum - 1];
+  }
+  /* The masters' clocks run within 0.3 % of true time (F_DRIFT). */
+  if (best >= 0 && (double)ttl_ms > best + 2)
+    violation(r, "redlock_election_leader said %s leads for %" PRId64 " ms "
+              "more (asked %.3f ms ago), but a quorum of masters held its "
+              "key for %.0f ms at most", identity, ttl_ms, since_ms, best);
+}
+
+static void on_leader(redlock_client_t *c, int status, const char *identity,
+                      int64_t ttl_ms, void *arg) {
+  leader_q *q = arg;
+  run *r = q->r;
+  (void)c;
+  if (status == 0 && identity != NULL && identity[0] != '\0' &&
+      !r->ending)
+    check_leader(r, q, identity, ttl_ms);
+  free(q);
+}
+
+/* From the seed's side draws: the other draws stay where they were. */
+static void do_leader_query(simworld *w, void *arg, uint64_t x) {
+  actor *a = arg;
+  run *r = a->r;
+  leader_q *q;
+  (void)x;
+  if (r->ending || a->closed)
+    return;
+  sim_at(w, w->now + (100 + side_draw(r, a->id, a->queries++, 0x1eade) %
+                                900) * SIM_MS,
+         &a->env, do_leader_query, a, 0);
+  q = malloc(sizeof(*q));
+  if (q == NULL)
+    return;
+  q->r = r;
+  q->t0 = w->now;
+  if (redlock_election_leader(a->client, "e0", 2, on_leader, q) != 0)
+    free(q);
+}
+
 static void do_campaign(simworld *w, void *arg, uint64_t x) {
   actor *a = arg;
   run *r = a->r;
@@ -1253,6 +1421,8 @@ static void do_campaign(simworld *w, void *arg, uint64_t x) {
                 redlock_last_error());
       return;
     }
+    sim_at(w, w->now + (100 + side_draw(r, a->id, 0, 0x1eadf) % 900) * SIM_MS,
+           &a->env, do_leader_query, a, 0);
   }
   if (redlock_election_campaign(a->el) != 0)
     sim_logf(w, "client %u: campaign refused: %s", a->id,
@@ -1680,6 +1850,7 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
     return;
   for (k = 0; k < sizeof(fault_names) / sizeof(fault_names[0]); k++)
     if ((r->o->faults & fault_names[k].bit) &&
+        fault_names[k].bit != F_FORCE &&
         (r->n_clusters > 0 || !(fault_names[k].bit & F_CLUSTER)) &&
         (r->n_groups > 0 || !(fault_names[k].bit & F_SENTINEL)))
       kinds[n++] = fault_names[k].bit;
@@ -1737,6 +1908,7 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       if (!unseen_fault_ok(r, i, 15 * SIM_S))
         break;
       sim_srv_step_clock(s, us);
+      r->clock_at[i] = w->now;
       sim_logf(w, "server %u's clock stepped %+.3f s", s->index,
                (double)us / 1e6);
       break;
@@ -1837,6 +2009,82 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
     case F_SPLIT:
       group_fault(r, k);
       break;
+  }
+}
+
+/* F_FORCE: an operator's forced release of kI, whoever holds it: DEL of
+ * the key on every plain master that runs (redlock unlock --force also
+ * deletes the read-write hash "kI:rw"; another library's force unlock,
+ * or a redis-cli DEL, knows the plain key only). The holders are not
+ * told (docs/CLI.md, Operator's tools): the oracle ends their intervals
+ * at the force, and what they say of their validity from then on is no
+ * claim; an extend that starts later is one (compare-and-pexpire: it
+ * must fail where another holder's key, or none, is). Only while no
+ * client has an operation on kI in flight (an attempt whose writes the
+ * DEL would erase in part, granted after it), nor auto-extends or
+ * re-enters it (their renewals run in the background). From a stream of
+ * its own (side_draw): the other draws stay. */
+static void on_force(simworld *w, void *arg, uint64_t x) {
+  run *r = arg;
+  uint64_t z = side_draw(r, 0x3f, r->forces++, 0xf0ce);
+  unsigned k = (unsigned)(z % r->n_keys), i, n = 0;
+  int rw = (z >> 8) % 2 == 0, extends = 0;
+  char key[16], hash[16];
+  (void)x;
+  if (r->ending)
+    return;
+  sim_at(w, w->now + (200 + (z >> 16) % 2800) * SIM_MS, NULL, on_force, r,
+         0);
+  /* Mostly the key of a holder that will extend it by hand: its extend
+   * then meets what the force left (another holder's key, or none). */
+  for (i = 0; (z >> 40) % 4 != 0 && i < r->n_actors; i++) {
+    const actor *a = r->actors[(i + (z >> 24)) % r->n_actors];
+    if (a->lock != NULL && a->extend && !a->busy && a->mode != 'S' &&
+        a->keys == (a->keys & -a->keys)) {
+      k = (unsigned)__builtin_ctz(a->keys);
+      break;
+    }
+  }
+  for (i = 0; i < r->n_actors; i++) {
+    const actor *a = r->actors[i];
+    if (a->lock == NULL || !(a->keys & (1u << k)) || a->mode == 'S' ||
+        a->env.dead || a->closed)
+      continue;
+    if (a->busy || a->auto_extend || a->reentrant || a->keys != 1u << k)
+      return;
+  }
+  snprintf(key, sizeof(key), "k%u", k);
+  snprintf(hash, sizeof(hash), "k%u:rw", k);
+  for (i = 0; i < r->n_masters; i++) {
+    simsrv *sv = &w->srv[r->first[i]];
+    const char *del[3] = {"DEL", key, hash};
+    simkv_out out = {NULL, 0, 0};
+    if (r->cl[i] != NULL || r->sg[i] != NULL || !sv->up)
+      continue;
+    kv_run(sv, rw ? 3 : 2, del, &out);
+    simkv_out_free(&out);
+    n++;
+  }
+  for (i = 0; n > 0 && i < r->n_actors; i++) {
+    holder *h = &r->hold[i][k];
+    if (h->held && h->mode != 'S' && h->end > w->now) {
+      h->end = w->now;
+      r->actors[i]->forced = 1;
+      extends |= r->actors[i]->extend;
+    }
+  }
+  sim_logf(w, "operator: DEL %s%s on %u masters (a forced release)", key,
+           rw ? " and its read-write hash" : "", n);
+  /* Half the time when a holder will extend, someone takes the name at
+   * once (a CLI call; test-redis-rwlock-modes d): another lock over a
+   * holder that still believes it holds). */
+  if (extends && (z >> 32) % 2 == 0) {
+    actor *a = actor_new(r, 1);
+    if (a != NULL) {
+      a->want = k + 1;
+      sim_logf(w, "client %u joins (a plain lock of %s)", a->id, key);
+      sim_at(w, w->now + (z >> 48) % 20 * SIM_MS, &a->env, do_acquire, a, 0);
+    }
   }
 }
 
@@ -2114,6 +2362,17 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
   if (o->faults != 0)
     sim_at(w, w->now + sim_between(w, 100, 1000) * SIM_MS, NULL, on_fault, r,
            0);
+  /* Forced releases where a holder extends or reads and writes share a
+   * name (the workloads whose holders can meet a key not theirs), on a
+   * deployment with a plain master. */
+  for (i = 0; i < r->n_masters && (r->cl[i] != NULL || r->sg[i] != NULL);
+       i++)
+    ;
+  if ((o->faults & F_FORCE) && i < r->n_masters &&
+      (workload_is(r, "extend") || workload_is(r, "rw") ||
+       strcmp(r->workload, "late") == 0))
+    sim_at(w, w->now + (300 + side_draw(r, 0x3f, 0, 0xf0cf) % 2000) * SIM_MS,
+           NULL, on_force, r, 0);
   sim_at(w, w->now + SIM_S, NULL, on_bgsave, r, 0);
   end = w->now + (uint64_t)(o->sim_seconds * 1e9);
   while (sim_step(w, end))
@@ -2259,7 +2518,8 @@ static void usage(void) {
           "[--topology plain|cluster|sentinel|mixed] [--clients C]\n"
           "                   [--twice] [--shrink] [--verbose]\n"
           "faults: crash,pause,clock,cut,client-pause,client-crash,config,"
-          "join,drift,kill,failover,migrate,disagree,switch,stale,split\n");
+          "join,drift,kill,failover,migrate,disagree,switch,stale,split,"
+          "force\n");
 }
 
 static int parse_faults(const char *s, unsigned *out) {
