@@ -857,10 +857,16 @@ static void srv_fill_info(simsrv *s) {
   s->info.master_port = 0;
   s->info.master_link_up = 0;
   s->info.master_replid = s->replid;
-  s->info.second_repl_offset = -1;
+  s->info.second_repl_offset = s->second_offset;
   s->info.connected_slaves = 0;
   s->info.aof_enabled = -1;
   s->info.rdb_last_save_time = 0;
+  if (s->resyncing) {
+    s->info.role = "slave";
+    s->info.master_host = "127.0.0.1";
+    s->info.master_port = s->resyncing;
+    s->info.master_link_up = 1;
+  }
   if (s->cl != NULL)
     cl_fill_info(s);
   if (s->sg != NULL && !s->sentinel)
@@ -875,6 +881,7 @@ static void srv_start(simsrv *s) {
   s->started_ns = s->w->now;
   s->data_ns = s->w->now;
   s->second_offset = -1;   /* no replication history after a restart */
+  s->resyncing = 0;
   hex40(s->w, s->run_id);
   /* A replica keeps the replication id it loads (its primary's, in the
    * RDB's or the AOF's preamble) until it syncs again. */
@@ -1288,6 +1295,44 @@ void sim_srv_crash(simsrv *s, uint64_t down_ns) {
   sim_at(w, w->now + down_ns, NULL, on_restart, s, s->incarnation);
   if (s->sg != NULL)
     sg_gone(s);
+}
+
+/* REPLICAOF NO ONE: a new replication id, the old one's offset in
+ * second_repl_offset; the process (its run_id) is the same. */
+static void on_resync_back(simworld *w, void *arg, uint64_t incarnation) {
+  simsrv *s = arg;
+  if (!s->up || s->incarnation != incarnation || s->resyncing == 0)
+    return;
+  s->resyncing = 0;
+  s->second_offset = (int64_t)s->writes + 1;
+  hex40(w, s->replid);
+  sim_trace(w, 0x5300000000ULL + s->index);
+  sim_logf(w, "server %u is a master again (run_id %.8s, replication id "
+           "%.8s, %zu keys)", s->index, s->run_id, s->replid,
+           simkv_keys(s->kv));
+}
+
+void sim_srv_resync(simsrv *s, int port, uint64_t ns) {
+  simworld *w = s->w;
+  if (!s->up || s->cl != NULL || s->sg != NULL || s->resyncing)
+    return;
+  /* REPLICAOF 127.0.0.1 port: a replica (READONLY to its clients), and
+   * the full sync: the other primary's data (none of ours) replaces ours,
+   * in memory and on disk (the RDB it loaded, the AOF rewritten from it);
+   * the config stays. A restart meanwhile comes back a master (the
+   * config file says nothing of it). */
+  s->resyncing = port;
+  simkv_flush(s->kv);
+  if (s->rdb != NULL)
+    simkv_flush(s->rdb);
+  if (s->fsynced != NULL)
+    simkv_flush(s->fsynced);
+  hex40(w, s->replid);   /* the other primary's */
+  s->data_ns = w->now;
+  sim_trace(w, 0x5200000000ULL + s->index);
+  sim_logf(w, "server %u: REPLICAOF 127.0.0.1 %d (a full sync: 0 keys), a "
+           "master again in %.3f s", s->index, port, (double)ns / 1e9);
+  sim_at(w, w->now + ns, NULL, on_resync_back, s, s->incarnation);
 }
 
 void sim_srv_kill_client(simsrv *s, unsigned client) {

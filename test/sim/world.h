@@ -144,6 +144,8 @@ struct simsrv {
   uint64_t wrong_since;   /* a primary the sentinels call a replica: since
                              when they see it so (0: not) */
   unsigned tick_gen;
+  int resyncing;          /* a plain master: a replica of another primary
+                             now (sim_srv_resync): its port, else 0 */
 };
 
 enum { SIM_MIG_OUT = 1, SIM_MIG_IN = 2 };
@@ -316,6 +318,13 @@ void sim_srv_set_rate(simsrv *s, double rate);
 void sim_srv_crash(simsrv *s, uint64_t down_ns);
 sim_loss sim_srv_loss(const simsrv *s);
 void sim_srv_pause(simsrv *s, uint64_t ns);
+/* A plain master made a replica of another, unrelated primary (on
+ * `port`), then a master again ns later (REPLICAOF host port, the full
+ * sync, REPLICAOF NO ONE): meanwhile READONLY; its keys replaced by the
+ * other's (none of ours); then a new replication id and
+ * second_repl_offset (it was a replica in this life), with the same
+ * run_id and connections all along. */
+void sim_srv_resync(simsrv *s, int port, uint64_t ns);
 /* CLIENT KILL (or an idle timeout): the server closes every connection of
  * that client (a reset). */
 void sim_srv_kill_client(simsrv *s, unsigned client);
