@@ -1815,15 +1815,16 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
 }
 
 /* A durability setting dropped at run time under an AOF-always plain
- * master, and what may follow, now and then (test-fault-durable-marks'
- * scenario, which the independent faults rarely line up): 6.5-9 s later
- * that master crashes (forget_config: its next instance reports the
- * config file's durability), a fresh client (a CLI call) joins as it
- * comes back (half the time cut from the other plain masters for
- * 0.1-0.4 s, bytes held, so that its first read of them fails), and 0.3-1.5 s before the crash N - quorum other plain
- * masters start refusing writes (NOREPLICAS, as a master whose replicas
- * lag) until about the crash, so that what is acquired meanwhile rests
- * on the crashed one and the rest; whoever holds a lock at the crash
+ * master (N >= 3), and what follows (test-fault-durable-marks' scenario,
+ * which the independent faults rarely line up): 6.5-9 s later that
+ * master crashes (forget_config: its next instance reports the config
+ * file's durability), a fresh client (a CLI call) joins as it comes back
+ * (half the time cut from the other plain masters for 0.1-0.4 s, bytes
+ * held, so that its first read of them fails), and 0.3-1.5 s before the
+ * crash N - quorum other plain masters start refusing writes
+ * (NOREPLICAS, as a master whose replicas lag) until about the crash, so
+ * that what is acquired meanwhile rests on the crashed one and the
+ * rest; whoever holds a lock at the crash
  * stops until its validity ends (a GC pause). One time in three the
  * other plain masters also refuse writes (NOREPLICAS) for 3.5-5 s from
  * the drop, so that every client's mark is refused first, and the crash
