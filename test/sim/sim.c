@@ -1824,12 +1824,12 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
  * crash N - quorum other plain masters start refusing writes
  * (NOREPLICAS, as a master whose replicas lag) until about the crash, so
  * that what is acquired meanwhile rests on the crashed one and the
- * rest; whoever holds a lock at the crash
- * stops until its validity ends (a GC pause). One time in three the
- * other plain masters also refuse writes (NOREPLICAS) for 3.5-5 s from
- * the drop, so that every client's mark is refused first, and the crash
- * comes 9.5-11 s after they take writes again. The draws are side draws
- * (the main streams as they were until it happens). */
+ * rest; whoever holds a lock at the crash stops until its validity
+ * ends (a GC pause). Two times in three the other plain masters also
+ * refuse writes (NOREPLICAS) for 3.5-5 s from the drop, so that every
+ * client's mark is refused first, and the crash comes 9.5-11 s after
+ * they take writes again. The draws are side draws (the main streams as
+ * they were until it happens). */
 enum { SQ_CRASH = 1, SQ_JOIN, SQ_REFUSE, SQ_TAKE };
 
 static void on_sequel(simworld *w, void *arg, uint64_t x) {
@@ -1930,7 +1930,7 @@ static void config_sequel(run *r, unsigned i, unsigned c) {
       (c != 0 && c != 2) || r->n_masters < 3)
     return;
   at = w->now + (6500 + (z >> 8) % 2500) * SIM_MS;
-  if ((z >> 20) % 3 == 0) {
+  if ((z >> 20) % 3 != 0) {
     uint64_t ms = 3500 + (z >> 24) % 1500;
     for (j = 0; j < r->n_masters; j++)
       if (j != i && r->cl[j] == NULL && r->sg[j] == NULL)
