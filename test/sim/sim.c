@@ -276,6 +276,19 @@ typedef struct run {
   uint64_t frng;          /* the faults' random stream */
   uint64_t forces;        /* F_FORCE's draws so far (side_draw) */
   uint64_t clock_at[MAX_MASTERS];   /* true ns of its last clock step */
+  /* A plain master's persistence as its config file says (deploy's p:
+   * none, RDB, AOF everysec, AOF always), what a restart starts with
+   * once a CONFIG SET was not rewritten (forget_config), and, for an
+   * AOF-always one, since when its instance runs less durable (true ns
+   * of the CONFIG SET, or of its start with that config; 0: durable). */
+  unsigned persist[MAX_MASTERS];
+  uint64_t config_at[MAX_MASTERS];
+  /* Master j holds the mark of a broken declaration that a restart
+   * forgot (forget_config) until then: no restart of j may lose it. */
+  uint64_t mark_keep_until[MAX_MASTERS];
+  /* A plain master refuses writes (NOREPLICAS) until then (0: never;
+   * config_sequel). */
+  uint64_t refuse_until[MAX_MASTERS];
   holder lead[MAX_CLIENTS];   /* the election's leaders */
   uint64_t grants;
   unsigned violations;
@@ -318,6 +331,7 @@ struct actor {
   int op_wait_ms;         /* the acquisition's wait_ms */
   int closed;
   int fresh;              /* a one-shot client (a CLI call) */
+  uint64_t born;          /* true ns it was made */
   redlock_election_t *el; /* the election workload's */
   int leading;            /* between ELECTED and DEPOSED */
   int64_t el_margin_ms;   /* its election's step-down margin */
@@ -898,6 +912,7 @@ static void check_released(simworld *w, void *arg, uint64_t x) {
       simsrv *sv = &w->srv[r->first[i]];
       if (r->cl[i] != NULL || r->sg[i] != NULL || !sv->up ||
           sv->paused_until > w->now || r->busy_until[i] + quiet > c->at ||
+          r->refuse_until[i] + quiet > c->at ||
           r->link_busy_until[c->actor][i] + quiet > c->at)
         continue;
       for (k = 0; k < r->n_keys; k++) {
@@ -1483,6 +1498,7 @@ static actor *actor_new(run *r, int fresh) {
   a->r = r;
   a->id = r->n_actors;
   a->fresh = fresh;
+  a->born = r->w.now;
   /* Client clocks run within 0.1 % of true time (the drift allowance is
    * 1 % of the ttl plus 2 ms). */
   drift = (sim_unit(&r->w) - 0.5) * 0.002;
@@ -1600,6 +1616,74 @@ static int lossy_ok(run *r, unsigned i, uint64_t window_ns) {
     return 1;
   }
   return unseen_fault_ok(r, i, window_ns);
+}
+
+/* The server runs appendonly yes, appendfsync always now. */
+static int srv_durable(simsrv *s) {
+  return strcmp(simkv_config(s->kv, "appendonly"), "yes") == 0 &&
+         strcmp(simkv_config(s->kv, "appendfsync"), "always") == 0;
+}
+
+/* A restart forgets a CONFIG SET that was not rewritten (no CONFIG
+ * REWRITE): plain master i's next instance starts with its config file's
+ * persistence, and reports it (nothing a new instance reports shows what
+ * its predecessor did: docs/GUARANTEES.md, Durable masters). Undeclared,
+ * it is guarded whatever it reports: always so. Declared, that is the
+ * operator's broken promise, which the library catches only when a
+ * connected client saw it: so only when some client, alive now, ran since
+ * the CONFIG SET (made before it, never paused since) with its links to
+ * master i and to another plain master j untouched (no cut, no CLIENT
+ * KILL; no crash or pause of either server since) for 6 s (a recheck
+ * every 3 s, then the mark's write), j taking writes for the last 9 s
+ * (a refused mark is sent again 0.5 s later, then doubling up to 8 s):
+ * it saw the break and marked it on j, and j keeps the mark (no restart
+ * of j may lose data until this instance's window passed:
+ * mark_keep_until). Otherwise the instance
+ * starts with the settings it ran (as after a CONFIG REWRITE). */
+static void forget_config(run *r, unsigned i, simsrv *s, uint64_t down) {
+  static const char *const aof[4] = {"no", "no", "yes", "yes"};
+  uint64_t drop = r->config_at[i], now = r->w.now;
+  unsigned c, j, held = 0;
+  if (drop == 0 || r->cl[i] != NULL || r->sg[i] != NULL)
+    return;
+  /* Its next instance runs so from its start. */
+  r->config_at[i] = now + down;
+  if (r->declared) {
+    if (now < drop + 6 * SIM_S || r->busy_until[i] > drop) {
+      sim_logf(&r->w, "server %u restarts with the settings it ran (the "
+               "CONFIG SET %.3f s ago, the server %s since)", s->index,
+               (double)(now - drop) / 1e9,
+               r->busy_until[i] > drop ? "stopped" : "not stopped");
+      return;
+    }
+    for (c = 0; c < r->n_actors; c++) {
+      const actor *a = r->actors[c];
+      if (a->env.dead || a->closed || a->born + SIM_S > drop ||
+          a->pause_end > drop || r->link_busy_until[c][i] > drop)
+        continue;
+      for (j = 0; j < r->n_masters; j++)
+        if (j != i && r->cl[j] == NULL && r->sg[j] == NULL &&
+            r->busy_until[j] <= drop && r->link_busy_until[c][j] <= drop &&
+            (r->refuse_until[j] == 0 ||
+             r->refuse_until[j] + 9 * SIM_S <= now))
+          held |= 1u << j;
+    }
+    if (held == 0) {
+      sim_logf(&r->w, "server %u restarts with the settings it ran (no "
+               "client surely saw the CONFIG SET and marked it)", s->index);
+      return;
+    }
+    for (j = 0; j < r->n_masters; j++)
+      if (((held >> j) & 1) &&
+          r->mark_keep_until[j] < now + down + 15 * SIM_S)
+        r->mark_keep_until[j] = now + down + 15 * SIM_S;
+  }
+  simkv_config_set(s->kv, "appendonly", aof[r->persist[i]]);
+  simkv_config_set(s->kv, "appendfsync",
+                   r->persist[i] == 3 ? "always" : "everysec");
+  r->config_at[i] = 0;
+  sim_logf(&r->w, "server %u restarts with its config file's persistence "
+           "(the CONFIG SET was not rewritten)", s->index);
 }
 
 /* The server a fault of master i hits: a cluster's node drawn. */
@@ -1890,6 +1974,8 @@ static int64_t crash_clock(run *r, unsigned i, uint64_t *down) {
   return us;
 }
 
+static void config_sequel(run *r, unsigned i, unsigned c);
+
 static void on_fault(simworld *w, void *arg, uint64_t x) {
   run *r = arg;
   unsigned kinds[16], n = 0, k, i;
@@ -1948,12 +2034,16 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       } else if (r->sg[i] != NULL) {
         if (!group_stop_ok(r, i, s, 1, &down))
           break;
+      } else if (sim_srv_loss(s) != SIM_LOSE_NOTHING &&
+                 r->mark_keep_until[i] > w->now) {
+        break;   /* it keeps another master's mark (forget_config) */
       } else if (r->guard_ms == 0 && sim_srv_loss(s) != SIM_LOSE_NOTHING &&
                  !unseen_fault_ok(r, i, down + r->window_ns)) {
         break;
       }
       step = crash_clock(r, i, &down);
       sim_srv_crash(s, down);
+      forget_config(r, i, s, down);
       busy_for(r, i, w->now + down);
       if (step != 0) {
         sim_srv_step_clock(s, step);
@@ -2040,12 +2130,18 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
       s = target(r, i);
       /* Seen at the next recheck (3 s) by a connected client; a crash
        * before that is the operator's (docs/GUARANTEES.md); then its
-       * window. */
-      if (!unseen_fault_ok(r, i, r->window_ns))
+       * window. A server that is down takes no CONFIG SET (its next
+       * instance would report what its predecessor never ran with). */
+      if (!s->up || !unseen_fault_ok(r, i, r->window_ns))
         break;
       simkv_config_set(s->kv, set[c][0], set[c][1]);
+      if (r->persist[i] != 3 || srv_durable(s))
+        r->config_at[i] = 0;
+      else if (r->config_at[i] == 0)
+        r->config_at[i] = w->now;
       sim_logf(w, "server %u: CONFIG SET %s %s", s->index, set[c][0],
                set[c][1]);
+      config_sequel(r, i, c);
       break;
     }
     case F_DRIFT: {
@@ -2164,6 +2260,149 @@ static void on_force(simworld *w, void *arg, uint64_t x) {
       sim_at(w, w->now + (z >> 48) % 20 * SIM_MS, &a->env, do_acquire, a, 0);
     }
   }
+}
+
+/* A durability setting dropped at run time under an AOF-always plain
+ * master (N >= 3), and what follows (test-fault-durable-marks' scenario,
+ * which the independent faults rarely line up): 6.5-9 s later that
+ * master crashes (forget_config: its next instance reports the config
+ * file's durability), a fresh client (a CLI call) joins as it comes back
+ * (half the time cut from the other plain masters for 0.1-0.4 s, bytes
+ * held, so that its first read of them fails), and 0.3-1.5 s before the
+ * crash N - quorum other plain masters start refusing writes
+ * (NOREPLICAS, as a master whose replicas lag) until about the crash, so
+ * that what is acquired meanwhile rests on the crashed one and the
+ * rest; whoever holds a lock at the crash stops until its validity
+ * ends (a GC pause). Two times in three the other plain masters also
+ * refuse writes (NOREPLICAS) for 3.5-5 s from the drop, so that every
+ * client's mark is refused first, and the crash comes 9.5-11 s after
+ * they take writes again. The draws are side draws (the main streams as
+ * they were until it happens). */
+enum { SQ_CRASH = 1, SQ_JOIN, SQ_REFUSE, SQ_TAKE };
+
+static void on_sequel(simworld *w, void *arg, uint64_t x) {
+  run *r = arg;
+  unsigned kind = (unsigned)(x & 0xff), i = (unsigned)((x >> 8) & 0xff), c;
+  uint64_t ms = x >> 16;
+  simsrv *s = &w->srv[r->first[i]];
+  if (r->ending)
+    return;
+  switch (kind) {
+    case SQ_CRASH: {
+      uint64_t down = ms * SIM_MS;
+      int lossy = sim_srv_loss(s) != SIM_LOSE_NOTHING;
+      if (!s->up || r->config_at[i] == 0 ||
+          (lossy && r->mark_keep_until[i] > w->now) ||
+          (r->guard_ms == 0 && lossy &&
+           !unseen_fault_ok(r, i, down + 15 * SIM_S)))
+        break;
+      sim_srv_crash(s, down);
+      forget_config(r, i, s, down);
+      busy_for(r, i, w->now + down);
+      sim_at(w, w->now + down + side_draw(r, i, w->now, 0x501) % 300 * SIM_MS,
+             NULL, on_sequel, r, SQ_JOIN | (uint64_t)i << 8);
+      /* Whoever holds a lock now stops (a GC pause) until its validity
+       * ends: it neither releases nor extends meanwhile. */
+      for (c = 0; c < r->n_actors; c++) {
+        actor *a = r->actors[c];
+        uint64_t end = 0, ns;
+        unsigned k;
+        for (k = 0; k < r->n_keys; k++)
+          if (r->hold[c][k].held && r->hold[c][k].end > end)
+            end = r->hold[c][k].end;
+        if (a->env.dead || a->closed || end <= w->now + 100 * SIM_MS ||
+            a->env.paused_until > w->now)
+          continue;
+        ns = end - w->now + 50 * SIM_MS;
+        if (ns > 3 * SIM_S)
+          ns = 3 * SIM_S;
+        a->env.paused_until = w->now + ns;
+        if (a->pause_end < a->env.paused_until)
+          a->pause_end = a->env.paused_until;
+        if (a->op_bound != 0)
+          a->op_bound += ns;
+        sim_logf(w, "client %u paused for %.3f s", a->id, (double)ns / 1e9);
+      }
+      break;
+    }
+    case SQ_JOIN: {
+      int elect = strcmp(r->workload, "elect") == 0;
+      actor *a = actor_new(r, !elect);
+      uint64_t z = side_draw(r, i, w->now, 0x10b), hold;
+      unsigned j;
+      if (a == NULL)
+        break;
+      sim_logf(w, "client %u joins (%s)", a->id,
+               elect ? "a new candidate" : "one lock, then it exits");
+      sim_at(w, w->now, &a->env, elect ? do_campaign : do_acquire, a, 0);
+      /* Half the time its links to the other plain masters are held a
+       * while (its first reads of them, the marks among them, time
+       * out). */
+      hold = (100 + (z >> 8) % 300) * SIM_MS;
+      for (j = 0; z % 2 == 0 && j < r->n_masters; j++) {
+        unsigned sv = r->first[j];
+        if (j == i || r->cl[j] != NULL || r->sg[j] != NULL)
+          continue;
+        sim_cut(w, a->id, sv, 1, 3);
+        sim_at(w, w->now + hold, NULL, on_heal, r,
+               ((uint64_t)a->id << 8) | sv);
+        r->link_busy_until[a->id][j] = w->now + hold;
+        sim_logf(w, "cut: client %u, server %u, held, both ways, %.3f s",
+                 a->id, sv, (double)hold / 1e9);
+      }
+      break;
+    }
+    case SQ_REFUSE:
+      simkv_config_set(s->kv, "min-replicas-to-write", "1");
+      if (r->refuse_until[i] < w->now + ms * SIM_MS)
+        r->refuse_until[i] = w->now + ms * SIM_MS;
+      sim_at(w, w->now + ms * SIM_MS, NULL, on_sequel, r,
+             SQ_TAKE | (uint64_t)i << 8);
+      sim_logf(w, "server %u refuses writes (NOREPLICAS) for %.3f s",
+               s->index, (double)ms / 1e3);
+      break;
+    case SQ_TAKE:
+      if (r->refuse_until[i] <= w->now) {
+        simkv_config_set(s->kv, "min-replicas-to-write", "0");
+        sim_logf(w, "server %u takes writes again", s->index);
+      }
+      break;
+  }
+}
+
+static void config_sequel(run *r, unsigned i, unsigned c) {
+  simworld *w = &r->w;
+  uint64_t z = side_draw(r, i, w->now / SIM_MS, 0xc0f), at, refuse_ms, before;
+  unsigned j, k, n = 0, pick, left;
+  if (r->cl[i] != NULL || r->sg[i] != NULL || r->persist[i] != 3 ||
+      (c != 0 && c != 2) || r->n_masters < 3)
+    return;
+  at = w->now + (6500 + (z >> 8) % 2500) * SIM_MS;
+  if ((z >> 20) % 3 != 0) {
+    uint64_t ms = 3500 + (z >> 24) % 1500;
+    for (j = 0; j < r->n_masters; j++)
+      if (j != i && r->cl[j] == NULL && r->sg[j] == NULL)
+        on_sequel(w, r, SQ_REFUSE | (uint64_t)j << 8 | ms << 16);
+    at = w->now + (ms + 9500 + (z >> 36) % 1500) * SIM_MS;
+  }
+  /* N - quorum other plain masters from a rotation's start refuse
+   * writes until about the crash. */
+  for (j = 0; j < r->n_masters; j++)
+    n += j != i && r->cl[j] == NULL && r->sg[j] == NULL;
+  pick = n > 0 ? (unsigned)((z >> 44) % n) : 0;
+  before = (300 + (z >> 52) % 1200) * SIM_MS;
+  refuse_ms = before / SIM_MS + (z >> 56) % 200;
+  for (k = 0, left = r->n_masters - (r->n_masters / 2 + 1); k < r->n_masters;
+       k++) {
+    j = (i + 1 + pick + k) % r->n_masters;
+    if (left == 0 || j == i || r->cl[j] != NULL || r->sg[j] != NULL)
+      continue;
+    sim_at(w, at - before, NULL, on_sequel, r,
+           SQ_REFUSE | (uint64_t)j << 8 | refuse_ms << 16);
+    left--;
+  }
+  sim_at(w, at, NULL, on_sequel, r,
+         SQ_CRASH | (uint64_t)i << 8 | (20 + (z >> 12) % 400) << 16);
 }
 
 /* ---- a seed -------------------------------------------------------------- */
@@ -2312,6 +2551,7 @@ static void deploy(run *r) {
     unsigned p = (unsigned)sim_between(w, 0, 3), k;
     if (r->o->durable)
       p = 3;
+    r->persist[i] = p;
     /* Persistence: none, RDB snapshots, AOF everysec, AOF always (a
      * cluster's nodes alike, as one unit file starts them). */
     for (k = 0; k < r->nodes[i]; k++) {
@@ -2513,6 +2753,9 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
     for (s = 0; s < w->n_srv; s++)
       sim_cut(w, i, s, 0, 3);
   }
+  for (i = 0; i < r->n_masters; i++)
+    if (r->refuse_until[i] > w->now)
+      simkv_config_set(w->srv[r->first[i]].kv, "min-replicas-to-write", "0");
   for (i = 0; i < r->n_actors; i++) {
     actor *a = r->actors[i];
     a->env.paused_until = 0;
@@ -2563,6 +2806,10 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
                r->released[t].at < r->cl[s]->deposed_ns ||
                (r->cl[s]->rollback_ns < r->released[t].at &&
                 !sim_cluster_deposed_leads(r->cl[s]))) &&
+              /* A release that the master refused (NOREPLICAS: an
+               * answer, not sent again) leaves the key its ttl. */
+              (r->refuse_until[s] == 0 ||
+               r->released[t].at > r->refuse_until[s] + SIM_S) &&
               /* A client that exited (a CLI call) keeps no release: a
                * master it could not reach then (stopped, cut off)
                * keeps the key until its ttl (redlock.h, client close:
