@@ -274,6 +274,7 @@ struct actor {
   int reentrant;          /* holds > 1 possible */
   unsigned holds;
   int64_t ttl_ms;
+  int late_long;          /* a long ttl near the run's end (do_acquire) */
   int fence, auto_extend, extend;
   int busy;               /* an operation in flight */
   uint64_t op_start;      /* true ns */
@@ -881,7 +882,8 @@ static void on_acquired(redlock_lock_t *l, int status,
     uint64_t hold_ms;
     /* Mostly short holds (many grants per simulated second), now and
      * then one to the end of the validity (expiry, takeover). */
-    if (sim_between(w, 0, 4) != 0 && max > 100)
+    int short_hold = sim_between(w, 0, 4) != 0;
+    if ((short_hold || a->late_long) && max > 100)
       max = 100;
     hold_ms = a->auto_extend ? sim_between(w, 0, 3 * (uint64_t)a->ttl_ms)
                              : sim_between(w, 0, max);
@@ -970,8 +972,9 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
    * the end's check (a key whose release succeeded is gone once every
    * fault healed) sees a release that never landed only while its key
    * lives, 5 s past the faults. */
-  if (r->end_ns - w->now < 8 * SIM_S &&
-      side_draw(r, a->id, a->gen, 0x7e1) % 2 == 0)
+  a->late_long = r->end_ns - w->now < 8 * SIM_S &&
+                 side_draw(r, a->id, a->gen, 0x7e1) % 2 == 0;
+  if (a->late_long)   /* held 100 ms at most (on_acquired) */
     a->ttl_ms = 5000 + (int64_t)(side_draw(r, a->id, a->gen, 0x7e2) % 5001);
   a->holds = 0;
   if (new_handle(a) != 0) {
