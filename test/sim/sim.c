@@ -296,6 +296,7 @@ typedef struct run {
   char log[LOG_LINES][200];
   unsigned log_next;
   int ending;             /* the run's end: no new work */
+  uint64_t end_ns;        /* true ns the run's work ends */
   struct released {       /* plain locks released with status 0 */
     char token[41];
     uint64_t at;          /* true ns */
@@ -317,6 +318,7 @@ struct actor {
   int reentrant;          /* holds > 1 possible */
   unsigned holds;
   int64_t ttl_ms;
+  int late_long;          /* a long ttl near the run's end (do_acquire) */
   int fence, auto_extend, extend;
   int busy;               /* an operation in flight */
   uint64_t op_start;      /* true ns */
@@ -1063,7 +1065,8 @@ static void on_acquired(redlock_lock_t *l, int status,
     uint64_t hold_ms;
     /* Mostly short holds (many grants per simulated second), now and
      * then one to the end of the validity (expiry, takeover). */
-    if (sim_between(w, 0, 4) != 0 && max > 100)
+    int short_hold = sim_between(w, 0, 4) != 0;
+    if ((short_hold || a->late_long) && max > 100)
       max = 100;
     hold_ms = a->auto_extend ? sim_between(w, 0, 3 * (uint64_t)a->ttl_ms)
                              : sim_between(w, 0, max);
@@ -1163,6 +1166,14 @@ static void do_acquire(simworld *w, void *arg, uint64_t x) {
                                         : (int64_t)sim_between(w, 100, 1500);
   a->gen++;
   a->forced = 0;
+  /* In the run's last 8 s, one lock in two long (5-10 s), drawn aside:
+   * the end's check (a key whose release succeeded is gone once every
+   * fault healed) sees a release that never landed only while its key
+   * lives, 5 s past the faults. */
+  a->late_long = r->end_ns - w->now < 8 * SIM_S &&
+                 side_draw(r, a->id, a->gen, 0x7e1) % 2 == 0;
+  if (a->late_long)   /* held 100 ms at most (on_acquired) */
+    a->ttl_ms = 5000 + (int64_t)(side_draw(r, a->id, a->gen, 0x7e2) % 5001);
   a->holds = 0;
   if (new_handle(a) != 0) {
     violation(r, "client %u: a new lock handle failed: %s", a->id,
@@ -1478,6 +1489,21 @@ static void actor_next(actor *a, uint64_t delay_ns) {
     return;
   }
   sim_at(&a->r->w, a->r->w.now + delay_ns, &a->env, do_acquire, a, 0);
+}
+
+/* A CLI call interrupted (Ctrl-C) while its lock is still asked for: its
+ * client closes with the call in flight, often while its first
+ * connections' handshakes and topology reads run (redlock.h, client
+ * close: the call ends with ECANCELED, nothing it started is kept). Not
+ * once it holds: the oracle keeps a hold until its validity ends. */
+static void do_interrupt(simworld *w, void *arg, uint64_t gen) {
+  actor *a = arg;
+  if (a->r->ending || a->closed || a->holds || a->gen != gen)
+    return;
+  sim_logf(w, "client %u interrupted: it closes with its call in flight",
+           a->id);
+  a->closed = 1;
+  redlock_client_close(a->client, NULL, NULL);
 }
 
 static void on_warning(redlock_client_t *c, const char *msg, void *arg) {
@@ -2170,6 +2196,11 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
         sim_logf(w, "client %u joins (%s)", a->id,
                  elect ? "a new candidate" : "one lock, then it exits");
         sim_at(w, w->now, &a->env, elect ? do_campaign : do_acquire, a, 0);
+        /* One call in two interrupted within 200 ms (its first
+         * connections), drawn aside: the other draws stay. */
+        if (!elect && side_draw(r, a->id, 0, 0x1d7) % 2 == 0)
+          sim_at(w, w->now + side_draw(r, a->id, 0, 0x1d8) % 200 * SIM_MS,
+                 &a->env, do_interrupt, a, 1);
       }
       break;
     }
@@ -2734,6 +2765,7 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
            NULL, on_force, r, 0);
   sim_at(w, w->now + SIM_S, NULL, on_bgsave, r, 0);
   end = w->now + (uint64_t)(o->sim_seconds * 1e9);
+  r->end_ns = end;
   while (sim_step(w, end))
     ;
   /* The end: no new work; every cut heals, every process runs again, the
@@ -2789,6 +2821,9 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
           continue;
         for (t = 0; t < r->n_released; t++)
           if (memcmp(r->released[t].token, v, 40) == 0 &&
+              /* Released before the faults healed: one released since
+               * (a hold that ran on) has had less than 5 s to land. */
+              r->released[t].at < r->end_ns &&
               /* A restart since may have rolled the release back (an
                * AOF everysec, a snapshot): the key then lives its ttl;
                * so may a promotion (the release not replicated yet). */
