@@ -10,9 +10,9 @@
  * "job" at once, before its identity check (about 1 s) remakes the
  * connection. The old code counted M's YES (declared, AOF always:
  * cleared at once) and granted "job" while A's validity still ran: two
- * holders (the simulator's seed 1883013458849321, --durable). Now M is
- * guarded for the window like a promoted replica, with a warning and a
- * refusal that name the cause. */
+ * holders (found by the simulator, --durable). Now M is guarded for the
+ * window like a promoted replica, with a warning and a refusal that name
+ * the cause. */
 #include "tutil.h"
 
 #define TTL 60000
