@@ -635,21 +635,25 @@ void redlock__guard_node_up(redlock__guard *g, unsigned idx) {
     else
       gn->seen_as = GUARD_SEEN_REPLID;
   }
-  if (node->declared && node->ident[0] != '\0' && node->promoted) {
-    /* A failover's new primary: its data is what asynchronous
-     * replication brought it, not what the old primary acknowledged;
-     * its own persistence does not help (6.). Guarded, and its next
-     * instance too (it reloads the same data). */
+  if (node->declared && node->ident[0] != '\0' &&
+      (node->promoted || strcmp(node->role, "slave") == 0)) {
+    /* A failover's new primary, or a replica now (REPLICAOF: a full sync
+     * replaced its keys, and REPLICAOF NO ONE may make it a master again
+     * before this connection's identity check): its data is what
+     * asynchronous replication brought it, not what it acknowledged; its
+     * own persistence does not help (6.). Guarded, and its next instance
+     * too (it reloads the same data). */
     memcpy(gn->broke, node->ident, sizeof(gn->broke));
     gn->decl = GUARD_DECL_NONE;
     if (strcmp(gn->mark, node->ident) != 0)
       mark_broken(g, idx, node->ident);
     if (strcmp(gn->warned, node->ident) != 0) {
       memcpy(gn->warned, node->ident, sizeof(gn->warned));
-      warn(g, idx, "%s is declared durable but was a replica promoted in "
-           "this life (a failover): guarded for the longest ttl, as its "
-           "data may lack writes the old primary acknowledged",
-           node->uri.display);
+      warn(g, idx, "%s is declared durable but %s (REPLICAOF, a failover): "
+           "guarded for the longest ttl, as its data may lack writes it "
+           "acknowledged", node->uri.display,
+           node->promoted ? "was a replica promoted in this life"
+                          : "is a replica");
     }
   } else if (node->declared && node->ident[0] != '\0' &&
              !kind_of(g, node)->declaration_clears) {
@@ -1313,7 +1317,7 @@ static void restart_why(const redlock__guard *g, unsigned idx, int64_t age,
                         int64_t window, char *why, size_t whylen) {
   const redlock__guard_node *gn = &g->gn[idx];
   const redlock__node *node = &g->nodes[idx];
-  const char *what, *from;
+  const char *what, *from, *broke = "";
   char up[48] = "";
   switch (gn->seen_as) {
     case GUARD_SEEN_NEVER:
@@ -1339,10 +1343,15 @@ static void restart_why(const redlock__guard *g, unsigned idx, int64_t age,
     from = "--restart-guard";
   else
     from = "the ttl record";
+  if (gn->decl == GUARD_DECL_MARKED)
+    broke = "durability broke (a mark), ";
+  else if (node->declared &&
+           (node->promoted || strcmp(node->role, "slave") == 0))
+    broke = "a replica (REPLICAOF, a failover), ";
   snprintf(why, whylen,
            "restart guard: %s%s, %.1f s ago%s; counts in %.1f s (window "
            "%.1f s: %s)",
-           gn->decl == GUARD_DECL_MARKED ? "durability broke (a mark), " : "",
+           broke,
            what, (double)age / 1000.0, up, (double)(window - age) / 1000.0,
            (double)window / 1000.0, from);
 }

@@ -286,6 +286,8 @@ typedef struct run {
   /* Master j holds the mark of a broken declaration that a restart
    * forgot (forget_config) until then: no restart of j may lose it. */
   uint64_t mark_keep_until[MAX_MASTERS];
+  uint64_t resync_until[MAX_MASTERS];   /* a declared master's resync: no
+                                           crash before (F_CRASH) */
   /* A plain master refuses writes (NOREPLICAS) until then (0: never;
    * config_sequel). */
   uint64_t refuse_until[MAX_MASTERS];
@@ -2036,20 +2038,30 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
        * keys for the guard (lossy_ok); a master again no sooner than
        * 7 s later (w->repromote_gap: MASTERS.md's limit, a change
        * between two identity checks, voting meanwhile). Drawn aside.
-       * Undeclared masters only: a declared one that a client saw as a
-       * replica keeps the declaration's credit (a replica shows no
-       * second_repl_offset), so its first YES after REPLICAOF NO ONE,
+       * Declared masters too: one that a client saw as a replica must
+       * not keep the declaration's credit (a replica shows no
+       * second_repl_offset), or its first YES after REPLICAOF NO ONE,
        * before the next identity check, counts though the full sync
-       * lost its keys (found by this fault; not fixed yet). */
-      if (r->cl[i] == NULL && r->sg[i] == NULL && !r->declared &&
+       * lost its keys (found by this fault; guard.c, test-fault-durable-
+       * replica). */
+      if (r->cl[i] == NULL && r->sg[i] == NULL &&
           side_draw(r, 0x3e, w->now / SIM_MS, 0x5e5c) % 4 == 0) {
         uint64_t ns = w->repromote_gap + (down % 2000) * SIM_MS;
         if (s->up && !s->resyncing && lossy_ok(r, i, ns + r->window_ns)) {
           sim_srv_resync(s, w->base_port + (int)w->n_srv, ns);
           busy_for(r, i, w->now + ns);
+          r->resync_until[i] = w->now + r->window_ns;
         }
         break;
       }
+      /* A declared master restarted from a resync's data before the locks
+       * it lost expired (a window) loads what no client acknowledged, and
+       * nothing it reports shows it when no client saw it as a replica or
+       * promoted (a crash within the first identity check): a broken
+       * declaration no client can see, outside the promise (README,
+       * durable). */
+      if (r->declared && w->now < r->resync_until[i])
+        break;
       /* A restart that loses keys is the guard's to handle; with the
        * window read from the masters' ttl record (restart_guard_ms 0),
        * the record must survive somewhere: the failure model (DESIGN,
