@@ -1114,6 +1114,12 @@ static void srv_run(simlink *l) {
     }
     off += (size_t)used;
     s->commands++;
+    {
+      int k;
+      for (k = 1; k < argc && k < 4; k++)
+        if (lens[k] == 18 && memcmp(argv[k], "__redlock__:maxttl", 18) == 0)
+          l->env->record_at = w->now;
+    }
     if ((int)l->env->id == w->trace_client) {
       char line[160];
       int k, m = 0;

@@ -210,6 +210,10 @@ struct simenv {
   uint64_t clock_base_ns, clock_ref_ns;
   double rate;
   uint64_t paused_until;  /* SIGSTOP of the client's process */
+  uint64_t record_at;     /* true ns a server last ran a command of this
+                             client's on the ttl record (its read, its
+                             raise: steps of an attempt that no result
+                             dates; sim.c's wait check) */
   /* A loaded machine (lag_max_ns > 0): CPU time spent in the callbacks
    * of a loop turn before this one ran, so the loop's cached time (when
    * the turn began: libuv's uv_now, which its timers count from) lags
