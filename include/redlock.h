@@ -187,7 +187,9 @@ typedef struct redlock_client_config {
    * a master whose clock stepped counts again only after the deployment's
    * longest ttl, and one whose clock is off the others' by more than the
    * tolerance does not count while it lasts. 0: the tolerance is each
-   * lock's drift allowance (ttl * drift_factor + 2 ms); > 0 a fixed
+   * lock's drift allowance (ttl * drift_factor + 2 ms), for a master
+   * restarted less than the longest ttl ago the shortest ttl's (2 ms: the
+   * keys it may have lost are any holder's); > 0 a fixed
    * tolerance in ms; < 0: off (not recommended: a master whose clock
    * steps forward expires locks early). */
   int clock_tolerance_ms;

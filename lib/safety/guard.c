@@ -1252,12 +1252,15 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
   if (window > 0 &&
       now < gn->start + (redlock__ns)window * REDLOCK__NS_PER_MS) {
     /* A young instance (first seen less than `window` ago): nobody knows
-     * its clock's past. Off the others' by more than THIS lock's drift
-     * allowance, it may have stepped before it was first seen and lost
-     * keys then; settle() judged that first sight with the longest ttl's
-     * allowance only (it has no ttl), and its base is the stepped offset
-     * itself, so neither tracking nor the base can tell. The tolerance
-     * belongs to the decision at hand (3. ii). */
+     * its clock's past. Off the others' by more than the SHORTEST ttl's
+     * drift allowance (the fixed part, or the configured tolerance), it
+     * may have stepped before it was first seen and lost keys then;
+     * settle() judged that first sight with the longest ttl's allowance
+     * only (it has no ttl), and its base is the stepped offset itself, so
+     * neither tracking nor the base can tell. The keys it may have lost
+     * are whoever's held them, with ttls down to 1 ms, not this lock's:
+     * judged with this lock's allowance, a long ttl's YES counted on a
+     * master that had lost a short ttl's key early (3. ii). */
     if (redlock__guard_skew(g, idx, &skew, &unc) != 0) {
       if (clocks_coming(g))
         return REDLOCK__GUARD_PENDING;
@@ -1266,15 +1269,16 @@ static redlock__guard_verdict clock_verdict(const redlock__guard *g,
                "clock with");
       return REDLOCK__GUARD_REFUSE;
     }
-    if (abs64(skew) > tolerance_us(g, ttl_ms) + unc) {
+    if (abs64(skew) > tolerance_us(g, 0) + unc) {
       int64_t ago = (int64_t)((now - gn->start) / REDLOCK__NS_PER_MS);
       *cause = REDLOCK_GUARD_CLOCK_STEP;
       *wait_ms = window - ago;
       *window_ms = window;
       snprintf(why, whylen, "clock %.3f s %s the others' (first seen "
-               "%.1f s ago; this ttl allows %.3f s): counts in %.1f s",
+               "%.1f s ago; a young one may be off by %.3f s: the "
+               "shortest ttl's allowance): counts in %.1f s",
                (double)abs64(skew) / 1e6, skew > 0 ? "ahead of" : "behind",
-               (double)ago / 1000.0, (double)tolerance_us(g, ttl_ms) / 1e6,
+               (double)ago / 1000.0, (double)tolerance_us(g, 0) / 1e6,
                (double)*wait_ms / 1000.0);
       return REDLOCK__GUARD_REFUSE;
     }
