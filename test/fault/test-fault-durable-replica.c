@@ -18,15 +18,6 @@
 #define TTL 60000
 
 static harness_server srv[2];   /* srv[0]: M; srv[1]: X, the other primary */
-static char warnings[4096];
-
-static void on_warning(redlock_client_t *c, const char *msg, void *arg) {
-  size_t n = strlen(warnings);
-  (void)c;
-  (void)arg;
-  fprintf(stderr, "warning: %s\n", msg);
-  snprintf(warnings + n, sizeof(warnings) - n, "%s\n", msg);
-}
 
 /* M is a replica of X and the sync is done: A's key is gone. */
 static int synced(void *arg) {
@@ -49,7 +40,7 @@ int main(void) {
   redlock_client_config ccfg = {.durable = 1,
                                 .restart_guard_ms = TTL,
                                 .max_ttl_ms = TTL,
-                                .on_warning = on_warning};
+                                .on_warning = tu_on_warning};
   char buf[8192];
   tu_op op;
   uint64_t t0;
@@ -96,8 +87,8 @@ int main(void) {
   ASSERT_NE(op.nodes[0].vote, REDLOCK_VOTE_YES);
   ASSERT_EQ(op.nodes[0].error, REDLOCK_ERESTARTED);
   ASSERT(strstr(op.errstr[0], "a replica (REPLICAOF, a failover)") != NULL);
-  ASSERT(strstr(warnings, "a replica (REPLICAOF, a failover)") != NULL);
-  ASSERT(strstr(warnings, harness_addr(&srv[0])) != NULL);
+  ASSERT(strstr(tu_warnings, "a replica (REPLICAOF, a failover)") != NULL);
+  ASSERT(strstr(tu_warnings, harness_addr(&srv[0])) != NULL);
 
   ASSERT_EQ(redlock_lock_free(second), 0);
   ASSERT_EQ(redlock_lock_free(held), 0);

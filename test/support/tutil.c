@@ -329,3 +329,13 @@ unsigned long tu_overlaps(tu_grant *g, int n) {
   }
   return overlaps;
 }
+
+char tu_warnings[4096];
+
+void tu_on_warning(redlock_client_t *c, const char *msg, void *arg) {
+  size_t n = strlen(tu_warnings);
+  (void)c;
+  (void)arg;
+  fprintf(stderr, "warning: %s\n", msg);
+  snprintf(tu_warnings + n, sizeof(tu_warnings) - n, "%s\n", msg);
+}

@@ -109,4 +109,9 @@ typedef struct tu_grant {
  * client's was still running (each is printed as OVERLAP). */
 unsigned long tu_overlaps(tu_grant *g, int n);
 
+/* A client's on_warning that prints each warning to stderr and appends
+ * it, one line each, to tu_warnings (what a test then looks for). */
+extern char tu_warnings[4096];
+void tu_on_warning(redlock_client_t *c, const char *msg, void *arg);
+
 #endif
