@@ -919,6 +919,18 @@ static void srv_drop(simlink *l) {
   link_unref(l);   /* the server's */
 }
 
+/* The server side goes (a crash, CLIENT KILL, a cut that dropped bytes
+ * healing): nothing more on this link; the client learns it after what
+ * was already on its way to it. */
+static void link_reset(simworld *w, simlink *l) {
+  l->reset = 1;
+  dir_clear(&l->up);
+  l->refs++;
+  sim_at(w, dir_next_at(&l->down, w->now + latency(w)), l->env, on_fail, l,
+         ECONNRESET);
+  srv_drop(l);
+}
+
 static void out_append(simkv_out *o, const char *p, size_t n) {
   if (o->len + n > o->cap) {
     o->cap = (o->len + n) * 2 + 64;
@@ -1285,12 +1297,7 @@ void sim_srv_crash(simsrv *s, uint64_t down_ns) {
    * already on its way to them. */
   while (s->conns != NULL) {
     simlink *l = s->conns;
-    l->reset = 1;
-    dir_clear(&l->up);
-    l->refs++;
-    sim_at(w, dir_next_at(&l->down, w->now + latency(w)), l->env, on_fail,
-           l, ECONNRESET);
-    srv_drop(l);
+    link_reset(w, l);
   }
   sim_logf(w, "server %u crashed (loses %s), back in %.3f s", s->index,
            loss == SIM_LOSE_NOTHING    ? "nothing"
@@ -1348,12 +1355,7 @@ void sim_srv_kill_client(simsrv *s, unsigned client) {
     next = l->next_srv;
     if (l->env->id != client)
       continue;
-    l->reset = 1;
-    dir_clear(&l->up);
-    l->refs++;
-    sim_at(w, dir_next_at(&l->down, w->now + latency(w)), l->env, on_fail,
-           l, ECONNRESET);
-    srv_drop(l);
+    link_reset(w, l);
   }
 }
 
@@ -2859,12 +2861,7 @@ void sim_cut(simworld *w, unsigned client, unsigned srv, int mode, int dirs) {
         next = l->next_srv;
         if (l->env->id != client || !l->lost || l->reset)
           continue;
-        l->reset = 1;
-        dir_clear(&l->up);
-        l->refs++;
-        sim_at(w, dir_next_at(&l->down, w->now + latency(w)), l->env,
-               on_fail, l, ECONNRESET);
-        srv_drop(l);
+        link_reset(w, l);
       }
     for (l = s->conns; l != NULL; l = l->next_srv) {
       if (l->env->id != client)
