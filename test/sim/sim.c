@@ -118,6 +118,10 @@ static const char *const workloads[] = {"plain", "fence", "extend", "auto",
 
 typedef struct opts {
   double wall_seconds;    /* run seeds until this much CPU time passed */
+  double wall_cap;        /* --wall-cap: or this much time on the monotonic
+                             clock (a loaded machine gives the process less
+                             than a core: the budget stays within the
+                             test's timeout; 0: none) */
   unsigned seeds;         /* or this many seeds */
   uint64_t seed;          /* the first seed */
   int seed_given;
@@ -2931,8 +2935,8 @@ static int run_seed(const opts *o, uint64_t seed, int logging,
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: redlock-sim [--seconds S | --seeds K] [--seed S] "
-          "[--sim-seconds T]\n"
+          "usage: redlock-sim [--seconds S [--wall-cap W] | --seeds K] "
+          "[--seed S] [--sim-seconds T]\n"
           "                   [--workload plain|fence|extend|auto|rw|multi|"
           "reentrant|elect|mixed|late|sem] "
           "[--faults LIST|all|none]\n"
@@ -2970,6 +2974,12 @@ static int parse_faults(const char *s, unsigned *out) {
     }
   }
   return 0;
+}
+
+static double mono_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static double cpu_seconds(void) {
@@ -3021,6 +3031,8 @@ static int parse_opts(opts *o, int argc, char **argv, int from) {
     if (strcmp(a, "--seconds") == 0) {
       o->wall_seconds = atof(v);
       o->seeds = 0;
+    } else if (strcmp(a, "--wall-cap") == 0) {
+      o->wall_cap = atof(v);
     } else if (strcmp(a, "--seeds") == 0) {
       o->seeds = (unsigned)strtoul(v, NULL, 10);
     } else if (strcmp(a, "--seed") == 0) {
@@ -3194,7 +3206,8 @@ int main(int argc, char **argv) {
   opts o;
   uint64_t grants = 0, trace = 14695981039346656037ULL, seed;
   unsigned seeds = 0, violations = 0, bad_seeds = 0;
-  double cpu0;
+  double cpu0, mono0;
+  int capped = 0;
   opts_default(&o);
   if (argc >= 3 && strcmp(argv[1], "--corpus") == 0)
     return run_corpus(argv[2]);
@@ -3234,12 +3247,18 @@ int main(int argc, char **argv) {
   if (o.shrink)
     return run_shrink(&o);
   cpu0 = cpu_seconds();
+  mono0 = mono_seconds();
   for (seed = o.seed;; seed++) {
     int v;
     if (o.seeds > 0 && seeds >= o.seeds)
       break;
     if (o.seeds == 0 && cpu_seconds() - cpu0 >= o.wall_seconds)
       break;
+    if (o.seeds == 0 && o.wall_cap > 0 &&
+        mono_seconds() - mono0 >= o.wall_cap) {
+      capped = 1;
+      break;
+    }
     v = run_seed(&o, seed, o.verbose, &grants, &trace);
     if (v < 0) {
       fprintf(stderr, "redlock-sim: out of memory\n");
@@ -3278,6 +3297,10 @@ int main(int argc, char **argv) {
           "the library's largest peak in a seed: %zu bytes\n",
           (double)grants / (cpu_seconds() - cpu0 + 1e-9),
           cpu_seconds() - cpu0, peak_worst);
+  if (capped)
+    fprintf(stderr, "redlock-sim: the wall cap (%g s) ended the run before "
+            "its %g CPU s: this process had %.0f%% of a core\n", o.wall_cap,
+            o.wall_seconds, 100 * (cpu_seconds() - cpu0) / o.wall_cap);
   printf("sim: %" PRIu64 " grants, %u violations, %u seeds, %.0f simulated "
          "s, trace %016" PRIx64 "\n", grants, violations, seeds,
          seeds * o.sim_seconds, trace);
