@@ -144,10 +144,15 @@ for line in open(path):
     kind = "SKIP" if r == "SKIP" else ("PASS" if r in ("OK", "EXPECTEDFAIL") else "FAIL")
     failed += kind == "FAIL"
     why = ""
+    out = (t.get("stdout") or "") + (t.get("stderr") or "")
+    lines = [x.strip() for x in out.strip().splitlines() if x.strip()]
     if kind == "SKIP":
-        out = (t.get("stdout") or "") + (t.get("stderr") or "")
-        lines = [x for x in out.strip().splitlines() if x.strip()]
-        why = " " + (lines[-1].strip() if lines else "(no reason given)")
+        why = " " + (lines[-1] if lines else "(no reason given)")
+    elif kind == "FAIL":
+        # The line that says why, in the summary a CI keeps the tail of: a
+        # simulator's violation (its seed replays it), else the last line.
+        pick = [x for x in lines if x.startswith(("VIOLATION", "redlock-sim: first seed"))]
+        why = " (" + r + ") " + " | ".join(pick[:2] or lines[-1:])[:300]
     # meson names a test "project:suite / name": the name alone here, so
     # that a line is "KIND label:name why" (allowed_skip reads the name).
     name = t['name'].split(' / ')[-1]
