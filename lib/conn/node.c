@@ -31,7 +31,10 @@
  *     layer above marks only releases of tokens it no longer holds: a
  *     token a lock currently holds is never released from here.
  *  4. Replies are FIFO, so the oldest pending request is the first that
- *     can be overdue: one timer armed for it. When it fires the connection
+ *     can be overdue: one timer armed for it, or for the earliest deadline
+ *     of a request behind a later one (pend_early: a request that waited
+ *     for the handshake keeps its wait's bound, and goes out behind the
+ *     kept releases, whose deadlines count from the handshake's end). When it fires the connection
  *     is torn down (every pending request fails once, with ETIMEDOUT), the
  *     failure counts for the reconnect backoff, and the node reconnects.
  *     Only a reply to a request of the layer above (not a handshake) resets
@@ -130,6 +133,7 @@ static void on_reconnect(redlock__timer *t);
 static void node_arm_deadline(redlock__node *n);
 static void node_finish_close(redlock__node *n);
 static void on_deadline(redlock__timer *t);
+static void pending_push(redlock__node *n, redlock__req *req);
 static int node_send_handshake_rest(redlock__node *n);
 static int hs_send(redlock__node *n, int kind, int argc,
                    const char *const *argv, const size_t *lens);
@@ -491,8 +495,7 @@ static int node_send_time(redlock__node *n, redlock__ns now) {
   req->clock_seq = ++n->clock_next;
   req->deadline_ns = now + timeout_ns(n->env->command_timeout_ms);
   req->flush_gen = n->flushes - 1;   /* inside the flush: goes out now */
-  redlock__queue_insert_tail(&n->pending, &req->q);
-  n->n_pending++;
+  pending_push(n, req);
   if (n->n_pending == 1)
     node_arm_deadline(n);
   return 0;
@@ -555,7 +558,55 @@ static void node_arm_at(redlock__node *n, redlock__ns due) {
   redlock__timer_start(&n->deadline_timer, on_deadline, ms, 0);
 }
 
+/* Appends req (its deadline set) to pending: invariant 4's bookkeeping. */
+static void pending_push(redlock__node *n, redlock__req *req) {
+  redlock__ns d = req->deadline_ns;
+  if (redlock__queue_empty(&n->pending))
+    n->pend_max = n->pend_early = 0;
+  if (d != 0 && d < n->pend_max &&
+      (n->pend_early == 0 || d < n->pend_early))
+    n->pend_early = d;
+  if (d > n->pend_max)
+    n->pend_max = d;
+  redlock__queue_insert_tail(&n->pending, &req->q);
+  n->n_pending++;
+}
+
+/* pend_max and pend_early again, from the list (after a deadline moved). */
+static void pending_rescan(redlock__node *n) {
+  redlock__queue *q;
+  n->pend_max = n->pend_early = 0;
+  for (q = n->pending.next; q != &n->pending; q = q->next) {
+    redlock__ns d = REDLOCK__CONTAINER_OF(q, redlock__req, q)->deadline_ns;
+    if (d != 0 && d < n->pend_max &&
+        (n->pend_early == 0 || d < n->pend_early))
+      n->pend_early = d;
+    if (d > n->pend_max)
+      n->pend_max = d;
+  }
+}
+
+/* The pending request that is overdue first: the head, or one behind a
+ * later deadline (invariant 4). */
+static redlock__req *pending_first_due(redlock__node *n, redlock__ns now) {
+  redlock__req *head =
+      REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
+  redlock__queue *q;
+  if (n->pend_early == 0 || n->pend_early > now ||
+      (head->deadline_ns != 0 && head->deadline_ns <= now))
+    return head;
+  for (q = n->pending.next; q != &n->pending; q = q->next) {
+    redlock__req *req = REDLOCK__CONTAINER_OF(q, redlock__req, q);
+    if (req->deadline_ns != 0 && req->deadline_ns <= now)
+      return req;
+  }
+  pending_rescan(n);   /* answered since: none is due */
+  return head;
+}
+
 static void node_arm_deadline(redlock__node *n) {
+  if (!redlock__queue_empty(&n->pending) && n->pend_early != 0)
+    node_arm_at(n, n->pend_early);
   if (!redlock__queue_empty(&n->pending))
     /* 0 for the handshake: bounded by the connect deadline */
     node_arm_at(n, REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q)
@@ -576,9 +627,8 @@ static int node_write(redlock__node *n, redlock__req *req, const cmd_src *c,
       req->until_ns != 0 && req->until_ns < deadline ? req->until_ns
                                                      : deadline;
   req->flush_gen = n->flushes;   /* it goes out with the next flush */
-  redlock__queue_insert_tail(&n->pending, &req->q);
-  n->n_pending++;
-  if (n->n_pending == 1)
+  pending_push(n, req);
+  if (n->n_pending == 1 || req->deadline_ns == n->pend_early)
     node_arm_deadline(n);
   return 0;
 }
@@ -736,7 +786,7 @@ static void on_deadline(redlock__timer *t) {
   }
   if (redlock__queue_empty(&n->pending))
     return;
-  head = REDLOCK__CONTAINER_OF(n->pending.next, redlock__req, q);
+  head = pending_first_due(n, now);
   if (head->deadline_ns == 0)
     return;
   if (head->deadline_ns > now) {
@@ -749,8 +799,16 @@ static void on_deadline(redlock__timer *t) {
    * may be waiting in the socket. Only a reply that has not come is late.
    * (A socket that does not take our bytes, want_write, is late.) */
   if (n->state == REDLOCK__NODE_UP && !n->conn.want_write &&
-      head->flush_gen == n->flushes) {
-    head->deadline_ns = now + timeout_ns(n->env->command_timeout_ms);
+      head->flush_gen == n->flushes &&
+      (head->until_ns == 0 || head->until_ns > now)) {
+    /* Never past its own bound (an acquisition's wait, invariant 6): a
+     * request queued behind a handshake that came up while the loop ran
+     * late would otherwise end a command timeout after the wait (found
+     * by redlock-sim, corpus seed 1883023360429117). */
+    redlock__ns d = now + timeout_ns(n->env->command_timeout_ms);
+    head->deadline_ns = head->until_ns != 0 && head->until_ns < d
+                            ? head->until_ns : d;
+    pending_rescan(n);
     node_arm_deadline(n);
     return;
   }
@@ -763,12 +821,23 @@ static void on_deadline(redlock__timer *t) {
     if (n->teardowns != td || n->state != REDLOCK__NODE_UP)
       return;   /* it failed, or a callback tore it down */
     if (n->answered != answered) {
-      node_arm_deadline(n);   /* the head was answered: the next one's */
+      /* Replies came: the next one's, or this one's again (its reply may
+       * still be behind them: the timer fires at once). */
+      node_arm_deadline(n);
       return;
     }
   }
-  snprintf(why, sizeof(why), "no reply within %lld ms",
-           (long long)n->env->command_timeout_ms);
+  if (head->flush_gen == n->flushes)
+    snprintf(why, sizeof(why), "its wait ended before the request went "
+             "out (the event loop ran late)");
+  else if (head->until_ns != 0 && head->until_ns <= now &&
+           head->deadline_ns == head->until_ns)
+    snprintf(why, sizeof(why), "no reply within %llu ms, when its wait "
+             "ended", (unsigned long long)((now - head->sent_ns) /
+                                          REDLOCK__NS_PER_MS));
+  else
+    snprintf(why, sizeof(why), "no reply within %lld ms",
+             (long long)n->env->command_timeout_ms);
   n->st.timeouts++;
   n->hung = 0;   /* slow, not hung (invariant 6) */
   n->refused = 0;
@@ -975,8 +1044,7 @@ static void node_send_kept(redlock__node *n, redlock__ns now,
     req->cmd_len = n->kept_len[i];
     req->sent_ns = now;
     req->deadline_ns = deadline;
-    redlock__queue_insert_tail(&n->pending, &req->q);
-    n->n_pending++;
+    pending_push(n, req);
   }
 }
 
@@ -1035,8 +1103,7 @@ static void node_up(redlock__node *n) {
     if (req->deadline_ns == 0 || req->deadline_ns > deadline)
       req->deadline_ns = deadline;
     req->flush_gen = n->flushes;   /* goes out with the next flush */
-    redlock__queue_insert_tail(&n->pending, q);
-    n->n_pending++;
+    pending_push(n, req);
     if (req->flags & REDLOCK__REQ_CLOCK)
       node_want_clock(n, req);
   }
@@ -1267,8 +1334,7 @@ static int hs_send(redlock__node *n, int kind, int argc,
   req->deadline_ns = 0;   /* bounded by the connect deadline */
   if (kind == HS_TIME)
     req->clock_seq = ++n->clock_next;
-  redlock__queue_insert_tail(&n->pending, &req->q);
-  n->n_pending++;
+  pending_push(n, req);
   n->hs_left++;
   return 0;
 }

@@ -207,6 +207,11 @@ struct redlock__node {
   struct redlock__gai *gai;    /* name resolution in flight, or NULL */
   redlock__timer deadline_timer;   /* the oldest pending request */
   redlock__ns deadline_armed;  /* when it fires; 0 when stopped */
+  redlock__ns pend_max;        /* the latest deadline written since
+                                  pending was last empty */
+  redlock__ns pend_early;      /* the earliest deadline of a pending
+                                  request behind a later one (a wait's
+                                  bound), or 0 (node.c, invariant 4) */
   redlock__timer conn_timer;   /* connect deadline, backoff, deferral */
   redlock__queue pending;      /* written, replies come in this order */
   redlock__queue waiting;      /* submitted before the handshake ended */
