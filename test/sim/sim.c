@@ -802,7 +802,13 @@ static void on_reentered(redlock_lock_t *l, int status,
   op_end(a);
   if (status == 0) {
     a->holds = redlock_lock_holds(l);
-    oracle_extend(a, res->validity_ms);
+    /* Without an extend round (a ttl no longer than the lock's: redlock.h,
+     * reentrant) it reports the handle's own validity, which after a
+     * forced release is no claim (do_ask_validity): a client that was
+     * down when the operator forced its key (on_force skips the dead)
+     * and re-entered once it ran again (seed 1883023883063065). */
+    if (!(a->forced && res->attempts == 0))
+      oracle_extend(a, res->validity_ms);
   } else {
     sim_logf(&a->r->w, "client %u: re-entry failed: %s", a->id,
              redlock_err_name(status));
@@ -2273,7 +2279,7 @@ static void on_fault(simworld *w, void *arg, uint64_t x) {
 }
 
 /* F_FORCE: an operator's forced release of kI, whoever holds it: DEL of
- * the key on every plain master that runs (redlock unlock --force also
+ * the key on every master that runs (redlock unlock --force also
  * deletes the read-write hash "kI:rw"; another library's force unlock,
  * or a redis-cli DEL, knows the plain key only). The holders are not
  * told (docs/CLI.md, Operator's tools): the oracle ends their intervals
@@ -2289,7 +2295,7 @@ static void on_force(simworld *w, void *arg, uint64_t x) {
   uint64_t z = side_draw(r, 0x3f, r->forces++, 0xf0ce);
   unsigned k = (unsigned)(z % r->n_keys), i, n = 0;
   int rw = (z >> 8) % 2 == 0, extends = 0;
-  char key[16], hash[16];
+  char key[16], hash[16], chash[24];
   (void)x;
   if (r->ending)
     return;
@@ -2315,15 +2321,30 @@ static void on_force(simworld *w, void *arg, uint64_t x) {
   }
   snprintf(key, sizeof(key), "k%u", k);
   snprintf(hash, sizeof(hash), "k%u:rw", k);
+  snprintf(chash, sizeof(chash), "{k%u}:rw", k);
   for (i = 0; i < r->n_masters; i++) {
-    simsrv *sv = &w->srv[r->first[i]];
-    const char *del[3] = {"DEL", key, hash};
-    simkv_out out = {NULL, 0, 0};
-    if (r->cl[i] != NULL || r->sg[i] != NULL || !sv->up)
-      continue;
-    kv_run(sv, rw ? 3 : 2, del, &out);
-    simkv_out_free(&out);
-    n++;
+    /* Every node of a cluster or a sentinel group that runs, as redis-cli
+     * on each would (unlock --force reaches every master: docs/CLI.md);
+     * a plain master that is down keeps the key. Not only the plain
+     * masters: a force that left the holder's keys on the clusters let
+     * its extend count them and one master that had rolled the DEL back
+     * (a restart from a snapshot before it), over the name's new holder
+     * (seed 1883023883064742). */
+    unsigned nodes = r->cl[i] != NULL ? r->cl[i]->n
+                     : r->sg[i] != NULL ? r->sg[i]->n : 1, j, hit = 0;
+    for (j = 0; j < nodes; j++) {
+      simsrv *sv = r->cl[i] != NULL ? sim_cluster_srv(r->cl[i], j)
+                   : r->sg[i] != NULL ? sim_sentinel_node(r->sg[i], j)
+                                      : &w->srv[r->first[i]];
+      const char *del[3] = {"DEL", key, r->cl[i] != NULL ? chash : hash};
+      simkv_out out = {NULL, 0, 0};
+      if (!sv->up)
+        continue;
+      kv_run(sv, rw ? 3 : 2, del, &out);
+      simkv_out_free(&out);
+      hit = 1;
+    }
+    n += hit;
   }
   for (i = 0; n > 0 && i < r->n_actors; i++) {
     holder *h = &r->hold[i][k];
