@@ -1331,6 +1331,11 @@ static int hs_send(redlock__node *n, int kind, int argc,
   req->cb = on_hs_reply;
   req->owner = n;
   req->kind = (uint8_t)kind;
+  /* Dates the reply: the handshake's TIME is the instance's first clock
+   * reading, and a reading without its send time had a round trip as
+   * long as this machine's uptime, an uncertainty that made the first
+   * comparison with the others' clocks (guard.c, settle) say nothing. */
+  req->sent_ns = redlock__sys_now(n->env->sys);
   req->deadline_ns = 0;   /* bounded by the connect deadline */
   if (kind == HS_TIME)
     req->clock_seq = ++n->clock_next;
