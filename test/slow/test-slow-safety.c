@@ -73,6 +73,7 @@
  * overlap. Prints grants, overlaps, availability (share of attempts made
  * on a free lock, with no other attempt overlapping them, that succeeded)
  * and acquisitions per second. */
+#include <stdarg.h>
 #include <time.h>
 
 #include "tutil.h"
@@ -108,6 +109,42 @@ static int in_flight;
 static unsigned long attempts, free_attempts, free_successes;
 static uint64_t end_ns;
 static int stopping;
+
+/* What happened, on the validity clock (now_ns), printed when an overlap
+ * is found: each grant with its YES votes, each fault. A run is one
+ * schedule of many in real time: its log is what there is to replay. */
+#define EV_MAX 8192
+static struct {
+  uint64_t t;
+  char what[72];
+} ev_log[EV_MAX];
+static int n_ev;
+static uint64_t now_ns(void);
+static void ev_note(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static void ev_note(const char *fmt, ...) {
+  va_list ap;
+  if (n_ev == EV_MAX)
+    return;
+  ev_log[n_ev].t = now_ns();
+  va_start(ap, fmt);
+  vsnprintf(ev_log[n_ev].what, sizeof(ev_log[n_ev].what), fmt, ap);
+  va_end(ap);
+  n_ev++;
+}
+/* The faults, logged where they are made (a macro of the same name calls
+ * the function: no recursion in a macro's expansion). */
+#define harness_pause(s) (ev_note("master %d hangs", (int)((s) - srv) + 1), \
+                          harness_pause(s))
+#define harness_resume(s) \
+  (ev_note("master %d resumes", (int)((s) - srv) + 1), harness_resume(s))
+#define harness_kill(s) \
+  (ev_note("master %d killed", (int)((s) - srv) + 1), harness_kill(s))
+#define harness_restart(s) \
+  (ev_note("master %d restarts", (int)((s) - srv) + 1), harness_restart(s))
+#define harness_clock_step(s, d)                                         \
+  (ev_note("master %d clock %+lld ms", (int)((s) - srv) + 1,             \
+           (long long)(d)), harness_clock_step(s, d))
 static uint64_t prng = 0x9e3779b97f4a7c15ULL;
 static int faulty[N];          /* 0 ok, 1 paused, 2 down, 3 slow, 4 guard,
                                   5 clock stepped (for a ttl) */
@@ -176,6 +213,7 @@ static void on_hold_done(uv_timer_t *t) {
   uint64_t now = now_ns();
   grant *g = &grants[w->gi];
   g->to = now < w->deadline_ns ? now : w->deadline_ns;
+  ev_note("client %d lets go", w->id);
   holders--;
   if (redlock_lock_release(w->l, on_released, w) != 0)
     worker_next(w, 1);
@@ -198,6 +236,15 @@ static void on_acquired(redlock_lock_t *l, int status,
   if (n_grants == MAX_GRANTS)
     TEST_FAIL("too many grants");
   w->gi = n_grants++;
+  {
+    char votes[N + 1];
+    int i;
+    for (i = 0; i < N && i < (int)r->n_nodes; i++)
+      votes[i] = r->nodes[i].vote == REDLOCK_VOTE_YES ? 'Y' : '.';
+    votes[i] = '\0';
+    ev_note("client %d granted until +%lld ms (yes: %s)", w->id,
+            (long long)redlock_lock_validity_ms(l), votes);
+  }
   grants[w->gi].from = now;
   grants[w->gi].to = w->deadline_ns;
   grants[w->gi].client = w->id;
@@ -284,8 +331,10 @@ static void on_rejoin(uv_timer_t *t) {
   worker *w = &workers[rnd(CLIENTS)];
   if (stopping)
     return;
-  if (!w->rejoining)
+  if (!w->rejoining) {
     w->rejoin = 1;
+    ev_note("client %d: a new client in its place", w->id);
+  }
   uv_timer_start(t, on_rejoin, 1000 + rnd(1000), 0);
 }
 
@@ -503,6 +552,7 @@ static void durability_off(int i) {
   faulty[i] = 7;
   n_faults[7]++;
   break_ns[i] = now_ns();
+  ev_note("master %d: CONFIG SET appendonly no", i + 1);
   if (harness_cmdf(&srv[i], ok, sizeof(ok), "CONFIG SET appendonly no") != 0)
     TEST_FAIL("CONFIG SET appendonly no on master %d", i + 1);
   uv_timer_start(&heal_timers[i], on_heal, 300 + rnd(500), 0);
@@ -773,6 +823,12 @@ int main(int argc, char **argv) {
   ASSERT_EQ(open_clients, 0);
 
   overlaps = tu_overlaps(grants, n_grants);
+  if (overlaps > 0) {
+    fprintf(stderr, "what happened (ns on the validity clock):\n");
+    for (i = 0; i < n_ev; i++)
+      fprintf(stderr, "  %llu %s\n", (unsigned long long)ev_log[i].t,
+              ev_log[i].what);
+  }
   printf("safety%s%s: %d s, %d clients, N=%d: grants %d, overlaps %lu, "
          "attempts %lu, availability %.1f%% (%lu of %lu attempts on a free "
          "lock), %.1f acquisitions/s; faults: %lu hangs, %lu crash-restarts,"
