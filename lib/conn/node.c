@@ -34,9 +34,10 @@
  *     can be overdue: one timer armed for it, or for the earliest deadline
  *     of a request behind a later one (pend_early: a request that waited
  *     for the handshake keeps its wait's bound, and goes out behind the
- *     kept releases, whose deadlines count from the handshake's end). When it fires the connection
- *     is torn down (every pending request fails once, with ETIMEDOUT), the
- *     failure counts for the reconnect backoff, and the node reconnects.
+ *     kept releases, whose deadlines count from the handshake's end).
+ *     When it fires the connection is torn down (every pending request
+ *     fails once, with ETIMEDOUT), the failure counts for the reconnect
+ *     backoff, and the node reconnects.
  *     Only a reply to a request of the layer above (not a handshake) resets
  *     the backoff: a master slower than the command timeout does not get a
  *     reconnect storm.
@@ -558,16 +559,20 @@ static void node_arm_at(redlock__node *n, redlock__ns due) {
   redlock__timer_start(&n->deadline_timer, on_deadline, ms, 0);
 }
 
-/* Appends req (its deadline set) to pending: invariant 4's bookkeeping. */
-static void pending_push(redlock__node *n, redlock__req *req) {
-  redlock__ns d = req->deadline_ns;
-  if (redlock__queue_empty(&n->pending))
-    n->pend_max = n->pend_early = 0;
+/* Invariant 4's bookkeeping for a deadline d appended to pending. */
+static void pending_note(redlock__node *n, redlock__ns d) {
   if (d != 0 && d < n->pend_max &&
       (n->pend_early == 0 || d < n->pend_early))
     n->pend_early = d;
   if (d > n->pend_max)
     n->pend_max = d;
+}
+
+/* Appends req (its deadline set) to pending. */
+static void pending_push(redlock__node *n, redlock__req *req) {
+  if (redlock__queue_empty(&n->pending))
+    n->pend_max = n->pend_early = 0;
+  pending_note(n, req->deadline_ns);
   redlock__queue_insert_tail(&n->pending, &req->q);
   n->n_pending++;
 }
@@ -576,14 +581,8 @@ static void pending_push(redlock__node *n, redlock__req *req) {
 static void pending_rescan(redlock__node *n) {
   redlock__queue *q;
   n->pend_max = n->pend_early = 0;
-  for (q = n->pending.next; q != &n->pending; q = q->next) {
-    redlock__ns d = REDLOCK__CONTAINER_OF(q, redlock__req, q)->deadline_ns;
-    if (d != 0 && d < n->pend_max &&
-        (n->pend_early == 0 || d < n->pend_early))
-      n->pend_early = d;
-    if (d > n->pend_max)
-      n->pend_max = d;
-  }
+  for (q = n->pending.next; q != &n->pending; q = q->next)
+    pending_note(n, REDLOCK__CONTAINER_OF(q, redlock__req, q)->deadline_ns);
 }
 
 /* The pending request that is overdue first: the head, or one behind a
